@@ -1,0 +1,161 @@
+/*
+ * mkernel.h - the public API of libmkernel.
+ *
+ * Fused, persistent, multi-GPU and multi-node CUDA kernels behind an
+ * MPI-style communicator API.  C99; the only outside types used are CUDA
+ * runtime types, and only by calls that take a stream.
+ *
+ * Conventions:
+ *   - every call returns an mkResult_t; output parameters come last and are
+ *     written only on success;
+ *   - after a failure, mkGetLastError(comm) (or mkGetLastError(NULL) for
+ *     calls that have no communicator yet) says which argument or peer was
+ *     at fault and what to do;
+ *   - no call terminates the process.
+ */
+#ifndef MKERNEL_H
+#define MKERNEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) && !defined(MK_NO_VISIBILITY)
+#define MK_API __attribute__((visibility("default")))
+#else
+#define MK_API
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Versions                                                            */
+/* ------------------------------------------------------------------ */
+#define MK_VERSION_MAJOR 0
+#define MK_VERSION_MINOR 1
+#define MK_VERSION_PATCH 0
+#define MK_VERSION(maj, min, pat) ((maj) * 10000 + (min) * 100 + (pat))
+#define MK_VERSION_CODE \
+    MK_VERSION(MK_VERSION_MAJOR, MK_VERSION_MINOR, MK_VERSION_PATCH)
+
+
+/* ------------------------------------------------------------------ */
+/* Errors                                                              */
+/* ------------------------------------------------------------------ */
+typedef enum {
+    mkSuccess = 0,
+    mkErrInvalidArgument = 1, /* a bad argument; nothing was changed      */
+    mkErrUnsupported = 2,     /* valid but not supported (dtype, arch...) */
+    mkErrInvalidUsage = 3,    /* calls in the wrong order or state        */
+    mkErrCuda = 4,            /* a CUDA call failed                       */
+    mkErrSystem = 5,          /* a system call failed (errno in message)  */
+    mkErrBootstrap = 6,       /* launcher / rendezvous failure            */
+    mkErrTransport = 7,       /* network transport failure                */
+    mkErrTimeout = 8,         /* a wait passed its deadline (MK_TIMEOUT_MS) */
+    mkErrRemote = 9,          /* a peer failed or aborted                 */
+    mkErrNoMemory = 10,       /* host or device allocation failed         */
+    mkErrInternal = 11,       /* a bug in mkernel: please report it       */
+    mkNumResults = 12
+} mkResult_t;
+
+/* The version of the library actually loaded (compare with
+ * MK_VERSION_CODE, the version the caller was compiled against). */
+MK_API mkResult_t mkGetVersion(int *version);
+
+/* A static string naming the result; never NULL. */
+MK_API const char *mkGetErrorString(mkResult_t result);
+
+struct mkComm;
+typedef struct mkComm *mkComm_t;
+
+/* The detail of the last failure on this communicator (or, with comm ==
+ * NULL, of the last failure in this thread of a call that had no usable
+ * communicator, such as mkCommInit).  Never NULL; "" when none. */
+MK_API const char *mkGetLastError(mkComm_t comm);
+
+/* ------------------------------------------------------------------ */
+/* Configuration                                                       */
+/* ------------------------------------------------------------------ */
+#define MK_CONFIG_MAGIC 0x6d6b6366u /* "mkcf" */
+#define MK_CONFIG_UNDEF_INT INT32_MIN
+#define MK_CONFIG_UNDEF_PTR NULL
+#define MK_CONFIG_UNDEF_SIZE ((size_t)0)
+
+/*
+ * Communicator configuration.  Always start from MK_CONFIG_INITIALIZER and
+ * set only the fields you need; an undefined field takes its MK_*
+ * environment variable or the built-in default.  The first three fields
+ * let a newer library accept a config compiled against an older header.
+ */
+typedef struct mkConfig_v1 {
+    size_t size;           /* sizeof(mkConfig_t) at compile time       */
+    unsigned int magic;    /* MK_CONFIG_MAGIC                          */
+    unsigned int version;  /* MK_VERSION_CODE at compile time          */
+    int cudaDev;           /* CUDA device; default: local rank % #GPUs */
+    int timeoutMs;         /* deadline of every wait (MK_TIMEOUT_MS)   */
+    const char *transports;/* allow-list, e.g. "socket" (MK_TRANSPORT) */
+    int smBudget;          /* SMs this rank may use (MK_SM_BUDGET)     */
+    size_t workspaceSize;  /* symmetric workspace bytes (MK_WORKSPACE_SIZE) */
+    int nodeSize;          /* virtual node size (MK_NODE_SIZE)         */
+} mkConfig_t;
+
+#define MK_CONFIG_INITIALIZER                                             \
+    {                                                                     \
+        sizeof(mkConfig_t), MK_CONFIG_MAGIC, MK_VERSION_CODE,             \
+            MK_CONFIG_UNDEF_INT, MK_CONFIG_UNDEF_INT, MK_CONFIG_UNDEF_PTR, \
+            MK_CONFIG_UNDEF_INT, MK_CONFIG_UNDEF_SIZE, MK_CONFIG_UNDEF_INT \
+    }
+
+/* ------------------------------------------------------------------ */
+/* Communicators                                                       */
+/* ------------------------------------------------------------------ */
+#define MK_UNIQUE_ID_BYTES 128
+typedef struct {
+    char internal[MK_UNIQUE_ID_BYTES];
+} mkUniqueId;
+
+/* Whole-job communicator from the launcher (PMIx: srun, mpirun, prterun).
+ * Without a launcher: a communicator of size 1.  config may be NULL. */
+MK_API mkResult_t mkCommInit(mkComm_t *comm, const mkConfig_t *config);
+
+/* For programs that bring their own MPI: one rank calls mkGetUniqueId,
+ * broadcasts the id (MPI_Bcast of sizeof(mkUniqueId) bytes), then every
+ * rank calls mkCommInitRank. */
+MK_API mkResult_t mkGetUniqueId(mkUniqueId *uniqueId);
+MK_API mkResult_t mkCommInitRank(mkComm_t *comm, int nranks,
+                                 mkUniqueId uniqueId, int rank,
+                                 const mkConfig_t *config);
+
+/* Collective over comm: ranks with the same color form a new
+ * communicator, ordered by key then by rank in comm.  color ==
+ * MK_SPLIT_NOCOLOR gives *newcomm = NULL. */
+#define MK_SPLIT_NOCOLOR (-1)
+MK_API mkResult_t mkCommSplit(mkComm_t comm, int color, int key,
+                              mkComm_t *newcomm, const mkConfig_t *config);
+
+/* Release the communicator.  Local: call it after all work on the
+ * communicator has completed on every rank. */
+MK_API mkResult_t mkCommDestroy(mkComm_t comm);
+
+/* Tear down at once, without waiting for peers; peers waiting on this rank
+ * fail with mkErrRemote or mkErrTimeout. */
+MK_API mkResult_t mkCommAbort(mkComm_t comm);
+
+/* mkSuccess in *asyncError while the communicator is healthy; otherwise the
+ * error that broke it (details in mkGetLastError). */
+MK_API mkResult_t mkCommGetAsyncError(mkComm_t comm, mkResult_t *asyncError);
+
+MK_API mkResult_t mkCommRank(mkComm_t comm, int *rank);
+MK_API mkResult_t mkCommSize(mkComm_t comm, int *size);
+MK_API mkResult_t mkCommLocalRank(mkComm_t comm, int *localRank);
+MK_API mkResult_t mkCommLocalSize(mkComm_t comm, int *localSize);
+MK_API mkResult_t mkCommNodeCount(mkComm_t comm, int *nodeCount);
+/* The CUDA device of this rank, or -1 when the process has no GPU. */
+MK_API mkResult_t mkCommCuDevice(mkComm_t comm, int *device);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MKERNEL_H */

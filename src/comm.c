@@ -1,0 +1,445 @@
+/*
+ * comm.c - communicator lifecycle, queries and the async error state.
+ *
+ * Creation, whatever the bootstrap:
+ *   1. resolve the config (user struct of any version + MK_* variables);
+ *   2. bring up a bootstrap (pmix for the job, tcp for a unique id or a
+ *      split, "self" for a size-1 communicator);
+ *   3. agree on a job cookie (rank 0 draws it, bcast);
+ *   4. allgather host facts; group ranks into nodes (same host hash,
+ *      then MK_NODE_SIZE consecutive local ranks per virtual node);
+ *   5. pick the CUDA device (config, else local rank % device count; none
+ *      in a process without GPUs).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "config.h"
+#include "mki.h"
+
+MK_API mkResult_t mkGetVersion(int *version)
+{
+    if (version == NULL)
+        return mki_error(NULL, mkErrInvalidArgument, "version is NULL; pass "
+                         "the address of an int");
+    *version = MK_VERSION_CODE;
+    return mkSuccess;
+}
+
+/* ---- the size-1 bootstrap ----------------------------------------- */
+static mkResult_t self_allgather(void *c, void *b, size_t n)
+{ (void)c; (void)b; (void)n; return mkSuccess; }
+static mkResult_t self_bcast(void *c, void *b, size_t n, int r)
+{ (void)c; (void)b; (void)n; (void)r; return mkSuccess; }
+static mkResult_t self_barrier(void *c) { (void)c; return mkSuccess; }
+static void self_close(void *c) { (void)c; }
+static const struct mki_bootstrap_ops self_ops = {
+    "self", self_allgather, self_bcast, self_barrier, self_close,
+};
+
+/* ---- handle checks and error state -------------------------------- */
+
+mkResult_t mki_comm_check(mkComm_t comm, const char *func)
+{
+    if (comm == NULL)
+        return mki_error(NULL, mkErrInvalidArgument, "%s: comm is NULL; "
+                         "create one with mkCommInit or mkCommInitRank", func);
+    if (comm->magic != MKI_COMM_MAGIC)
+        return mki_error(NULL, mkErrInvalidArgument, "%s: comm is not a live "
+                         "communicator (destroyed, or not made by mkernel)",
+                         func);
+    return mkSuccess;
+}
+
+#define CHECK_OUT(ptr, func)                                                 \
+    do {                                                                     \
+        if ((ptr) == NULL)                                                   \
+            return mki_error(NULL, mkErrInvalidArgument,                     \
+                             "%s: %s is NULL; pass the address of the "      \
+                             "output", func, #ptr);                          \
+    } while (0)
+
+void mki_comm_set_async_error(struct mkComm *comm, mkResult_t res)
+{
+    pthread_mutex_lock(&comm->lock);
+    if (comm->async_error == mkSuccess) comm->async_error = res;
+    pthread_mutex_unlock(&comm->lock);
+}
+
+/* Run a bootstrap op for the communicator; a failure breaks it. */
+static mkResult_t comm_boot(struct mkComm *comm, mkResult_t res)
+{
+    if (res != mkSuccess) {
+        mki_error_quiet(comm, "%s", mki_thread_error());
+        mki_comm_set_async_error(comm, res);
+    }
+    return res;
+}
+
+/* ---- creation ----------------------------------------------------- */
+
+int mki_kernels_preload(const char **failed);
+
+/* Load every kernel now, on the communicator's device (REFERENCE: lazy
+ * loading can deadlock a launch beside a spinning stream). */
+static mkResult_t preload_kernels(struct mkComm *comm)
+{
+    int prev;
+    const char *why = "";
+    cudaError_t err = cudaGetDevice(&prev);
+    if (err == cudaSuccess) err = cudaSetDevice(comm->cuda_dev);
+    if (err != cudaSuccess)
+        return mki_error(comm, mkErrCuda, "cannot use CUDA device %d: %s",
+                         comm->cuda_dev, cudaGetErrorString(err));
+    int rc = mki_kernels_preload(&why);
+    err = cudaSetDevice(prev);
+    if (rc != 0)
+        return mki_error(comm, mkErrCuda, "cannot load mkernel's kernels on "
+                         "device %d: %s (the library is built for sm_90a: "
+                         "Hopper GPUs only)", comm->cuda_dev, why);
+    if (err != cudaSuccess)
+        return mki_error(comm, mkErrCuda, "cudaSetDevice(%d): %s", prev,
+                         cudaGetErrorString(err));
+    return mkSuccess;
+}
+
+static mkResult_t pick_device(struct mkComm *comm)
+{
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        (void)cudaGetLastError(); /* clear the sticky-free error state */
+        if (comm->cfg.cudaDev >= 0)
+            return mki_error(comm, mkErrInvalidArgument, "config->cudaDev = "
+                             "%d but this process sees no GPU (%s)",
+                             comm->cfg.cudaDev, err != cudaSuccess
+                                 ? cudaGetErrorString(err) : "0 devices");
+        comm->cuda_dev = -1;
+        MKI_INFO(MKI_SUB_INIT, "no GPU found (%s): the communicator supports "
+                 "bootstrap and queries; GPU operations return "
+                 "mkErrUnsupported", err != cudaSuccess
+                     ? cudaGetErrorString(err) : "0 devices");
+        return mkSuccess;
+    }
+    if (comm->cfg.cudaDev >= count)
+        return mki_error(comm, mkErrInvalidArgument, "config->cudaDev = %d "
+                         "but this process sees %d GPU(s) (check "
+                         "CUDA_VISIBLE_DEVICES)", comm->cfg.cudaDev, count);
+    comm->cuda_dev = comm->cfg.cudaDev >= 0 ? comm->cfg.cudaDev
+                                            : comm->local_rank % count;
+    return preload_kernels(comm);
+}
+
+/* Group ranks into (virtual) nodes from the host table. */
+static mkResult_t group_nodes(struct mkComm *comm)
+{
+    int n = comm->nranks, node_size = comm->cfg.nodeSize;
+    int nnodes = 0;
+    int *host_of = malloc(sizeof(int) * (size_t)n);    /* host index per rank */
+    int *lrank = malloc(sizeof(int) * (size_t)n);      /* rank within host */
+    int *hosts_base = malloc(sizeof(int) * (size_t)n); /* first node of host */
+    if (!host_of || !lrank || !hosts_base) {
+        free(host_of); free(lrank); free(hosts_base);
+        return mki_error(comm, mkErrNoMemory, "out of host memory");
+    }
+    int nhosts = 0;
+    memset(host_of, 0, sizeof(int) * (size_t)n);
+    for (int r = 0; r < n; r++) {
+        int h = -1, cnt = 0;
+        for (int q = 0; q < r; q++)
+            if (comm->hosts[q].host_hash == comm->hosts[r].host_hash) {
+                h = host_of[q];
+                cnt++;
+            }
+        if (h < 0) h = nhosts++;
+        host_of[r] = h;
+        lrank[r] = cnt;
+    }
+    /* Node index: hosts in order of first appearance, each split into
+     * ceil(ranks on host / node_size) virtual nodes. */
+    for (int h = 0; h < nhosts; h++) {
+        int on_host = 0;
+        for (int r = 0; r < n; r++) on_host += host_of[r] == h;
+        hosts_base[h] = nnodes;
+        nnodes += node_size > 0 ? (on_host + node_size - 1) / node_size : 1;
+    }
+    int me = comm->rank, host_count = 0;
+    for (int r = 0; r < n; r++) host_count += host_of[r] == host_of[me];
+    if (node_size > 0) {
+        comm->node = hosts_base[host_of[me]] + lrank[me] / node_size;
+        comm->local_rank = lrank[me] % node_size;
+        int first = lrank[me] - comm->local_rank;
+        comm->local_size = host_count - first < node_size ? host_count - first
+                                                          : node_size;
+    } else {
+        comm->node = hosts_base[host_of[me]];
+        comm->local_rank = lrank[me];
+        comm->local_size = host_count;
+    }
+    comm->nnodes = nnodes;
+    free(host_of); free(lrank); free(hosts_base);
+    return mkSuccess;
+}
+
+static void comm_free(struct mkComm *comm)
+{
+    if (!comm) return;
+    if (comm->boot && comm->boot_ctx) comm->boot->close(comm->boot_ctx);
+    free(comm->hosts);
+    pthread_mutex_destroy(&comm->lock);
+    comm->magic = 0;
+    free(comm);
+}
+
+mkResult_t mki_comm_create(const struct mki_config *cfg,
+                           const struct mki_bootstrap_ops *boot, void *ctx,
+                           int rank, int nranks, uint64_t cookie,
+                           mkComm_t *out)
+{
+    struct mkComm *comm = calloc(1, sizeof(*comm));
+    if (!comm) {
+        boot->close(ctx);
+        return mki_error(NULL, mkErrNoMemory, "out of host memory");
+    }
+    mkResult_t res;
+    pthread_mutex_init(&comm->lock, NULL);
+    comm->magic = MKI_COMM_MAGIC;
+    comm->cfg = *cfg;
+    comm->boot = boot;
+    comm->boot_ctx = ctx;
+    comm->rank = rank;
+    comm->nranks = nranks;
+    comm->cookie = cookie;
+    comm->hosts = calloc((size_t)nranks, sizeof(*comm->hosts));
+    if (!comm->hosts) {
+        res = mki_error(NULL, mkErrNoMemory, "out of host memory");
+        goto fail;
+    }
+    struct mki_host_info *me = &comm->hosts[rank];
+    me->host_hash = mki_host_hash();
+    me->pid = (int32_t)getpid();
+    gethostname(me->hostname, sizeof(me->hostname) - 1);
+    MKI_CHECK_GOTO(boot->allgather(ctx, comm->hosts, sizeof(*comm->hosts)),
+                   res, fail);
+    MKI_CHECK_GOTO(group_nodes(comm), res, fail);
+    MKI_CHECK_GOTO(pick_device(comm), res, fail);
+    mki_log_set_rank(rank);
+    MKI_INFO(MKI_SUB_INIT, "communicator ready: rank %d of %d over %s, node "
+             "%d of %d, local rank %d of %d, CUDA device %d", rank, nranks,
+             boot->name, comm->node, comm->nnodes, comm->local_rank,
+             comm->local_size, comm->cuda_dev);
+    *out = comm;
+    return mkSuccess;
+fail:
+    comm_free(comm);
+    return res;
+}
+
+/* Rank 0 draws the job cookie; everyone gets it. */
+static mkResult_t agree_cookie(const struct mki_bootstrap_ops *boot, void *ctx,
+                               int rank, uint64_t *cookie)
+{
+    if (rank == 0) MKI_CHECK(mki_random_bytes(cookie, sizeof(*cookie)));
+    return boot->bcast(ctx, cookie, sizeof(*cookie), 0);
+}
+
+MK_API mkResult_t mkCommInit(mkComm_t *comm, const mkConfig_t *config)
+{
+    struct mki_config cfg;
+    mki_log_init();
+    mki_thread_error_clear();
+    CHECK_OUT(comm, "mkCommInit");
+    MKI_CHECK(mki_config_resolve(config, &cfg));
+    const char *mode = mki_param_str(MKI_P_BOOTSTRAP);
+    if (strcmp(mode, "auto") && strcmp(mode, "pmix") && strcmp(mode, "none"))
+        return mki_error(NULL, mkErrInvalidArgument, "MK_BOOTSTRAP=%s; use "
+                         "auto, pmix or none", mode);
+    int rank = 0, nranks = 1, no_launcher = 1;
+    void *ctx = NULL;
+    const struct mki_bootstrap_ops *boot = &self_ops;
+    uint64_t cookie = 0;
+    if (strcmp(mode, "none") != 0) {
+        mkResult_t res = mki_bootstrap_pmix_init(cfg.timeoutMs, &rank, &nranks,
+                                                 &no_launcher, &ctx);
+        if (res == mkSuccess) {
+            boot = &mki_bootstrap_pmix_ops;
+        } else if (!no_launcher || strcmp(mode, "pmix") == 0) {
+            return mki_error(NULL, res, "%s; start the program with srun "
+                             "--mpi=pmix, mpirun or prterun, or set "
+                             "MK_BOOTSTRAP=none for one rank",
+                             mki_thread_error());
+        } else {
+            MKI_INFO(MKI_SUB_INIT, "no launcher found (%s): running as a "
+                     "communicator of size 1", mki_thread_error());
+            mki_thread_error_clear();
+        }
+    }
+    mkResult_t res = agree_cookie(boot, ctx, rank, &cookie);
+    if (res != mkSuccess) {
+        boot->close(ctx);
+        return res;
+    }
+    return mki_comm_create(&cfg, boot, ctx, rank, nranks, cookie, comm);
+}
+
+MK_API mkResult_t mkGetUniqueId(mkUniqueId *uniqueId)
+{
+    mki_log_init();
+    mki_thread_error_clear();
+    CHECK_OUT(uniqueId, "mkGetUniqueId");
+    int64_t timeout;
+    MKI_CHECK(mki_param_int(MKI_P_TIMEOUT_MS, &timeout));
+    struct mki_unique_id id;
+    MKI_CHECK(mki_tcp_root_start(&id, (int)timeout));
+    memset(uniqueId, 0, sizeof(*uniqueId));
+    memcpy(uniqueId->internal, &id, sizeof(id));
+    return mkSuccess;
+}
+
+MK_API mkResult_t mkCommInitRank(mkComm_t *comm, int nranks,
+                                 mkUniqueId uniqueId, int rank,
+                                 const mkConfig_t *config)
+{
+    struct mki_config cfg;
+    struct mki_unique_id id;
+    mki_log_init();
+    mki_thread_error_clear();
+    CHECK_OUT(comm, "mkCommInitRank");
+    if (nranks < 1 || nranks > (1 << 20))
+        return mki_error(NULL, mkErrInvalidArgument, "mkCommInitRank: nranks "
+                         "= %d; give the number of ranks (1 .. 2^20)", nranks);
+    if (rank < 0 || rank >= nranks)
+        return mki_error(NULL, mkErrInvalidArgument, "mkCommInitRank: rank = "
+                         "%d is outside [0, %d)", rank, nranks);
+    memcpy(&id, uniqueId.internal, sizeof(id));
+    if (id.magic != 0x6d6b6274u || id.version != MK_VERSION_CODE)
+        return mki_error(NULL, mkErrInvalidArgument, "mkCommInitRank: the "
+                         "unique id is not from mkGetUniqueId of this mkernel "
+                         "version; broadcast all sizeof(mkUniqueId) bytes");
+    MKI_CHECK(mki_config_resolve(config, &cfg));
+    void *ctx;
+    MKI_CHECK(mki_bootstrap_tcp_init(&id, rank, nranks, cfg.timeoutMs, &ctx));
+    return mki_comm_create(&cfg, &mki_bootstrap_tcp_ops, ctx, rank, nranks,
+                           id.cookie, comm);
+}
+
+/* ---- split --------------------------------------------------------- */
+
+struct split_key {
+    int32_t color, key, rank;
+};
+
+static int cmp_split(const void *a, const void *b)
+{
+    const struct split_key *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+MK_API mkResult_t mkCommSplit(mkComm_t comm, int color, int key,
+                              mkComm_t *newcomm, const mkConfig_t *config)
+{
+    MKI_CHECK(mki_comm_check(comm, "mkCommSplit"));
+    CHECK_OUT(newcomm, "mkCommSplit");
+    if (color < 0 && color != MK_SPLIT_NOCOLOR)
+        return mki_error(comm, mkErrInvalidArgument, "mkCommSplit: color = %d;"
+                         " give a color >= 0 or MK_SPLIT_NOCOLOR", color);
+    if (comm->async_error != mkSuccess)
+        return mki_error(comm, comm->async_error, "mkCommSplit: the "
+                         "communicator is broken: %s", comm->last_error);
+    struct mki_config cfg = comm->cfg;
+    if (config) {
+        mkResult_t r = mki_config_resolve(config, &cfg);
+        if (r != mkSuccess) return mki_error(comm, r, "%s", mki_thread_error());
+    }
+    int n = comm->nranks;
+    struct split_key *all = calloc((size_t)n, sizeof(*all));
+    int *group = calloc((size_t)n, sizeof(int));
+    mkResult_t res = mkSuccess;
+    if (!all || !group) {
+        res = mki_error(comm, mkErrNoMemory, "out of host memory");
+        goto free_tables;
+    }
+    all[comm->rank] = (struct split_key){color, key, comm->rank};
+    MKI_CHECK_GOTO(comm_boot(comm, comm->boot->allgather(comm->boot_ctx, all,
+                                                         sizeof(*all))),
+                   res, free_tables);
+    /* Members of my color, ordered by (key, parent rank). */
+    int m = 0, myrank = -1;
+    for (int r = 0; r < n; r++)
+        if (all[r].color == color) all[m++] = all[r];
+    qsort(all, (size_t)m, sizeof(*all), cmp_split);
+    for (int i = 0; i < m; i++) {
+        group[i] = all[i].rank;
+        if (all[i].rank == comm->rank) myrank = i;
+    }
+    int member = color != MK_SPLIT_NOCOLOR;
+    uint64_t cookie = comm->cookie ^ (0x9e3779b97f4a7c15ull *
+                                      (comm->epoch + 1 + (uint64_t)color));
+    comm->epoch++;
+    void *ctx = NULL;
+    MKI_CHECK_GOTO(comm_boot(comm, mki_bootstrap_tcp_from_parent(
+                                       comm->boot, comm->boot_ctx, comm->rank,
+                                       n, member, myrank, m, group, cookie,
+                                       cfg.timeoutMs, &ctx)),
+                   res, free_tables);
+    if (!member) {
+        *newcomm = NULL;
+        goto free_tables;
+    }
+    res = mki_comm_create(&cfg, &mki_bootstrap_tcp_ops, ctx, myrank, m, cookie,
+                          newcomm);
+    if (res != mkSuccess) mki_error_quiet(comm, "%s", mki_thread_error());
+free_tables:
+    free(all);
+    free(group);
+    return res;
+}
+
+/* ---- teardown, state, queries ------------------------------------- */
+
+MK_API mkResult_t mkCommDestroy(mkComm_t comm)
+{
+    MKI_CHECK(mki_comm_check(comm, "mkCommDestroy"));
+    comm_free(comm);
+    return mkSuccess;
+}
+
+MK_API mkResult_t mkCommAbort(mkComm_t comm)
+{
+    MKI_CHECK(mki_comm_check(comm, "mkCommAbort"));
+    MKI_INFO(MKI_SUB_INIT, "rank %d aborts its communicator", comm->rank);
+    /* Closing the bootstrap connections at once is what tells peers: their
+     * next wait on this rank fails with mkErrRemote. */
+    comm_free(comm);
+    return mkSuccess;
+}
+
+MK_API mkResult_t mkCommGetAsyncError(mkComm_t comm, mkResult_t *asyncError)
+{
+    MKI_CHECK(mki_comm_check(comm, "mkCommGetAsyncError"));
+    CHECK_OUT(asyncError, "mkCommGetAsyncError");
+    pthread_mutex_lock(&comm->lock);
+    *asyncError = comm->async_error;
+    pthread_mutex_unlock(&comm->lock);
+    return mkSuccess;
+}
+
+#define COMM_QUERY(fn, field)                                                \
+    MK_API mkResult_t fn(mkComm_t comm, int *value)                          \
+    {                                                                        \
+        MKI_CHECK(mki_comm_check(comm, #fn));                                \
+        CHECK_OUT(value, #fn);                                               \
+        *value = comm->field;                                                \
+        return mkSuccess;                                                    \
+    }
+COMM_QUERY(mkCommRank, rank)
+COMM_QUERY(mkCommSize, nranks)
+COMM_QUERY(mkCommLocalRank, local_rank)
+COMM_QUERY(mkCommLocalSize, local_size)
+COMM_QUERY(mkCommNodeCount, nnodes)
+COMM_QUERY(mkCommCuDevice, cuda_dev)

@@ -1,0 +1,132 @@
+/*
+ * config.c - accept an mkConfig_t from any header version and resolve it.
+ *
+ * The first three fields (size, magic, version) tell how much of the
+ * caller's struct exists: a binary built against an older, smaller
+ * mkConfig_t passes a smaller size, and the fields it does not have take
+ * their defaults; one built against a newer header passes a larger size,
+ * and the fields this library does not know are ignored.
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "mki.h"
+
+#define MKI_CONFIG_MIN_SIZE (offsetof(mkConfig_t, version) + sizeof(unsigned))
+#define MKI_CONFIG_MAX_SIZE 4096 /* larger is garbage, not a newer header */
+#define MKI_CONFIG_OLDEST MK_VERSION(0, 1, 0)
+
+static const char *const known_transports[] = {"ibverbs", "efa", "socket"};
+
+/* Check a transport list such as "ibverbs,socket" or "^efa". */
+static mkResult_t check_transports(const char *list, const char *what)
+{
+    char buf[256];
+    if (strlen(list) >= sizeof(buf))
+        return mki_error(NULL, mkErrInvalidArgument,
+                         "%s is longer than %zu characters", what,
+                         sizeof(buf) - 1);
+    snprintf(buf, sizeof(buf), "%s", list + (list[0] == '^'));
+    char *save = NULL;
+    int count = 0;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        size_t i, n = sizeof(known_transports) / sizeof(known_transports[0]);
+        for (i = 0; i < n; i++)
+            if (strcasecmp(t, known_transports[i]) == 0) break;
+        if (i == n)
+            return mki_error(NULL, mkErrInvalidArgument,
+                             "%s=\"%s\" names unknown transport \"%s\"; use "
+                             "a comma list of ibverbs, efa, socket (a leading "
+                             "^ excludes)", what, list, t);
+        count++;
+    }
+    if (count == 0 && list[0] != '^')
+        return mki_error(NULL, mkErrInvalidArgument,
+                         "%s is empty; name at least one of ibverbs, efa, "
+                         "socket", what);
+    return mkSuccess;
+}
+
+static mkResult_t int_field(int user, enum mki_param_id id, int64_t min,
+                            const char *field, int *out)
+{
+    if (user == MK_CONFIG_UNDEF_INT) {
+        int64_t v;
+        MKI_CHECK(mki_param_int(id, &v));
+        *out = (int)v;
+        return mkSuccess;
+    }
+    const struct mki_param_desc *d = mki_param_desc(id);
+    if (user < min || user > d->max)
+        return mki_error(NULL, mkErrInvalidArgument,
+                         "config->%s = %d is out of range [%lld, %lld]",
+                         field, user, (long long)min, (long long)d->max);
+    *out = user;
+    return mkSuccess;
+}
+
+static mkResult_t copy_user_config(const mkConfig_t *config, mkConfig_t *cfg)
+{
+    if (config->magic != MK_CONFIG_MAGIC)
+        return mki_error(NULL, mkErrInvalidArgument,
+                         "config->magic is 0x%x, not MK_CONFIG_MAGIC: "
+                         "initialise the config with MK_CONFIG_INITIALIZER",
+                         config->magic);
+    if (config->size < MKI_CONFIG_MIN_SIZE || config->size > MKI_CONFIG_MAX_SIZE)
+        return mki_error(NULL, mkErrInvalidArgument,
+                         "config->size is %zu; it must be sizeof(mkConfig_t) "
+                         "as set by MK_CONFIG_INITIALIZER", config->size);
+    if (config->version < MKI_CONFIG_OLDEST)
+        return mki_error(NULL, mkErrInvalidArgument,
+                         "config->version %u is not an mkernel version "
+                         "(oldest %d): initialise the config with "
+                         "MK_CONFIG_INITIALIZER", config->version,
+                         MKI_CONFIG_OLDEST);
+    if (config->version > MK_VERSION_CODE)
+        MKI_INFO(MKI_SUB_INIT, "config comes from mkernel %u, newer than this "
+                 "library (%d); its new fields are ignored", config->version,
+                 MK_VERSION_CODE);
+    size_t n = config->size < sizeof(*cfg) ? config->size : sizeof(*cfg);
+    memcpy(cfg, config, n);
+    return mkSuccess;
+}
+
+mkResult_t mki_config_resolve(const mkConfig_t *config, struct mki_config *out)
+{
+    mkConfig_t cfg = MK_CONFIG_INITIALIZER;
+    struct mki_config r;
+    memset(&r, 0, sizeof(r));
+    if (config) MKI_CHECK(copy_user_config(config, &cfg));
+
+    if (cfg.cudaDev != MK_CONFIG_UNDEF_INT && cfg.cudaDev < 0)
+        return mki_error(NULL, mkErrInvalidArgument,
+                         "config->cudaDev = %d; give a device ordinal >= 0 "
+                         "or leave it undefined", cfg.cudaDev);
+    r.cudaDev = cfg.cudaDev == MK_CONFIG_UNDEF_INT ? -1 : cfg.cudaDev;
+    MKI_CHECK(int_field(cfg.timeoutMs, MKI_P_TIMEOUT_MS, 1, "timeoutMs",
+                        &r.timeoutMs));
+    MKI_CHECK(int_field(cfg.smBudget, MKI_P_SM_BUDGET, 0, "smBudget",
+                        &r.smBudget));
+    MKI_CHECK(int_field(cfg.nodeSize, MKI_P_NODE_SIZE, 0, "nodeSize",
+                        &r.nodeSize));
+    if (cfg.workspaceSize == MK_CONFIG_UNDEF_SIZE) {
+        int64_t v;
+        MKI_CHECK(mki_param_int(MKI_P_WORKSPACE_SIZE, &v));
+        r.workspaceSize = (size_t)v;
+    } else if (cfg.workspaceSize < (size_t)mki_param_desc(MKI_P_WORKSPACE_SIZE)->min) {
+        return mki_error(NULL, mkErrInvalidArgument,
+                         "config->workspaceSize = %zu is below the 1 MiB "
+                         "minimum", cfg.workspaceSize);
+    } else {
+        r.workspaceSize = cfg.workspaceSize;
+    }
+    const char *tr = cfg.transports ? cfg.transports
+                                    : mki_param_str(MKI_P_TRANSPORT);
+    MKI_CHECK(check_transports(tr, cfg.transports ? "config->transports"
+                                                  : "MK_TRANSPORT"));
+    snprintf(r.transports, sizeof(r.transports), "%s", tr);
+    *out = r;
+    return mkSuccess;
+}

@@ -1,0 +1,87 @@
+/*
+ * err.c - result strings and the last-error detail.
+ *
+ * A failing call records one sentence that names the argument or peer at
+ * fault and what to do.  With a communicator the detail is kept in it;
+ * without one (mkCommInit, mkGetUniqueId, a bad handle) it is kept per
+ * thread.  mkGetLastError(comm) reads the former, mkGetLastError(NULL) the
+ * latter.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "mki.h"
+
+static __thread char thread_error[MKI_ERRMSG_LEN];
+
+static const char *const result_strings[mkNumResults] = {
+    [mkSuccess] = "success",
+    [mkErrInvalidArgument] = "invalid argument",
+    [mkErrUnsupported] = "unsupported",
+    [mkErrInvalidUsage] = "invalid usage",
+    [mkErrCuda] = "CUDA error",
+    [mkErrSystem] = "system error",
+    [mkErrBootstrap] = "bootstrap error",
+    [mkErrTransport] = "transport error",
+    [mkErrTimeout] = "timeout",
+    [mkErrRemote] = "remote error",
+    [mkErrNoMemory] = "out of memory",
+    [mkErrInternal] = "internal error",
+};
+
+MK_API const char *mkGetErrorString(mkResult_t result)
+{
+    if ((unsigned)result >= mkNumResults) return "unknown mkResult_t value";
+    return result_strings[result];
+}
+
+const char *mki_thread_error(void) { return thread_error; }
+void mki_thread_error_clear(void) { thread_error[0] = '\0'; }
+
+static void store(struct mkComm *comm, const char *msg)
+{
+    if (comm) {
+        pthread_mutex_lock(&comm->lock);
+        snprintf(comm->last_error, sizeof(comm->last_error), "%s", msg);
+        pthread_mutex_unlock(&comm->lock);
+    }
+    /* The thread copy is always set too: a caller that only has the
+     * thread's view (e.g. the bootstrap) can pass it on. */
+    if (msg != thread_error)
+        snprintf(thread_error, sizeof(thread_error), "%s", msg);
+}
+
+mkResult_t mki_verror(struct mkComm *comm, mkResult_t res, const char *fmt,
+                      va_list ap)
+{
+    char msg[MKI_ERRMSG_LEN];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    store(comm, msg);
+    MKI_WARN(MKI_SUB_ALL, "%s: %s", mkGetErrorString(res), msg);
+    return res;
+}
+
+mkResult_t mki_error(struct mkComm *comm, mkResult_t res, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    mki_verror(comm, res, fmt, ap);
+    va_end(ap);
+    return res;
+}
+
+void mki_error_quiet(struct mkComm *comm, const char *fmt, ...)
+{
+    char msg[MKI_ERRMSG_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    store(comm, msg);
+}
+
+MK_API const char *mkGetLastError(mkComm_t comm)
+{
+    if (comm == NULL || comm->magic != MKI_COMM_MAGIC) return thread_error;
+    return comm->last_error;
+}

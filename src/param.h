@@ -1,0 +1,75 @@
+/*
+ * param.h - the one declarative table of MK_* environment parameters.
+ *
+ * Each X(ID, NAME, TYPE, DEFAULT, MIN, MAX, DOC) row declares a parameter;
+ * param.c turns the same list into the table that mkinfo and mkernel-env(7)
+ * print.  Integers and sizes are range-checked; a malformed value is an
+ * error (mkErrInvalidArgument) at the call that reads it, never silently
+ * replaced by the default.
+ */
+#ifndef MKI_PARAM_H
+#define MKI_PARAM_H
+
+#include <stdint.h>
+#include "mkernel.h"
+
+enum mki_param_type { MKI_PT_INT, MKI_PT_SIZE, MKI_PT_STR };
+
+#define MKI_PARAMS(X)                                                          \
+    X(DEBUG, "MK_DEBUG", MKI_PT_STR, "WARN", 0, 0,                             \
+      "Log level: NONE, WARN, INFO or TRACE.")                                 \
+    X(DEBUG_SUBSYS, "MK_DEBUG_SUBSYS", MKI_PT_STR, "ALL", 0, 0,                \
+      "Comma list of subsystems to log (INIT,BOOT,TOPO,PLAN,MEM,NET,PROXY,"    \
+      "COLL,GEMM,ALL); a leading ^ logs all but those.")                       \
+    X(DEBUG_FILE, "MK_DEBUG_FILE", MKI_PT_STR, "", 0, 0,                       \
+      "Write the log to this file instead of stderr (%h: host, %p: pid).")     \
+    X(TIMEOUT_MS, "MK_TIMEOUT_MS", MKI_PT_INT, "300000", 1, INT32_MAX,         \
+      "Deadline in milliseconds of every wait (bootstrap, signals, proxy); "   \
+      "config field timeoutMs.")                                               \
+    X(BOOTSTRAP, "MK_BOOTSTRAP", MKI_PT_STR, "auto", 0, 0,                     \
+      "How mkCommInit finds the job: auto (PMIx when a launcher is there, "    \
+      "else a size-1 communicator), pmix (fail without a launcher), or none "  \
+      "(size 1).")                                                             \
+    X(BOOTSTRAP_IFNAME, "MK_BOOTSTRAP_IFNAME", MKI_PT_STR, "", 0, 0,           \
+      "Network interface (name prefix) of the TCP bootstrap; ^ excludes. "     \
+      "Default: the first non-loopback interface that is up, else lo.")        \
+    X(TRANSPORT, "MK_TRANSPORT", MKI_PT_STR, "ibverbs,efa,socket", 0, 0,       \
+      "Inter-node transports to try, in order (comma list; a leading ^ "       \
+      "excludes); config field transports.")                                   \
+    X(SM_BUDGET, "MK_SM_BUDGET", MKI_PT_INT, "0", 0, 4096,                     \
+      "SMs one rank may use for its persistent kernels (0: the whole GPU); "   \
+      "set it when several ranks share a GPU; config field smBudget.")         \
+    X(WORKSPACE_SIZE, "MK_WORKSPACE_SIZE", MKI_PT_SIZE, "256M", 1048576,       \
+      INT64_MAX, "Bytes of symmetric workspace per rank (K, M, G suffixes); "  \
+      "config field workspaceSize.")                                           \
+    X(NODE_SIZE, "MK_NODE_SIZE", MKI_PT_INT, "0", 0, 1048576,                  \
+      "Split each host into virtual nodes of this many consecutive local "     \
+      "ranks (0: one node per host); config field nodeSize.")
+
+enum mki_param_id {
+#define MKI_PARAM_ENUM_(id, name, type, def, mn, mx, doc) MKI_P_##id,
+    MKI_PARAMS(MKI_PARAM_ENUM_)
+#undef MKI_PARAM_ENUM_
+    MKI_P_COUNT
+};
+
+struct mki_param_desc {
+    const char *name;
+    enum mki_param_type type;
+    const char *def;
+    int64_t min, max;
+    const char *doc;
+};
+
+const struct mki_param_desc *mki_param_desc(enum mki_param_id id);
+/* The value as set in the environment, or the default (never NULL). */
+const char *mki_param_str(enum mki_param_id id);
+/* 1 when the variable is set in the environment. */
+int mki_param_is_set(enum mki_param_id id);
+/* Parse an INT or SIZE parameter; mkErrInvalidArgument with a message in
+ * the thread error when the value is malformed or out of range. */
+mkResult_t mki_param_int(enum mki_param_id id, int64_t *value);
+/* Parse "123", "64K", "256M", "2G" into bytes; -1 when malformed. */
+int mki_parse_size(const char *s, int64_t *value);
+
+#endif /* MKI_PARAM_H */

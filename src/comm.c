@@ -188,6 +188,8 @@ static mkResult_t group_nodes(struct mkComm *comm)
 static void comm_free(struct mkComm *comm)
 {
     if (!comm) return;
+    /* Undo the later stages in reverse order (network, device runtime,
+     * topology + plan) before the bootstrap goes. */
     if (comm->boot && comm->boot_ctx) comm->boot->close(comm->boot_ctx);
     free(comm->hosts);
     pthread_mutex_destroy(&comm->lock);
@@ -227,6 +229,9 @@ mkResult_t mki_comm_create(const struct mki_config *cfg,
                    res, fail);
     MKI_CHECK_GOTO(group_nodes(comm), res, fail);
     MKI_CHECK_GOTO(pick_device(comm), res, fail);
+    /* Later stages of creation (each part adds its one call here, in this
+     * order; each must undo itself in comm_free):
+     *   topology + plan, device runtime (workspace, peers), network. */
     mki_log_set_rank(rank);
     MKI_INFO(MKI_SUB_INIT, "communicator ready: rank %d of %d over %s, node "
              "%d of %d, local rank %d of %d, CUDA device %d", rank, nranks,

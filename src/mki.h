@@ -86,6 +86,11 @@ struct mki_host_info {
     char hostname[64];
 };
 
+struct mki_topo;   /* topology/: discovery and node grouping */
+struct mki_plan;   /* src/plan.c: transports per peer, SM splits */
+struct mki_devrt;  /* src/mem.c: workspace, peers, signals, error records */
+struct mki_net;    /* src/proxy.c + transports/: inter-node path */
+
 struct mkComm {
     uint32_t magic;
     int rank, nranks;
@@ -98,6 +103,10 @@ struct mkComm {
     const struct mki_bootstrap_ops *boot;
     void *boot_ctx;
     struct mki_host_info *hosts;        /* nranks entries */
+    struct mki_topo *topo;              /* NULL until topology is set up */
+    struct mki_plan *plan;
+    struct mki_devrt *dev;              /* NULL in a process without GPU */
+    struct mki_net *net;
     pthread_mutex_t lock;               /* guards the fields below */
     mkResult_t async_error;
     int aborted;

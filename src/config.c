@@ -42,10 +42,12 @@ static mkResult_t check_transports(const char *list, const char *what)
                              "^ excludes)", what, list, t);
         count++;
     }
-    if (count == 0 && list[0] != '^')
+    size_t known = sizeof(known_transports) / sizeof(known_transports[0]);
+    if ((count == 0 && list[0] != '^') ||
+        (list[0] == '^' && (size_t)count >= known))
         return mki_error(NULL, mkErrInvalidArgument,
-                         "%s is empty; name at least one of ibverbs, efa, "
-                         "socket", what);
+                         "%s=\"%s\" leaves no transport; name at least one "
+                         "of ibverbs, efa, socket", what, list);
     return mkSuccess;
 }
 

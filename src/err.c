@@ -82,6 +82,12 @@ void mki_error_quiet(struct mkComm *comm, const char *fmt, ...)
 
 MK_API const char *mkGetLastError(mkComm_t comm)
 {
+    /* Copied under the lock into this thread's buffer: another thread may
+     * be writing the communicator's detail at the same time. */
+    static __thread char copy[MKI_ERRMSG_LEN];
     if (comm == NULL || comm->magic != MKI_COMM_MAGIC) return thread_error;
-    return comm->last_error;
+    pthread_mutex_lock(&comm->lock);
+    snprintf(copy, sizeof(copy), "%s", comm->last_error);
+    pthread_mutex_unlock(&comm->lock);
+    return copy;
 }

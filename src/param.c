@@ -58,7 +58,7 @@ static int parse_int(const char *s, int64_t *value)
 {
     char *end;
     errno = 0;
-    long long v = strtoll(s, &end, 0);
+    long long v = strtoll(s, &end, 10);
     if (errno || end == s) return -1;
     while (isspace((unsigned char)*end)) end++;
     if (*end != '\0') return -1;

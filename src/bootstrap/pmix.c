@@ -44,7 +44,7 @@ static mkResult_t pmix_fail(const char *what, pmix_status_t rc)
 static mkResult_t fence(struct pmix_ctx *c, int collect)
 {
     pmix_info_t info[2];
-    int secs = (c->timeout_ms + 999) / 1000;
+    int secs = (int)(((int64_t)c->timeout_ms + 999) / 1000);
     bool yes = collect ? true : false;
     PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &yes, PMIX_BOOL);
     PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &secs, PMIX_INT);

@@ -17,7 +17,7 @@
 #include "mki.h"
 #include "sock.h"
 
-uint64_t mki_deadline_ms(int timeout_ms)
+uint64_t mki_deadline_ms(int64_t timeout_ms)
 {
     return mki_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 }

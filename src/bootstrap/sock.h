@@ -29,6 +29,6 @@ mkResult_t mki_sock_recv(int fd, void *buf, size_t len, uint64_t deadline,
 mkResult_t mki_sock_sendrecv(int sfd, const void *sbuf, size_t slen, int rfd,
                              void *rbuf, size_t rlen, uint64_t deadline,
                              const char *speer, const char *rpeer);
-uint64_t mki_deadline_ms(int timeout_ms);
+uint64_t mki_deadline_ms(int64_t timeout_ms);
 
 #endif /* MKI_SOCK_H */

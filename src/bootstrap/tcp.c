@@ -95,15 +95,18 @@ mkResult_t mki_tcp_pick_address(union mki_sockaddr *addr)
         if (fam == AF_INET6 &&
             IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)it->ifa_addr)->sin6_addr))
             continue; /* link-local needs a scope id; skip */
-        if (spec[0]) {
+        if (spec[0] && spec[0] != '^') {
             if (ifname_matches(it->ifa_name, spec)) pick = it;
+        } else if (spec[0] && !ifname_matches(it->ifa_name, spec)) {
+            continue; /* excluded by ^list */
         } else if (it->ifa_flags & IFF_LOOPBACK) {
             if (!lo && fam == AF_INET) lo = it;
         } else if (fam == AF_INET) {
             pick = it;
         }
     }
-    if (!pick && !spec[0]) pick = lo;
+    /* Loopback only when nothing else is up (one host) or asked for. */
+    if (!pick && (!spec[0] || spec[0] == '^')) pick = lo;
     if (!pick) {
         freeifaddrs(ifs);
         return mki_error(NULL, mkErrBootstrap, "no network interface %s is up; "
@@ -308,7 +311,7 @@ static mkResult_t join_root(const struct mki_unique_id *id, struct tcp_ctx *c,
                             const union mki_sockaddr *mine,
                             union mki_sockaddr *addrs)
 {
-    uint64_t deadline = mki_deadline_ms(c->timeout_ms + ROOT_GRACE_MS);
+    uint64_t deadline = mki_deadline_ms((int64_t)c->timeout_ms + ROOT_GRACE_MS);
     struct hello h = {TCP_MAGIC, c->rank, c->cookie, c->nranks, 0, *mine};
     struct root_reply rep;
     int fd;

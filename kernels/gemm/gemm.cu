@@ -1,0 +1,214 @@
+/* Host side of the GEMM engine: tensor maps, device checks, launch. */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gemm_launch.h"
+
+namespace mki {
+namespace gemm {
+
+/* L2 sector promotion of the TMA loads (build-time knob for experiments):
+ * 128B measured 20% faster than 256B where rows are not 128-byte aligned
+ * (K = 4104) and the same elsewhere (bench/NOTES.md). */
+#ifndef MKI_GEMM_L2_PROMOTION
+#define MKI_GEMM_L2_PROMOTION CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+#endif
+
+typedef CUresult (*EncodeTiledFn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                  const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                  const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                  CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+static int cuda_fail(cudaError_t e, const char *what, char *msg, size_t len)
+{
+    if (msg && len)
+        snprintf(msg, len, "gemm: %s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+    return MKI_GEMM_ERR_CUDA;
+}
+
+/* The driver's encoder through the runtime, so nothing links libcuda. */
+static EncodeTiledFn encoder(char *msg, size_t len)
+{
+    static EncodeTiledFn fn = nullptr;
+    if (fn)
+        return fn;
+    void *p = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
+                                                     cudaEnableDefault, &q);
+    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !p) {
+        if (msg && len)
+            snprintf(msg, len, "gemm: cuTensorMapEncodeTiled not found in the driver (%s); "
+                     "the driver must support CUDA 12.0 or newer",
+                     cudaGetErrorString(e));
+        return nullptr;
+    }
+    fn = (EncodeTiledFn)p;
+    return fn;
+}
+
+int encode_2d(CUtensorMap *map, const void *ptr, mki_dtype_t dt, uint64_t inner, uint64_t outer,
+              uint64_t ld, uint32_t box_inner, uint32_t box_outer, char *msg, size_t len)
+{
+    EncodeTiledFn fn = encoder(msg, len);
+    if (!fn)
+        return MKI_GEMM_ERR_CUDA;
+    CUtensorMapDataType t = dt == MKI_DT_BF16  ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                            : dt == MKI_DT_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                               : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    cuuint64_t dims[2] = {inner, outer};
+    cuuint64_t strides[1] = {ld * mki_dtype_size(dt)};
+    cuuint32_t box[2] = {box_inner, box_outer};
+    cuuint32_t estr[2] = {1, 1};
+    CUresult r = fn(map, t, 2, const_cast<void *>(ptr), dims, strides, box, estr,
+                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                    MKI_GEMM_L2_PROMOTION, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        if (msg && len)
+            snprintf(msg, len, "gemm: cuTensorMapEncodeTiled failed (CUresult %d) for a %llux%llu "
+                     "tensor, ld %llu, box %ux%u",
+                     (int)r, (unsigned long long)outer, (unsigned long long)inner,
+                     (unsigned long long)ld, box_outer, box_inner);
+        return MKI_GEMM_ERR_CUDA;
+    }
+    return MKI_GEMM_OK;
+}
+
+int encode_out_map(CUtensorMap *map, void *ptr, mki_dtype_t dt, uint64_t rows, uint64_t cols,
+                   uint64_t ld, char *msg, size_t len)
+{
+    return encode_2d(map, ptr, dt, cols, rows, ld, (uint32_t)(128 / mki_dtype_size(dt)), 64, msg,
+                     len);
+}
+
+int make_params(const mki_gemm_args *a, const mki_gemm_plan *pl, GemmParams *p, char *msg,
+                size_t len)
+{
+    int r;
+    memset(p, 0, sizeof(*p));
+    if ((r = encode_2d(&p->tm_a, a->a, a->in_type, pl->k, pl->m, pl->lda, BK, BM, msg, len)))
+        return r;
+    if (a->trans_b)
+        r = encode_2d(&p->tm_b, a->b, a->in_type, pl->k, pl->n, pl->ldb, BK, BN / 2, msg, len);
+    else
+        r = encode_2d(&p->tm_b, a->b, a->in_type, pl->n, pl->k, pl->ldb, 64, BK, msg, len);
+    if (r)
+        return r;
+    if (!pl->epi_direct &&
+        (r = encode_out_map(&p->tm_d, a->d, a->out_type, pl->m, pl->n, pl->ldd, msg, len)))
+        return r;
+    p->m = (int)pl->m;
+    p->n = (int)pl->n;
+    p->k = (int)pl->k;
+    p->num_m_blk = pl->num_m_blk;
+    p->num_n_blk = pl->num_n_blk;
+    p->num_k_blk = pl->num_k_blk;
+    p->num_tiles = pl->num_tiles;
+    p->group_m = pl->group_m;
+    set_cluster(*p, pl->cluster_m);
+    p->alpha = a->alpha;
+    p->beta = a->beta;
+    p->c = a->c;
+    p->ldc = pl->ldc;
+    p->d = a->d;
+    p->ldd = pl->ldd;
+    p->out_type = (int)a->out_type;
+    p->epi_direct = pl->epi_direct;
+    return MKI_GEMM_OK;
+}
+
+int query_device(mki_gemm_device *dev, char *msg, size_t len)
+{
+    int d;
+    cudaError_t e = cudaGetDevice(&d);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&dev->cc_major, cudaDevAttrComputeCapabilityMajor, d);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&dev->cc_minor, cudaDevAttrComputeCapabilityMinor, d);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&dev->sm_count, cudaDevAttrMultiProcessorCount, d);
+    return e == cudaSuccess ? MKI_GEMM_OK : cuda_fail(e, "querying the device", msg, len);
+}
+
+/* "Not device memory" is an argument error: TMA cannot read host memory. */
+static int check_device_ptr(const void *ptr, const char *name, char *msg, size_t len)
+{
+    cudaPointerAttributes at;
+    cudaError_t e = cudaPointerGetAttributes(&at, ptr);
+    if (e != cudaSuccess)
+        return cuda_fail(e, "cudaPointerGetAttributes", msg, len);
+    if (at.type != cudaMemoryTypeDevice && at.type != cudaMemoryTypeManaged) {
+        if (msg && len)
+            snprintf(msg, len, "gemm: %s=%p is not device memory; allocate it with cudaMalloc",
+                     name, ptr);
+        return MKI_GEMM_ERR_INVALID;
+    }
+    return MKI_GEMM_OK;
+}
+
+} // namespace gemm
+} // namespace mki
+
+using namespace mki::gemm;
+
+template <bool kF16, bool kTransB>
+static int launch_default(const GemmParams &p, int grid, cudaStream_t s, char *msg, size_t len)
+{
+    return launch<kF16, kTransB>(p, DefaultHooks{}, grid, p.cluster_m, s, msg, len);
+}
+
+extern "C" int mki_gemm(const mki_gemm_args *a, char *msg, size_t len)
+{
+    mki_gemm_device dev;
+    mki_gemm_plan plan;
+    GemmParams p;
+    int r;
+    if ((r = query_device(&dev, msg, len)) || (r = mki_gemm_validate(a, &dev, &plan, msg, len)))
+        return r;
+    if (plan.noop)
+        return MKI_GEMM_OK;
+    if ((r = check_device_ptr(a->a, "A", msg, len)) || (r = check_device_ptr(a->b, "B", msg, len)) ||
+        (r = check_device_ptr(a->d, "D", msg, len)) ||
+        (a->beta != 0.0f && (r = check_device_ptr(a->c, "C", msg, len))))
+        return r;
+    if ((r = make_params(a, &plan, &p, msg, len)))
+        return r;
+    cudaStream_t s = (cudaStream_t)a->stream;
+    bool f16 = a->in_type == MKI_DT_F16;
+    if (f16)
+        return a->trans_b ? launch_default<true, true>(p, plan.grid, s, msg, len)
+                          : launch_default<true, false>(p, plan.grid, s, msg, len);
+    return a->trans_b ? launch_default<false, true>(p, plan.grid, s, msg, len)
+                      : launch_default<false, false>(p, plan.grid, s, msg, len);
+}
+
+template <bool kF16, bool kTransB, int kCM>
+static cudaError_t preload_cm()
+{
+    cudaFuncAttributes at;
+    cudaError_t e = cudaFuncGetAttributes(&at, gemm_kernel<kF16, kTransB, kCM, DefaultHooks>);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(gemm_kernel<kF16, kTransB, kCM, DefaultHooks>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    return e;
+}
+
+template <bool kF16, bool kTransB>
+static cudaError_t preload_one()
+{
+    cudaError_t e = preload_cm<kF16, kTransB, 1>();
+    return e == cudaSuccess ? preload_cm<kF16, kTransB, 2>() : e;
+}
+
+extern "C" int mki_gemm_preload(char *msg, size_t len)
+{
+    cudaError_t e = preload_one<false, false>();
+    if (e == cudaSuccess)
+        e = preload_one<false, true>();
+    if (e == cudaSuccess)
+        e = preload_one<true, false>();
+    if (e == cudaSuccess)
+        e = preload_one<true, true>();
+    return e == cudaSuccess ? MKI_GEMM_OK : cuda_fail(e, "loading the GEMM kernels", msg, len);
+}

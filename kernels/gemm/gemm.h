@@ -1,0 +1,92 @@
+/* mkernel internal GEMM engine: host entry points.
+ *
+ *   D = alpha * A * op(B) + beta * C
+ *   A: M x K row-major (lda >= K)
+ *   B: K x N row-major (trans_b = 0, ldb >= N) or N x K row-major
+ *      (trans_b = 1, ldb >= K: the layout of stored Linear weights)
+ *   C, D: M x N row-major (ldc, ldd >= N); C may be D itself (same ld)
+ *   bf16 or fp16 inputs, fp32 accumulation, bf16/fp16/fp32 output.
+ *
+ * Internal (mki_*): the public ops in src/ops/ call it and turn the status
+ * into an mkResult_t (OK -> mkSuccess, INVALID -> mkErrInvalidArgument,
+ * UNSUPPORTED -> mkErrUnsupported, CUDA -> mkErrCuda). Host-only header: no
+ * CUDA headers, so CPU unit tests can include it.
+ */
+#ifndef MKI_GEMM_H
+#define MKI_GEMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    MKI_GEMM_OK = 0,
+    MKI_GEMM_ERR_INVALID = 1,     /* a bad argument: the call is wrong */
+    MKI_GEMM_ERR_UNSUPPORTED = 2, /* valid, but this engine cannot do it */
+    MKI_GEMM_ERR_CUDA = 3         /* a CUDA call failed */
+};
+
+typedef enum {
+    MKI_DT_BF16 = 0,
+    MKI_DT_F16 = 1,
+    MKI_DT_F32 = 2
+} mki_dtype_t;
+
+typedef struct {
+    int64_t m, n, k;
+    const void *a;  int64_t lda;   /* 0 -> K */
+    const void *b;  int64_t ldb;   /* 0 -> N (trans_b = 0) or K (trans_b = 1) */
+    const void *c;  int64_t ldc;   /* read only when beta != 0; 0 -> N */
+    void *d;        int64_t ldd;   /* 0 -> N */
+    mki_dtype_t in_type;           /* A and B: MKI_DT_BF16 or MKI_DT_F16 */
+    mki_dtype_t out_type;          /* C and D */
+    int trans_b;
+    float alpha, beta;             /* beta == 0: C is not read (may be NULL) */
+    int num_ctas;                  /* 0: one per SM; else 1..SM count */
+    int group_m;                   /* 0: MKI_GEMM_GROUP_M */
+    int cluster_m;                 /* 0: engine's choice; 1 or 2 forces (tuning) */
+    void *stream;                  /* cudaStream_t */
+} mki_gemm_args;
+
+/* What the validator needs to know about the device (filled by mki_gemm from
+ * cudaGetDeviceProperties; filled by hand in CPU tests). */
+typedef struct {
+    int cc_major, cc_minor;
+    int sm_count;
+} mki_gemm_device;
+
+/* The launch the validator chose. */
+typedef struct {
+    int64_t m, n, k, lda, ldb, ldc, ldd; /* with defaults applied */
+    int num_m_blk, num_n_blk, num_k_blk, num_tiles;
+    int grid;         /* persistent CTAs: min(num_ctas or SMs, units * cluster_m) */
+    int cluster_m;    /* CTAs per cluster sharing B tiles (1 or 2) */
+    int num_units;    /* work units of cluster_m tiles stacked along M */
+    int group_m;
+    int epi_direct;   /* 1: D not TMA-storable (ldd or pointer alignment) */
+    int noop;         /* 1: M or N is 0, nothing to launch */
+} mki_gemm_plan;
+
+/* Pure host code, no CUDA calls: checks every argument and fills `plan`.
+ * Returns MKI_GEMM_OK or an error code with a message in msg (what is wrong
+ * and what to do). `plan` is written only on success. */
+int mki_gemm_validate(const mki_gemm_args *args, const mki_gemm_device *dev,
+                      mki_gemm_plan *plan, char *msg, size_t msg_len);
+
+/* Validates, then launches the persistent GEMM on args->stream
+ * (asynchronous). On error nothing is launched and msg says why. */
+int mki_gemm(const mki_gemm_args *args, char *msg, size_t msg_len);
+
+/* Loads every GEMM kernel now (CUDA's lazy loading can deadlock a launch
+ * while another stream spins on a flag: call this at communicator init). */
+int mki_gemm_preload(char *msg, size_t msg_len);
+
+size_t mki_dtype_size(mki_dtype_t t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,781 @@
+/* mkernel GEMM engine: persistent, warp-specialized Hopper GEMM (sm_90a).
+ *
+ *   D[M x N] = alpha * A[M x K] * B + beta * C,  128 x 256 output tiles, BK = 64
+ *
+ * One CTA per SM, 384 threads = 3 warpgroups, a 4-stage shared-memory ring,
+ * and (by default) clusters of 2 CTAs that compute two tiles stacked along M
+ * with the same B tile ("a work unit"):
+ *
+ *     WG0 producer (1 thread, 40 regs)       WG1, WG2 consumers (232 regs each)
+ *     ------------------------------------   -----------------------------------
+ *     for each unit u of this cluster:       for each unit u of this cluster:
+ *       t = my tile of u                       for kb in 0..K/64:
+ *       for kb in 0..K/64:                       wait full[s]
+ *         hooks.wait_a(t, kb)   <-- hook 1       4 x wgmma m64n256k16 (WG w:
+ *         wait empty[s]                             rows 64w..64w+63 of the tile)
+ *         expect_tx(full[s], 48 KB)              wgmma.wait 1: stage s-1 retired
+ *         TMA A[128 x 64]     -> my ring[s]      arrive empty[s-1] here and in
+ *         TMA my half of B[256 x 64]                the peer CTA
+ *             -> ring[s] of BOTH CTAs          epilogue (hook 3): regs -> smem
+ *             (multicast)                        (swizzled 64 x 128 B chunks,
+ *                                                 double-buffered) -> TMA store
+ *        ring: | s0 | s1 | s2 | s3 |             / TMA add / direct stores,
+ *         full[s]:  48 KB landed (A + 2 halves)   then hooks.after_store(t)
+ *         empty[s]: 16 consumer warps (both CTAs) done with s
+ *
+ *        cluster:   CTA 0: tile (2i,   n)  \  B[n] loaded once from L2,
+ *                   CTA 1: tile (2i+1, n)  /   half by each CTA
+ *
+ * Multicast halves B's L2 traffic: with rows that are not 128-byte aligned
+ * (K = 4104) single CTAs ran at 0.55 x cuBLAS, pairs at 0.98 x (NOTES.md).
+ * kCM = 1 (odd grids, few M-blocks) is the same without the cluster.
+ * The producer runs up to 4 k-blocks ahead, so it already loads the next
+ * unit while the consumers are in the epilogue. Units come from hooks.tile(i)
+ * for i = cluster, cluster + nclusters, ... (hook 2: the default is the
+ * grouped L2 order of gemm_sched.h; a fused kernel can put local rows first
+ * and peers' rows in arrival order).
+ *
+ * Hooks (a struct passed by value; see DefaultHooks for the defaults):
+ *   tile(p, i)           the i-th work unit (hook 2): {first M-block, N-block};
+ *                        CTA r of the cluster computes M-block m_blk + r
+ *                        (p.cluster_m tiles per unit; m_blk is a multiple of
+ *                        it). Tiles past M are computed but not stored.
+ *   wait_a(p, t, kb)     kWaitA hooks only: called by the producer thread
+ *                        before the TMA loads of k-block kb of ITS tile t
+ *                        (A rows of t, and this CTA's half of B); spin
+ *                        here on a peer's arrival counter (hook 1), e.g. with
+ *                        wait_flag_geq. After it returns the producer issues
+ *                        fence.proxy.async so TMA sees what the generic proxy
+ *                        (a peer's or another CTA's stores) wrote.
+ *   target(p, t)         where the tile goes (hook 3): TMA store through any
+ *                        tensor map (local D, a peer's buffer), TMA add into
+ *                        an fp32 staging bank, or direct stores to a pointer.
+ *   after_store(p, t)    kSignal hooks only: one thread, after every store of
+ *                        the tile is complete and visible (hook 3, signal).
+ * Roles (hook 4): run_cta(p, hooks, rank, nctas, smem) is the whole compute
+ * role; a fused kernel calls it from the CTAs it gives to compute, with
+ * rank/nctas counting only those, and does other work in its other CTAs.
+ * All CTAs of such a launch need 384 threads and kSmemBytes of dynamic smem;
+ * with kCM = 2 roles go by cluster (both CTAs of a cluster compute, or none).
+ * Size a persistent grid with cudaOccupancyMaxActiveClusters (launch_cm
+ * does): a spinning grid must be co-resident.
+ */
+#pragma once
+
+#include <cuda.h> /* CUtensorMap (type only; no libcuda link needed) */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+#include <utility>
+
+#include "gemm.h"
+#include "gemm_sched.h"
+#include "wgmma_n256.h"
+
+namespace mki {
+namespace gemm {
+
+constexpr int BM = MKI_GEMM_BM, BN = MKI_GEMM_BN, BK = MKI_GEMM_BK;
+constexpr int kStages = 4;
+constexpr int kThreads = 384;
+constexpr int kABytes = BM * BK * 2;            /* 16 KB */
+constexpr int kBBytes = BN * BK * 2;            /* 32 KB */
+constexpr int kStageBytes = kABytes + kBBytes;  /* 48 KB */
+constexpr int kEpiChunkBytes = 64 * 128;        /* 64 rows x 128 B, one TMA box */
+constexpr int kEpiBytes = 2 /*WG*/ * 2 /*bufs*/ * kEpiChunkBytes;
+constexpr int kBarBytes = 256;
+/* +1024: the dynamic smem base is only 16-byte aligned; swizzle atoms need 1 KB */
+constexpr int kSmemBytes = 1024 + kStages * kStageBytes + kEpiBytes + kBarBytes;
+static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 limit");
+
+/* Kernel parameters (passed by value as __grid_constant__: the tensor maps must
+ * live in param/const/global space for TMA). */
+struct GemmParams {
+    CUtensorMap tm_a;  /* dims {K, M}, box {64, 128}, 128B swizzle */
+    CUtensorMap tm_b;  /* trans_b: {K, N} box {64, 128}; else {N, K} box {64, 64} */
+    CUtensorMap tm_d;  /* dims {N, M}, box {128 B / elem, 64}, 128B swizzle */
+    int m, n, k;
+    int num_m_blk, num_n_blk, num_k_blk, num_tiles, group_m;
+    int cluster_m; /* tiles per work unit along M (1 or 2: CTAs per cluster) */
+    int num_units; /* work units: ceil(num_m_blk / cluster_m) * num_n_blk */
+    float alpha, beta;
+    const void *c;
+    long long ldc;
+    void *d;
+    long long ldd;
+    int out_type;   /* mki_dtype_t of C and D */
+    int epi_direct; /* D cannot take TMA stores */
+};
+
+struct TileCoord {
+    int m_blk, n_blk;
+};
+
+enum EpiMode { EPI_TMA_STORE = 0, EPI_TMA_ADD = 1, EPI_DIRECT = 2 };
+
+/* Where a tile's result goes. TMA modes: tmap has box {128 B / elem, 64} and
+ * 128B swizzle (encode_out_map in gemm_launch.h makes one), and (row0, col0)
+ * is where the tile's element (0, 0) lands in it. TMA clips only at the map's
+ * dims, not at the problem's M and N: encode the map over exactly the window
+ * the tile may write (base at the window's origin, dims = window). Measured
+ * on H100: a map whose row is not a whole number of 16-byte units (1300
+ * bf16) got the rest of the last unit written too (4 elements past the
+ * edge), so keep cols * elem_size a multiple of 16 or use EPI_DIRECT
+ * (mki_gemm does; see epi_direct in gemm_host.c).
+ * EPI_TMA_ADD adds with cp.reduce.async.bulk (use an fp32 map for an fp32
+ * staging bank: one rounding, at the owner). EPI_DIRECT: ptr/ld of a
+ * row-major matrix of out_type; rows >= p.m or cols >= p.n of the problem
+ * are skipped. */
+struct EpiTarget {
+    int mode;
+    const CUtensorMap *tmap;
+    int row0, col0;
+    void *ptr;
+    long long ld;
+};
+
+/* ---------------------------------------------------------------- PTX */
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p)
+{
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint64_t *bar, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
+}
+
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
+                 "r"(bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint64_t *bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint64_t *bar, int parity)
+{
+    asm volatile(
+        "{\n.reg .pred done;\n"
+        "WAIT_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar)),
+        "r"(parity)
+        : "memory");
+}
+
+__device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, int c0, int c1,
+                                            uint64_t *bar)
+{
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3}], [%4];" ::"r"(smem_u32(dst)),
+        "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar))
+        : "memory");
+}
+
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap *map, int c0, int c1,
+                                             const void *src)
+{
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
+                     map),
+                 "r"(c0), "r"(c1), "r"(smem_u32(src))
+                 : "memory");
+}
+
+__device__ __forceinline__ void tma_add_2d(const CUtensorMap *map, int c0, int c1,
+                                           const void *src)
+{
+    asm volatile(
+        "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group"
+        " [%0, {%1, %2}], [%3];" ::"l"(map),
+        "r"(c0), "r"(c1), "r"(smem_u32(src))
+        : "memory");
+}
+
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+
+/* The smem source of all but the newest `N` store groups may be reused. */
+template <int N>
+__device__ __forceinline__ void bulk_wait_read()
+{
+    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+
+/* Every store group has finished writing global memory. */
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+
+__device__ __forceinline__ void fence_proxy_async_smem()
+{
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+__device__ __forceinline__ void fence_proxy_async_global()
+{
+    asm volatile("fence.proxy.async.global;" ::: "memory");
+}
+
+__device__ __forceinline__ void named_bar(int id, int nthreads)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
+}
+
+template <int R>
+__device__ __forceinline__ void setmaxnreg_inc()
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R));
+}
+
+template <int R>
+__device__ __forceinline__ void setmaxnreg_dec()
+{
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(R));
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void wgmma_wait(float (&d)[128])
+{
+    /* The accumulators are named as operands so the compiler cannot move
+     * reads of them above the wait. */
+#pragma unroll
+    for (int i = 0; i < 128; ++i)
+        asm volatile("" : "+f"(d[i])::"memory");
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+#pragma unroll
+    for (int i = 0; i < 128; ++i)
+        asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* wgmma shared-memory descriptor, 128-byte swizzle. K-major operands: rows of
+ * 128 B, 8-row atoms 1024 B apart (SBO), LBO unused. N-major B: LBO is the
+ * distance between 64-column blocks, SBO between 8-row (k) groups. */
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
+{
+    return (uint64_t)((addr >> 4) & 0x3FFF) | ((uint64_t)((lbo >> 4) & 0x3FFF) << 16) |
+           ((uint64_t)((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ uint64_t globaltimer_ns()
+{
+    uint64_t t;
+    asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+    return t;
+}
+
+__device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t *p)
+{
+    uint64_t v;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* Spins until *flag >= target or the deadline passes. Returns 0 when ready,
+ * or the value last seen (+1, never 0) on timeout, so a caller can log it. */
+__device__ __forceinline__ uint64_t wait_flag_geq(const uint64_t *flag, uint64_t target,
+                                                  uint64_t timeout_ns)
+{
+    uint64_t v = ld_acquire_sys(flag);
+    if (v >= target)
+        return 0;
+    uint64_t t0 = globaltimer_ns();
+    while ((v = ld_acquire_sys(flag)) < target) {
+        if (globaltimer_ns() - t0 > timeout_ns)
+            return v + 1;
+        __nanosleep(64);
+    }
+    return 0;
+}
+
+/* Publishes a tile: everything this CTA stored (generic or TMA, already
+ * complete) becomes visible to any GPU before `*sig` grows. */
+__device__ __forceinline__ void signal_add_release_sys(uint64_t *sig, uint64_t v)
+{
+    fence_proxy_async_global();
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
+    asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(sig), "l"(v) : "memory");
+}
+
+/* ---------------------------------------------------------------- hooks */
+
+struct DefaultHooks {
+    static constexpr bool kWaitA = false;  /* wait_a is called at all */
+    static constexpr bool kSignal = false; /* after_store is called at all */
+    __device__ __forceinline__ TileCoord tile(const GemmParams &p, int i) const
+    {
+        TileCoord t;
+        mki_gemm_unit_of(i, p.num_m_blk, p.num_n_blk, p.group_m, p.cluster_m, &t.m_blk,
+                         &t.n_blk);
+        return t;
+    }
+    __device__ __forceinline__ void wait_a(const GemmParams &, TileCoord, int) const {}
+    __device__ __forceinline__ EpiTarget target(const GemmParams &p, TileCoord t) const
+    {
+        EpiTarget e;
+        e.mode = p.epi_direct ? EPI_DIRECT : EPI_TMA_STORE;
+        e.tmap = &p.tm_d;
+        e.row0 = t.m_blk * BM;
+        e.col0 = t.n_blk * BN;
+        e.ptr = p.d;
+        e.ld = p.ldd;
+        return e;
+    }
+    __device__ __forceinline__ void after_store(const GemmParams &, TileCoord) const {}
+};
+
+/* ---------------------------------------------------------------- epilogue */
+
+template <int OT>
+struct OutT;
+template <>
+struct OutT<MKI_DT_BF16> {
+    typedef __nv_bfloat16 T;
+    static __device__ __forceinline__ float ld(const void *p) { return __bfloat162float(*(const T *)p); }
+    static __device__ __forceinline__ uint32_t pack(float a, float b)
+    {
+        __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+        return *reinterpret_cast<uint32_t *>(&v);
+    }
+    static __device__ __forceinline__ void st(void *p, float a) { *(T *)p = __float2bfloat16_rn(a); }
+};
+template <>
+struct OutT<MKI_DT_F16> {
+    typedef __half T;
+    static __device__ __forceinline__ float ld(const void *p) { return __half2float(*(const T *)p); }
+    static __device__ __forceinline__ uint32_t pack(float a, float b)
+    {
+        __half2 v = __floats2half2_rn(a, b);
+        return *reinterpret_cast<uint32_t *>(&v);
+    }
+    static __device__ __forceinline__ void st(void *p, float a) { *(T *)p = __float2half_rn(a); }
+};
+template <>
+struct OutT<MKI_DT_F32> {
+    typedef float T;
+    static __device__ __forceinline__ float ld(const void *p) { return *(const float *)p; }
+    static __device__ __forceinline__ void st(void *p, float a) { *(float *)p = a; }
+};
+
+/* Fragment of m64n256 accumulators held by one thread: d[4j + {0,1,2,3}] is
+ * (r, 8j + q), (r, 8j + q + 1), (r + 8, 8j + q), (r + 8, 8j + q + 1) with
+ * r = 16 * warp + lane / 4 and q = 2 * (lane % 4). */
+
+/* acc = alpha * acc + beta * C for the 128 elements of this thread. */
+template <int OT>
+__device__ __forceinline__ void apply_alpha_beta(float (&acc)[128], const GemmParams &p, int row,
+                                                 int col)
+{
+    const char *c = (const char *)p.c;
+    const int es = (int)sizeof(typename OutT<OT>::T);
+    /* Groups of 4 between compiler barriers: hoisting all 128 loads of C
+     * ahead of their use would need 128 more registers (spills). */
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+            const int i = 4 * j + x;
+            int r = row + (x >> 1) * 8;
+            int cc = col + j * 8 + (x & 1);
+            float v = p.alpha * acc[i];
+            if (p.beta != 0.0f && r < p.m && cc < p.n)
+                v += p.beta * OutT<OT>::ld(c + ((long long)r * p.ldc + cc) * es);
+            acc[i] = v;
+        }
+        asm volatile("" ::: "memory");
+    }
+}
+
+/* Writes the accumulators of one 64 x (128 B) chunk into a swizzled staging
+ * buffer laid out as the TMA box expects (16-byte unit u of row r is stored
+ * at unit u ^ (r % 8)): the 8 rows a warp writes at once fall in 8 different
+ * bank groups. */
+template <int OT, int CH>
+__device__ __forceinline__ void write_chunk(const float (&acc)[128], char *buf, int wrow, int q)
+{
+    if constexpr (OT == MKI_DT_F32) {
+        /* 32 columns: j = 4 CH .. 4 CH + 3 */
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+            const int j = CH * 4 + jj;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                int r = wrow + h * 8;
+                int byte = (jj * 8 + q) * 4; /* within the 128-B row */
+                int off = r * 128 + ((((byte >> 4) ^ (r & 7))) << 4) + (byte & 15);
+                *reinterpret_cast<float2 *>(buf + off) = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+            }
+        }
+    } else {
+        /* 64 columns: j = 8 CH .. 8 CH + 7 */
+#pragma unroll
+        for (int jj = 0; jj < 8; ++jj) {
+            const int j = CH * 8 + jj;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                int r = wrow + h * 8;
+                int byte = (jj * 8 + q) * 2;
+                int off = r * 128 + ((((byte >> 4) ^ (r & 7))) << 4) + (byte & 15);
+                *reinterpret_cast<uint32_t *>(buf + off) =
+                    OutT<OT>::pack(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+            }
+        }
+    }
+}
+
+template <int OT, int CH>
+__device__ __forceinline__ void tma_chunk(const float (&acc)[128], const EpiTarget &e, char *bufs,
+                                          int wg, int t, int wrow, int q)
+{
+    constexpr int kCols = OT == MKI_DT_F32 ? 32 : 64;
+    char *buf = bufs + (CH & 1) * kEpiChunkBytes;
+    /* The store that last read this buffer (chunk CH-2, or the previous tile)
+     * must be done reading it; at most the other buffer's store may pend. */
+    if (t == 0)
+        bulk_wait_read<1>();
+    named_bar(1 + wg, 128);
+    write_chunk<OT, CH>(acc, buf, wrow, q);
+    fence_proxy_async_smem(); /* generic writes -> visible to the TMA engine */
+    named_bar(1 + wg, 128);
+    if (t == 0) {
+        int c0 = e.col0 + CH * kCols, c1 = e.row0 + wg * 64;
+        if (e.mode == EPI_TMA_ADD)
+            tma_add_2d(e.tmap, c0, c1, buf);
+        else
+            tma_store_2d(e.tmap, c0, c1, buf);
+        bulk_commit();
+    }
+}
+
+/* Direct stores (rows not TMA-storable, e.g. odd ld): the chunk goes through
+ * the same swizzled buffer, then each warp writes whole 128-byte row pieces
+ * (16 rows per warp), so a warp's stores are contiguous instead of 8 rows
+ * of 16 bytes each. */
+template <int OT, int CH>
+__device__ __forceinline__ void direct_chunk(const float (&acc)[128], const GemmParams &p,
+                                             const EpiTarget &e, char *bufs, int wg, int t,
+                                             int wrow, int q, int tr, int tc)
+{
+    typedef typename OutT<OT>::T T;
+    constexpr int kEs = (int)sizeof(T);
+    constexpr int kCols = 128 / kEs;
+    char *buf = bufs + (CH & 1) * kEpiChunkBytes;
+    named_bar(1 + wg, 128); /* chunk CH-2 was read out of this buffer */
+    write_chunk<OT, CH>(acc, buf, wrow, q);
+    named_bar(1 + wg, 128);
+    const int warp = t >> 5, lane = t & 31;
+    const int byte = lane * 4;
+    const int lc = CH * kCols + byte / kEs; /* column inside the tile */
+#pragma unroll 4
+    for (int i = 0; i < 16; ++i) {
+        const int r = warp * 16 + i;
+        const int lr = wg * 64 + r; /* row inside the tile */
+        uint32_t v = *reinterpret_cast<const uint32_t *>(buf + r * 128 +
+                                                         ((((byte >> 4) ^ (r & 7))) << 4) +
+                                                         (byte & 15));
+        if (tr + lr >= p.m)
+            continue;
+        const long long o = (long long)(e.row0 + lr) * e.ld + (e.col0 + lc);
+        T *d = (T *)e.ptr + o;
+        if constexpr (kEs == 4) {
+            if (tc + lc < p.n)
+                *reinterpret_cast<uint32_t *>(d) = v;
+        } else {
+            const bool two = tc + lc + 1 < p.n;
+            if (two && ((uintptr_t)d & 3) == 0) {
+                *reinterpret_cast<uint32_t *>(d) = v;
+            } else {
+                if (tc + lc < p.n)
+                    *reinterpret_cast<uint16_t *>(d) = (uint16_t)(v & 0xFFFF);
+                if (two)
+                    *reinterpret_cast<uint16_t *>(d + 1) = (uint16_t)(v >> 16);
+            }
+        }
+    }
+}
+
+template <int OT, int... CH>
+__device__ __forceinline__ void direct_chunks(const float (&acc)[128], const GemmParams &p,
+                                              const EpiTarget &e, char *bufs, int wg, int t,
+                                              int wrow, int q, int tr, int tc,
+                                              std::integer_sequence<int, CH...>)
+{
+    (direct_chunk<OT, CH>(acc, p, e, bufs, wg, t, wrow, q, tr, tc), ...);
+}
+
+template <int OT, int... CH>
+__device__ __forceinline__ void tma_chunks(const float (&acc)[128], const EpiTarget &e, char *bufs,
+                                           int wg, int t, int wrow, int q,
+                                           std::integer_sequence<int, CH...>)
+{
+    (tma_chunk<OT, CH>(acc, e, bufs, wg, t, wrow, q), ...);
+}
+
+template <int OT, typename Hooks>
+__device__ __forceinline__ void epilogue(float (&acc)[128], const GemmParams &p, const Hooks &h,
+                                         TileCoord tc, char *bufs, int wg, int t)
+{
+    const int warp = t >> 5, lane = t & 31;
+    const int wrow = warp * 16 + (lane >> 2), q = (lane & 3) * 2;
+    const int row = tc.m_blk * BM + wg * 64 + wrow; /* problem coordinates */
+    const int col = tc.n_blk * BN + q;
+    if (p.alpha != 1.0f || p.beta != 0.0f)
+        apply_alpha_beta<OT>(acc, p, row, col);
+    EpiTarget e = h.target(p, tc);
+    constexpr int kChunks = OT == MKI_DT_F32 ? 8 : 4;
+    if (e.mode == EPI_DIRECT) {
+        /* The TMA chunks' stores may still read the buffers (previous tile). */
+        if (t == 0)
+            bulk_wait_read<0>();
+        direct_chunks<OT>(acc, p, e, bufs, wg, t, wrow, q, tc.m_blk * BM, tc.n_blk * BN,
+                          std::make_integer_sequence<int, kChunks>{});
+    } else {
+        tma_chunks<OT>(acc, e, bufs, wg, t, wrow, q, std::make_integer_sequence<int, kChunks>{});
+    }
+    if constexpr (Hooks::kSignal) {
+        if (e.mode != EPI_DIRECT && t == 0)
+            bulk_wait_all();
+        named_bar(3, 256); /* both consumer warpgroups' stores are done */
+        if (wg == 0 && t == 0)
+            h.after_store(p, tc);
+    }
+}
+
+/* ---------------------------------------------------------------- roles */
+
+__device__ __forceinline__ uint32_t cluster_ctarank()
+{
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+/* All threads of both CTAs of the cluster (those that have not exited). */
+__device__ __forceinline__ void cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+/* Arrive on the mbarrier at the same smem offset in CTA `cta` of the cluster.
+ * Default (CTA-scope release) semantics on purpose: the arriving warps only
+ * read the stage (wgmma, already retired by wgmma.wait_group), so nothing
+ * needs publishing at cluster scope, and `.release.cluster` here measured
+ * 1.7x slower for the whole GEMM (bench/NOTES.md, v3). */
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t *bar, uint32_t cta)
+{
+    asm volatile("{\n.reg .b32 ra;\n"
+                 "mapa.shared::cluster.u32 ra, %0, %1;\n"
+                 "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}" ::"r"(smem_u32(bar)),
+                 "r"(cta)
+                 : "memory");
+}
+
+/* TMA load written to the same smem offset in every CTA of `mask`, each
+ * CTA's barrier at `bar`'s offset receiving the bytes. */
+__device__ __forceinline__ void tma_load_2d_mc(void *dst, const CUtensorMap *map, int c0, int c1,
+                                               uint64_t *bar, uint16_t mask)
+{
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(smem_u32(dst)),
+        "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "h"(mask)
+        : "memory");
+}
+
+/* Work units: one tile (kCM = 1), or kCM tiles stacked along M that share
+ * their B tile (kCM = 2: each CTA of the cluster loads half of B and
+ * multicasts it to both, halving B's L2 traffic). The hook's tile() returns
+ * the unit; CTA rank r of the cluster computes m_blk + r. */
+template <int kCM>
+__device__ __forceinline__ TileCoord my_tile(TileCoord unit, uint32_t crank)
+{
+    return TileCoord{unit.m_blk + (int)(kCM == 1 ? 0 : crank), unit.n_blk};
+}
+
+template <int kCM, typename Hooks>
+__device__ __forceinline__ void producer(const GemmParams &p, const Hooks &h, int unit0,
+                                         int nunits_step, char *ring, uint64_t *full,
+                                         uint64_t *empty, bool trans_b, uint32_t crank)
+{
+    int stage = 0, phase = 0;
+    for (int i = unit0; i < p.num_units; i += nunits_step) {
+        TileCoord tc = my_tile<kCM>(h.tile(p, i), crank);
+        /* The pair's second tile may lie past M: load real rows anyway (the
+         * result is discarded) so every barrier sees the same bytes. */
+        const bool real = tc.m_blk < p.num_m_blk;
+        const int m_load = real ? tc.m_blk : p.num_m_blk - 1;
+        for (int kb = 0; kb < p.num_k_blk; ++kb) {
+            if constexpr (Hooks::kWaitA) {
+                if (real) {
+                    h.wait_a(p, tc, kb);
+                    fence_proxy_async_global(); /* peer's generic stores -> TMA reads */
+                }
+            }
+            mbar_wait(&empty[stage], phase ^ 1);
+            char *sa = ring + stage * kStageBytes;
+            char *sb = sa + kABytes;
+            mbar_expect_tx(&full[stage], kStageBytes);
+            tma_load_2d(sa, &p.tm_a, kb * BK, m_load * BM, &full[stage]);
+            if constexpr (kCM == 1) {
+                if (trans_b) {
+#pragma unroll
+                    for (int j = 0; j < 2; ++j)
+                        tma_load_2d(sb + j * (kBBytes / 2), &p.tm_b, kb * BK,
+                                    tc.n_blk * BN + j * (BN / 2), &full[stage]);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < BN / 64; ++j)
+                        tma_load_2d(sb + j * 8192, &p.tm_b, tc.n_blk * BN + j * 64, kb * BK,
+                                    &full[stage]);
+                }
+            } else {
+                /* this CTA's half of B, to both CTAs */
+                if (trans_b) {
+                    tma_load_2d_mc(sb + crank * (kBBytes / 2), &p.tm_b, kb * BK,
+                                   tc.n_blk * BN + crank * (BN / 2), &full[stage], 0x3);
+                } else {
+#pragma unroll
+                    for (int jj = 0; jj < 2; ++jj) {
+                        const int j = 2 * crank + jj;
+                        tma_load_2d_mc(sb + j * 8192, &p.tm_b, tc.n_blk * BN + j * 64, kb * BK,
+                                       &full[stage], 0x3);
+                    }
+                }
+            }
+            if (++stage == kStages) {
+                stage = 0;
+                phase ^= 1;
+            }
+        }
+    }
+}
+
+/* Stage `s` is free again: in this CTA, and (kCM = 2) in the peer, whose
+ * producer writes its half of B into our ring too. */
+template <int kCM>
+__device__ __forceinline__ void release_stage(uint64_t *empty, int s)
+{
+    if constexpr (kCM == 1) {
+        mbar_arrive(&empty[s]);
+    } else {
+        mbar_arrive(&empty[s]);
+        mbar_arrive_cluster(&empty[s], cluster_ctarank() ^ 1);
+    }
+}
+
+template <bool kF16, bool kTransB, int kCM, typename Hooks>
+__device__ __forceinline__ void consumer(const GemmParams &p, const Hooks &h, int unit0,
+                                         int nunits_step, char *ring, uint64_t *full,
+                                         uint64_t *empty, char *epi, int wg, int t, uint32_t crank)
+{
+    float acc[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i)
+        acc[i] = 0.0f;
+    const int lane = t & 31;
+    int stage = 0, phase = 0;
+    const uint32_t ring_addr = smem_u32(ring);
+    char *my_epi = epi + wg * 2 * kEpiChunkBytes;
+    for (int i = unit0; i < p.num_units; i += nunits_step) {
+        TileCoord tc = my_tile<kCM>(h.tile(p, i), crank);
+        int prev = -1;
+        for (int kb = 0; kb < p.num_k_blk; ++kb) {
+            mbar_wait(&full[stage], phase);
+            const uint32_t a_addr = ring_addr + stage * kStageBytes + wg * (64 * 128);
+            const uint32_t b_addr = ring_addr + stage * kStageBytes + kABytes;
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; ++kk) {
+                uint64_t da = smem_desc(a_addr + kk * 32, 16, 1024);
+                uint64_t db = kTransB ? smem_desc(b_addr + kk * 32, 16, 1024)
+                                      : smem_desc(b_addr + kk * 2048, 8192, 1024);
+                Wgmma256<kF16, kTransB ? 0 : 1>::run(acc, da, db, (kb | kk) != 0);
+            }
+            wgmma_commit();
+            wgmma_wait<1>(acc);
+            if (prev >= 0 && lane == 0)
+                release_stage<kCM>(empty, prev);
+            prev = stage;
+            if (++stage == kStages) {
+                stage = 0;
+                phase ^= 1;
+            }
+        }
+        wgmma_wait<0>(acc);
+        if (prev >= 0 && lane == 0)
+            release_stage<kCM>(empty, prev);
+        if (tc.m_blk >= p.num_m_blk)
+            continue; /* the unit's second tile lies past M */
+        switch (p.out_type) {
+        case MKI_DT_BF16: epilogue<MKI_DT_BF16>(acc, p, h, tc, my_epi, wg, t); break;
+        case MKI_DT_F16: epilogue<MKI_DT_F16>(acc, p, h, tc, my_epi, wg, t); break;
+        default: epilogue<MKI_DT_F32>(acc, p, h, tc, my_epi, wg, t); break;
+        }
+    }
+    /* Stores still in flight read smem: keep the CTA alive until they have. */
+    if (t == 0)
+        bulk_wait_all();
+}
+
+/* The compute role of one CTA: units rank/kCM, rank/kCM + nctas/kCM, ... of
+ * the problem. Must be called by all 384 threads of a CTA launched with
+ * kSmemBytes of dynamic shared memory and __launch_bounds__(384, 1); with
+ * kCM = 2 the launch has clusters of 2 CTAs, rank and nctas are even-aligned
+ * (CTA rank r of cluster c has rank 2c + r) and both CTAs of a cluster take
+ * this role (a fused kernel gives roles per cluster). */
+template <bool kF16, bool kTransB, int kCM, typename Hooks>
+__device__ __forceinline__ void run_cta(const GemmParams &p, const Hooks &h, int rank, int nctas,
+                                        char *smem_raw)
+{
+    char *smem = (char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    char *ring = smem;
+    char *epi = ring + kStages * kStageBytes;
+    uint64_t *full = (uint64_t *)(epi + kEpiBytes);
+    uint64_t *empty = full + kStages;
+    const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+    const uint32_t crank = kCM == 1 ? 0 : cluster_ctarank();
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < kStages; ++s) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], 8 * kCM); /* one arrive per consumer warp of the cluster */
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    if constexpr (kCM == 1)
+        __syncthreads();
+    else
+        cluster_sync(); /* the peer's multicasts and arrives target our barriers */
+
+    if (wg == 0) {
+        setmaxnreg_dec<40>();
+        if (t == 0)
+            producer<kCM>(p, h, rank / kCM, nctas / kCM, ring, full, empty, kTransB, crank);
+    } else {
+        setmaxnreg_inc<232>();
+        consumer<kF16, kTransB, kCM>(p, h, rank / kCM, nctas / kCM, ring, full, empty, epi,
+                                     wg - 1, t, crank);
+    }
+    if constexpr (kCM != 1) {
+        __syncwarp(); /* the producer lane rejoins its warp: the barrier is .aligned */
+        cluster_sync(); /* no CTA leaves while the peer may still arrive on its barriers */
+    }
+}
+
+template <bool kF16, bool kTransB, int kCM, typename Hooks>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm_kernel(const __grid_constant__ GemmParams p, const __grid_constant__ Hooks h)
+{
+    extern __shared__ char smem[];
+    run_cta<kF16, kTransB, kCM, Hooks>(p, h, blockIdx.x, gridDim.x, smem);
+}
+
+} // namespace gemm
+} // namespace mki

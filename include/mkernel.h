@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cuda_runtime_api.h> /* cudaStream_t */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -98,13 +100,15 @@ typedef struct mkConfig_v1 {
     int smBudget;          /* SMs this rank may use (MK_SM_BUDGET)     */
     size_t workspaceSize;  /* symmetric workspace bytes (MK_WORKSPACE_SIZE) */
     int nodeSize;          /* virtual node size (MK_NODE_SIZE)         */
+    const char *smSplit;   /* SM split override (MK_SM_SPLIT)          */
 } mkConfig_t;
 
 #define MK_CONFIG_INITIALIZER                                             \
     {                                                                     \
         sizeof(mkConfig_t), MK_CONFIG_MAGIC, MK_VERSION_CODE,             \
             MK_CONFIG_UNDEF_INT, MK_CONFIG_UNDEF_INT, MK_CONFIG_UNDEF_PTR, \
-            MK_CONFIG_UNDEF_INT, MK_CONFIG_UNDEF_SIZE, MK_CONFIG_UNDEF_INT \
+            MK_CONFIG_UNDEF_INT, MK_CONFIG_UNDEF_SIZE, MK_CONFIG_UNDEF_INT, \
+            MK_CONFIG_UNDEF_PTR                                           \
     }
 
 /* ------------------------------------------------------------------ */
@@ -153,6 +157,77 @@ MK_API mkResult_t mkCommLocalSize(mkComm_t comm, int *localSize);
 MK_API mkResult_t mkCommNodeCount(mkComm_t comm, int *nodeCount);
 /* The CUDA device of this rank, or -1 when the process has no GPU. */
 MK_API mkResult_t mkCommCuDevice(mkComm_t comm, int *device);
+
+/* ------------------------------------------------------------------ */
+/* Device memory and collectives                                       */
+/* ------------------------------------------------------------------ */
+/* Element types of collectives.  Sums accumulate in fp32 and round once. */
+typedef enum {
+    mkBfloat16 = 0,
+    mkFloat16 = 1,
+    mkFloat32 = 2,
+    mkNumDataTypes = 3
+} mkDataType_t;
+
+/* Device memory of the communicator's GPU, recorded by the communicator.
+ * mkMemFree releases only what mkMemAlloc returned. */
+MK_API mkResult_t mkMemAlloc(mkComm_t comm, size_t size, void **ptr);
+MK_API mkResult_t mkMemFree(mkComm_t comm, void *ptr);
+/* Record a cudaMalloc'ed buffer of the communicator's device; *handle is
+ * what mkCommDeregister takes. */
+MK_API mkResult_t mkCommRegister(mkComm_t comm, void *buf, size_t size,
+                                 void **handle);
+MK_API mkResult_t mkCommDeregister(mkComm_t comm, void *handle);
+
+/*
+ * Collectives among the ranks of comm, enqueued on stream (asynchronous,
+ * stream-ordered, capturable in a CUDA graph).  Buffers are device memory
+ * of the communicator's GPU, aligned to the element size; count is in
+ * elements and need not be a multiple of anything:
+ *   mkAllGather      sendbuf: count; recvbuf: nranks * count (rank r's
+ *                    data at r * count); in place when sendbuf ==
+ *                    recvbuf + rank * count.
+ *   mkReduceScatter  sendbuf: nranks * count; recvbuf: count (the sum of
+ *                    every rank's block `rank`); in place when recvbuf ==
+ *                    sendbuf + rank * count.
+ *   mkAllReduce      sendbuf, recvbuf: count (the sum); in place when
+ *                    sendbuf == recvbuf.
+ *   mkAllToAll       sendbuf, recvbuf: nranks * count; block q of sendbuf
+ *                    goes to rank q, which stores it as its block `rank`;
+ *                    never in place.
+ * Calls on one communicator must be ordered (one stream, or streams
+ * ordered by events).  A peer that does not arrive within MK_TIMEOUT_MS
+ * makes the call fail on the device; mkCommGetAsyncError then reports
+ * mkErrTimeout or mkErrRemote, and every later call returns it.
+ */
+MK_API mkResult_t mkAllGather(const void *sendbuf, void *recvbuf, size_t count,
+                              mkDataType_t datatype, mkComm_t comm,
+                              cudaStream_t stream);
+MK_API mkResult_t mkReduceScatter(const void *sendbuf, void *recvbuf,
+                                  size_t count, mkDataType_t datatype,
+                                  mkComm_t comm, cudaStream_t stream);
+MK_API mkResult_t mkAllReduce(const void *sendbuf, void *recvbuf, size_t count,
+                              mkDataType_t datatype, mkComm_t comm,
+                              cudaStream_t stream);
+MK_API mkResult_t mkAllToAll(const void *sendbuf, void *recvbuf, size_t count,
+                             mkDataType_t datatype, mkComm_t comm,
+                             cudaStream_t stream);
+
+/* ------------------------------------------------------------------ */
+/* Topology and plans                                                  */
+/* ------------------------------------------------------------------ */
+/*
+ * What mkinfo prints, as text: this host's GPUs, links, NICs and NUMA
+ * nodes, every rank's node, GPU and path from this rank, and, when op is
+ * not NULL ("allgather", "reducescatter", "allreduce", "alltoall",
+ * "ag_gemm", "gemm_rs", "gemm_ar"), the plan of that operation for the
+ * global shape m x n x k of datatype.  With buf == NULL, *size receives
+ * the bytes needed (terminating NUL included); otherwise *size is buf's
+ * capacity on entry and the text's size on return.
+ */
+MK_API mkResult_t mkCommGetInfo(mkComm_t comm, const char *op, int64_t m,
+                                int64_t n, int64_t k, mkDataType_t datatype,
+                                char *buf, size_t *size);
 
 #ifdef __cplusplus
 }

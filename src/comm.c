@@ -6,8 +6,9 @@
  *   2. bring up a bootstrap (pmix for the job, tcp for a unique id or a
  *      split, "self" for a size-1 communicator);
  *   3. agree on a job cookie (rank 0 draws it, bcast);
- *   4. allgather host facts; group ranks into nodes (same host hash,
- *      then MK_NODE_SIZE consecutive local ranks per virtual node);
+ *   4. allgather host facts; group ranks into nodes (same PMIx node id or
+ *      host hash, then MK_NODE_SIZE consecutive local ranks per virtual
+ *      node: topology/nodes.c);
  *   5. pick the CUDA device (config, else local rank % device count; none
  *      in a process without GPUs).
  */
@@ -20,6 +21,7 @@
 
 #include "config.h"
 #include "mki.h"
+#include "../topology/topo.h"
 
 MK_API mkResult_t mkGetVersion(int *version)
 {
@@ -55,10 +57,12 @@ mkResult_t mki_comm_check(mkComm_t comm, const char *func)
     return mkSuccess;
 }
 
-#define CHECK_OUT(ptr, func)                                                 \
+#define CHECK_OUT(ptr, func) CHECK_OUT_C(NULL, ptr, func)
+/* A NULL output pointer: the detail goes to comm when there is one. */
+#define CHECK_OUT_C(comm, ptr, func)                                         \
     do {                                                                     \
         if ((ptr) == NULL)                                                   \
-            return mki_error(NULL, mkErrInvalidArgument,                     \
+            return mki_error(comm, mkErrInvalidArgument,                     \
                              "%s: %s is NULL; pass the address of the "      \
                              "output", func, #ptr);                          \
     } while (0)
@@ -68,6 +72,14 @@ void mki_comm_set_async_error(struct mkComm *comm, mkResult_t res)
     pthread_mutex_lock(&comm->lock);
     if (comm->async_error == mkSuccess) comm->async_error = res;
     pthread_mutex_unlock(&comm->lock);
+}
+
+mkResult_t mki_comm_async_error(struct mkComm *comm)
+{
+    pthread_mutex_lock(&comm->lock);
+    mkResult_t res = comm->async_error;
+    pthread_mutex_unlock(&comm->lock);
+    return res;
 }
 
 /* Run a bootstrap op for the communicator; a failure breaks it. */
@@ -134,62 +146,14 @@ static mkResult_t pick_device(struct mkComm *comm)
     return preload_kernels(comm);
 }
 
-/* Group ranks into (virtual) nodes from the host table. */
-static mkResult_t group_nodes(struct mkComm *comm)
-{
-    int n = comm->nranks, node_size = comm->cfg.nodeSize;
-    int nnodes = 0;
-    int *host_of = malloc(sizeof(int) * (size_t)n);    /* host index per rank */
-    int *lrank = malloc(sizeof(int) * (size_t)n);      /* rank within host */
-    int *hosts_base = malloc(sizeof(int) * (size_t)n); /* first node of host */
-    if (!host_of || !lrank || !hosts_base) {
-        free(host_of); free(lrank); free(hosts_base);
-        return mki_error(comm, mkErrNoMemory, "out of host memory");
-    }
-    int nhosts = 0;
-    memset(host_of, 0, sizeof(int) * (size_t)n);
-    for (int r = 0; r < n; r++) {
-        int h = -1, cnt = 0;
-        for (int q = 0; q < r; q++)
-            if (comm->hosts[q].host_hash == comm->hosts[r].host_hash) {
-                h = host_of[q];
-                cnt++;
-            }
-        if (h < 0) h = nhosts++;
-        host_of[r] = h;
-        lrank[r] = cnt;
-    }
-    /* Node index: hosts in order of first appearance, each split into
-     * ceil(ranks on host / node_size) virtual nodes. */
-    for (int h = 0; h < nhosts; h++) {
-        int on_host = 0;
-        for (int r = 0; r < n; r++) on_host += host_of[r] == h;
-        hosts_base[h] = nnodes;
-        nnodes += node_size > 0 ? (on_host + node_size - 1) / node_size : 1;
-    }
-    int me = comm->rank, host_count = 0;
-    for (int r = 0; r < n; r++) host_count += host_of[r] == host_of[me];
-    if (node_size > 0) {
-        comm->node = hosts_base[host_of[me]] + lrank[me] / node_size;
-        comm->local_rank = lrank[me] % node_size;
-        int first = lrank[me] - comm->local_rank;
-        comm->local_size = host_count - first < node_size ? host_count - first
-                                                          : node_size;
-    } else {
-        comm->node = hosts_base[host_of[me]];
-        comm->local_rank = lrank[me];
-        comm->local_size = host_count;
-    }
-    comm->nnodes = nnodes;
-    free(host_of); free(lrank); free(hosts_base);
-    return mkSuccess;
-}
-
 static void comm_free(struct mkComm *comm)
 {
     if (!comm) return;
     /* Undo the later stages in reverse order (network, device runtime,
      * topology + plan) before the bootstrap goes. */
+    mki_devrt_destroy(comm);
+    mki_plan_free(comm);
+    mki_topo_free(comm);
     if (comm->boot && comm->boot_ctx) comm->boot->close(comm->boot_ctx);
     free(comm->hosts);
     pthread_mutex_destroy(&comm->lock);
@@ -223,15 +187,19 @@ mkResult_t mki_comm_create(const struct mki_config *cfg,
     }
     struct mki_host_info *me = &comm->hosts[rank];
     me->host_hash = mki_host_hash();
+    me->node_key = mki_topo_node_key();
     me->pid = (int32_t)getpid();
     gethostname(me->hostname, sizeof(me->hostname) - 1);
     MKI_CHECK_GOTO(boot->allgather(ctx, comm->hosts, sizeof(*comm->hosts)),
                    res, fail);
-    MKI_CHECK_GOTO(group_nodes(comm), res, fail);
+    MKI_CHECK_GOTO(mki_topo_group_nodes(comm), res, fail);
     MKI_CHECK_GOTO(pick_device(comm), res, fail);
     /* Later stages of creation (each part adds its one call here, in this
      * order; each must undo itself in comm_free):
      *   topology + plan, device runtime (workspace, peers), network. */
+    MKI_CHECK_GOTO(mki_topo_setup(comm), res, fail);
+    MKI_CHECK_GOTO(mki_plan_setup(comm), res, fail);
+    MKI_CHECK_GOTO(mki_devrt_create(comm), res, fail);
     mki_log_set_rank(rank);
     MKI_INFO(MKI_SUB_INIT, "communicator ready: rank %d of %d over %s, node "
              "%d of %d, local rank %d of %d, CUDA device %d", rank, nranks,
@@ -250,6 +218,19 @@ static mkResult_t agree_cookie(const struct mki_bootstrap_ops *boot, void *ctx,
 {
     if (rank == 0) MKI_CHECK(mki_random_bytes(cookie, sizeof(*cookie)));
     return boot->bcast(ctx, cookie, sizeof(*cookie), 0);
+}
+
+/* The variable that shows a launcher started more than one process, or
+ * NULL (Slurm, Open MPI, MPICH/Hydra, PMIx). */
+static const char *launcher_env(void)
+{
+    static const char *vars[] = {"SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE",
+                                 "PMI_SIZE", "PMIX_RANK"};
+    for (unsigned i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *v = getenv(vars[i]);
+        if (v && (i == 3 || atoi(v) > 1)) return vars[i];
+    }
+    return NULL;
 }
 
 MK_API mkResult_t mkCommInit(mkComm_t *comm, const mkConfig_t *config)
@@ -277,6 +258,15 @@ MK_API mkResult_t mkCommInit(mkComm_t *comm, const mkConfig_t *config)
                              "--mpi=pmix, mpirun or prterun, or set "
                              "MK_BOOTSTRAP=none for one rank",
                              mki_thread_error());
+        } else if (launcher_env()) {
+            /* Started by a launcher we cannot talk to: size 1 is almost
+             * surely not what the user wants, so say it loudly. */
+            MKI_WARN(MKI_SUB_INIT, "%s, but the environment says a launcher "
+                     "started this process (%s): running as a communicator "
+                     "of size 1; use srun --mpi=pmix or a PMIx-enabled build, "
+                     "or set MK_BOOTSTRAP=pmix to make this an error",
+                     mki_thread_error(), launcher_env());
+            mki_thread_error_clear();
         } else {
             MKI_INFO(MKI_SUB_INIT, "no launcher found (%s): running as a "
                      "communicator of size 1", mki_thread_error());
@@ -349,18 +339,22 @@ MK_API mkResult_t mkCommSplit(mkComm_t comm, int color, int key,
                               mkComm_t *newcomm, const mkConfig_t *config)
 {
     MKI_CHECK(mki_comm_check(comm, "mkCommSplit"));
-    CHECK_OUT(newcomm, "mkCommSplit");
+    CHECK_OUT_C(comm, newcomm, "mkCommSplit");
     if (color < 0 && color != MK_SPLIT_NOCOLOR)
         return mki_error(comm, mkErrInvalidArgument, "mkCommSplit: color = %d;"
                          " give a color >= 0 or MK_SPLIT_NOCOLOR", color);
-    if (comm->async_error != mkSuccess)
-        return mki_error(comm, comm->async_error, "mkCommSplit: the "
-                         "communicator is broken: %s", comm->last_error);
+    mkResult_t broken = mki_comm_async_error(comm);
+    if (broken != mkSuccess)
+        return mki_error(comm, broken, "mkCommSplit: the communicator is "
+                         "broken (%s); destroy it", mkGetErrorString(broken));
     struct mki_config cfg = comm->cfg;
     if (config) {
         mkResult_t r = mki_config_resolve(config, &cfg);
         if (r != mkSuccess) return mki_error(comm, r, "%s", mki_thread_error());
     }
+    /* A rank keeps its GPU in the new communicator unless told otherwise:
+     * its local rank there may differ from the one that chose the GPU. */
+    if (cfg.cudaDev < 0) cfg.cudaDev = comm->cuda_dev;
     int n = comm->nranks;
     struct split_key *all = calloc((size_t)n, sizeof(*all));
     int *group = calloc((size_t)n, sizeof(int));
@@ -418,6 +412,9 @@ MK_API mkResult_t mkCommAbort(mkComm_t comm)
 {
     MKI_CHECK(mki_comm_check(comm, "mkCommAbort"));
     MKI_INFO(MKI_SUB_INIT, "rank %d aborts its communicator", comm->rank);
+    /* Raise the abort word in every local peer's workspace: kernels
+     * waiting on this rank stop with mkErrRemote. */
+    mki_devrt_abort(comm);
     /* Closing the bootstrap connections at once is what tells peers: their
      * next wait on this rank fails with mkErrRemote. */
     comm_free(comm);
@@ -427,10 +424,8 @@ MK_API mkResult_t mkCommAbort(mkComm_t comm)
 MK_API mkResult_t mkCommGetAsyncError(mkComm_t comm, mkResult_t *asyncError)
 {
     MKI_CHECK(mki_comm_check(comm, "mkCommGetAsyncError"));
-    CHECK_OUT(asyncError, "mkCommGetAsyncError");
-    pthread_mutex_lock(&comm->lock);
-    *asyncError = comm->async_error;
-    pthread_mutex_unlock(&comm->lock);
+    CHECK_OUT_C(comm, asyncError, "mkCommGetAsyncError");
+    *asyncError = mki_comm_async_error(comm);
     return mkSuccess;
 }
 
@@ -438,7 +433,7 @@ MK_API mkResult_t mkCommGetAsyncError(mkComm_t comm, mkResult_t *asyncError)
     MK_API mkResult_t fn(mkComm_t comm, int *value)                          \
     {                                                                        \
         MKI_CHECK(mki_comm_check(comm, #fn));                                \
-        CHECK_OUT(value, #fn);                                               \
+        CHECK_OUT_C(comm, value, #fn);                                       \
         *value = comm->field;                                                \
         return mkSuccess;                                                    \
     }

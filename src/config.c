@@ -13,41 +13,28 @@
 #include <strings.h>
 
 #include "mki.h"
+#include "plan.h"
 
 #define MKI_CONFIG_MIN_SIZE (offsetof(mkConfig_t, version) + sizeof(unsigned))
 #define MKI_CONFIG_MAX_SIZE 4096 /* larger is garbage, not a newer header */
 #define MKI_CONFIG_OLDEST MK_VERSION(0, 1, 0)
 
-static const char *const known_transports[] = {"ibverbs", "efa", "socket"};
-
-/* Check a transport list such as "ibverbs,socket" or "^efa". */
+/* The transport list and SM split syntax belong to the plan (src/plan.c);
+ * checking them here makes a bad value fail at mkCommInit, naming it. */
 static mkResult_t check_transports(const char *list, const char *what)
 {
-    char buf[256];
-    if (strlen(list) >= sizeof(buf))
-        return mki_error(NULL, mkErrInvalidArgument,
-                         "%s is longer than %zu characters", what,
-                         sizeof(buf) - 1);
-    snprintf(buf, sizeof(buf), "%s", list + (list[0] == '^'));
-    char *save = NULL;
-    int count = 0;
-    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        size_t i, n = sizeof(known_transports) / sizeof(known_transports[0]);
-        for (i = 0; i < n; i++)
-            if (strcasecmp(t, known_transports[i]) == 0) break;
-        if (i == n)
-            return mki_error(NULL, mkErrInvalidArgument,
-                             "%s=\"%s\" names unknown transport \"%s\"; use "
-                             "a comma list of ibverbs, efa, socket (a leading "
-                             "^ excludes)", what, list, t);
-        count++;
-    }
-    size_t known = sizeof(known_transports) / sizeof(known_transports[0]);
-    if ((count == 0 && list[0] != '^') ||
-        (list[0] == '^' && (size_t)count >= known))
-        return mki_error(NULL, mkErrInvalidArgument,
-                         "%s=\"%s\" leaves no transport; name at least one "
-                         "of ibverbs, efa, socket", what, list);
+    enum mki_transport order[MKI_TR_COUNT];
+    int n;
+    return mki_transport_list(list, what, order, &n);
+}
+
+static mkResult_t resolve_split(const mkConfig_t *cfg, struct mki_config *r)
+{
+    struct mki_split_ovr ovr[MKI_OP_COUNT];
+    const char *s = cfg->smSplit ? cfg->smSplit : mki_param_str(MKI_P_SM_SPLIT);
+    MKI_CHECK(mki_split_parse(s, cfg->smSplit ? "config->smSplit"
+                                              : "MK_SM_SPLIT", ovr));
+    snprintf(r->smSplit, sizeof(r->smSplit), "%s", s);
     return mkSuccess;
 }
 
@@ -129,6 +116,7 @@ mkResult_t mki_config_resolve(const mkConfig_t *config, struct mki_config *out)
     MKI_CHECK(check_transports(tr, cfg.transports ? "config->transports"
                                                   : "MK_TRANSPORT"));
     snprintf(r.transports, sizeof(r.transports), "%s", tr);
+    MKI_CHECK(resolve_split(&cfg, &r));
     *out = r;
     return mkSuccess;
 }

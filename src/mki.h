@@ -66,6 +66,7 @@ struct mki_config {
     int smBudget;            /* 0: all SMs of the device */
     size_t workspaceSize;
     int nodeSize;            /* 0: physical nodes */
+    char smSplit[256];       /* MK_SM_SPLIT syntax, "" none (src/plan.c) */
 };
 
 /* Copy the user's config (which may come from an older or newer header)
@@ -81,6 +82,7 @@ mkResult_t mki_config_resolve(const mkConfig_t *config,
 
 struct mki_host_info {
     uint64_t host_hash;   /* hostname + boot id */
+    uint64_t node_key;    /* equal keys share a node (topology/nodes.c) */
     int32_t pid;
     int32_t cuda_dev;     /* -1 when no GPU */
     char hostname[64];
@@ -116,6 +118,8 @@ struct mkComm {
 /* Validate a communicator handle from the user (NULL, freed, garbage
  * magic); on failure records the detail in the thread error. */
 mkResult_t mki_comm_check(mkComm_t comm, const char *func);
+/* The error that broke the communicator, or mkSuccess (locked read). */
+mkResult_t mki_comm_async_error(struct mkComm *comm);
 /* Mark the communicator broken; later calls return res. */
 void mki_comm_set_async_error(struct mkComm *comm, mkResult_t res);
 /* Build a communicator around an initialised bootstrap (takes ownership
@@ -124,6 +128,13 @@ mkResult_t mki_comm_create(const struct mki_config *cfg,
                            const struct mki_bootstrap_ops *boot, void *ctx,
                            int rank, int nranks, uint64_t cookie,
                            mkComm_t *out);
+/* src/mem.c: the device runtime of a communicator (workspace, peers,
+ * error record, watchdog).  Create skips a process without GPU; destroy is
+ * NULL-safe; abort raises every local peer's abort word without waiting
+ * for peers (call it before destroy). */
+mkResult_t mki_devrt_create(struct mkComm *comm);
+void mki_devrt_destroy(struct mkComm *comm);
+void mki_devrt_abort(struct mkComm *comm);
 
 /* ---- misc --------------------------------------------------------- */
 uint64_t mki_now_ns(void);               /* CLOCK_MONOTONIC */

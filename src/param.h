@@ -44,7 +44,26 @@ enum mki_param_type { MKI_PT_INT, MKI_PT_SIZE, MKI_PT_STR };
       "config field workspaceSize.")                                           \
     X(NODE_SIZE, "MK_NODE_SIZE", MKI_PT_INT, "0", 0, 1048576,                  \
       "Split each host into virtual nodes of this many consecutive local "     \
-      "ranks (0: one node per host); config field nodeSize.")
+      "ranks (0: one node per host); config field nodeSize.")               \
+    X(SM_SPLIT, "MK_SM_SPLIT", MKI_PT_STR, "", 0, 0,                           \
+      "Override the plan's SM split: comma list of [op:]key=value, keys "      \
+      "compute, intra, inter_send, inter_reduce (CTAs), mover (ce, tma, reg), "\
+      "chunk (bytes), fused (0, 1); config field smSplit.")                    \
+    X(NET_DEVICES, "MK_NET_DEVICES", MKI_PT_STR, "", 0, 0,                     \
+      "RDMA devices to use (NAME[:PORT], comma list; a leading ^ excludes); "  \
+      "each GPU takes the nearest of them. Default: all.")                     \
+    X(COLL_CTAS, "MK_COLL_CTAS", MKI_PT_INT, "0", 0, 32,                       \
+      "CTAs of every collective (0: the plan's choice); for measurements.") \
+    X(COLL_MOVER, "MK_COLL_MOVER", MKI_PT_STR, "tma-send", 0, 0,               \
+      "How collectives move bytes: tma (bulk copies by one thread, to peers "  \
+      "and locally), tma-send (bulk copies to peers only) or reg (16-byte "    \
+      "register loads and stores); for measurements.")                         \
+    X(SOCKET_NCONN, "MK_SOCKET_NCONN", MKI_PT_INT, "2", 1, 16,                 \
+      "TCP connections per peer of the socket transport; large writes are "    \
+      "striped across them.")                                                  \
+    X(SOCKET_IFNAME, "MK_SOCKET_IFNAME", MKI_PT_STR, "", 0, 0,                 \
+      "Network interface (name prefix) of the socket transport; ^ excludes. "  \
+      "Default: the interface of the TCP bootstrap.")
 
 enum mki_param_id {
 #define MKI_PARAM_ENUM_(id, name, type, def, mn, mx, doc) MKI_P_##id,

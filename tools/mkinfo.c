@@ -6,12 +6,20 @@
  *   mkinfo            everything
  *   mkinfo --params   the parameter table only
  *   mkinfo --comm     create a communicator and print what it sees
+ *   mkinfo --topo     this host's GPUs, links, NICs and NUMA nodes
+ *   mkinfo --op OP --m M --n N [--k K] [--dtype bf16|fp16|fp32]
+ *          [--ranks R] [--nodes N]
+ *                     the plan of one operation: for R ranks per node
+ *                     (default: one per GPU) on N nodes, or, with --comm,
+ *                     for the communicator of this job
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
 #include "mki.h"
+#include "../topology/topo.h"
 
 static void print_build(void)
 {
@@ -63,22 +71,164 @@ static int print_comm(void)
     return 0;
 }
 
+/* ---- topology and plans (topology/print.c does the formatting) ---- */
+
+struct plan_args {
+    const char *op;
+    int64_t m, n, k;
+    int elem, ranks, nodes;
+};
+
+static int print_text(struct mki_strbuf *sb)
+{
+    if (sb->oom) {
+        fprintf(stderr, "mkinfo: out of memory\n");
+        return 1;
+    }
+    fputs(sb->buf ? sb->buf : "", stdout);
+    free(sb->buf);
+    return 0;
+}
+
+static int print_topo(const struct plan_args *pa)
+{
+    struct mki_topo_opts o;
+    static struct mki_host_topo h;
+    struct mki_strbuf sb = {0};
+    mki_topo_opts_env(&o);
+    mkResult_t r = mki_topo_discover(&o, &h);
+    if (r != mkSuccess) {
+        fprintf(stderr, "mkinfo: %s: %s\n", mkGetErrorString(r),
+                mki_thread_error());
+        return 1;
+    }
+    mki_topo_print_host(&sb, &h);
+    if (pa && pa->op) {
+        struct mki_plan_ctx c;
+        struct mki_op_plan p;
+        struct mki_split_ovr ovr[MKI_OP_COUNT];
+        int op = mki_op_from_name(pa->op);
+        mki_plan_ctx_from_host(&h, pa->ranks, pa->nodes, &c);
+        if (h.ngpus == 0)
+            mki_sb_printf(&sb, "no GPU found: planning for %d-SM GPUs joined "
+                          "by NV%d (REFERENCE.md's H200s)\n", c.sm_count,
+                          c.nvlinks);
+        r = mki_split_parse(mki_param_str(MKI_P_SM_SPLIT), "MK_SM_SPLIT", ovr);
+        if (r == mkSuccess)
+            r = mki_plan_model(&mki_model_default, &c, &ovr[op], op, pa->m,
+                               pa->n, pa->k, pa->elem, &p);
+        if (r != mkSuccess) {
+            free(sb.buf);
+            fprintf(stderr, "mkinfo: %s: %s\n", mkGetErrorString(r),
+                    mki_thread_error());
+            return 1;
+        }
+        mki_plan_print(&sb, &c, &p);
+    }
+    return print_text(&sb);
+}
+
+static int print_comm_plan(const struct plan_args *pa)
+{
+    mkComm_t comm;
+    size_t size = 0;
+    mkResult_t r = mkCommInit(&comm, NULL);
+    if (r != mkSuccess) {
+        fprintf(stderr, "mkinfo: mkCommInit: %s: %s\n", mkGetErrorString(r),
+                mkGetLastError(NULL));
+        return 1;
+    }
+    mkDataType_t dt = pa->elem == 4 ? mkFloat32 : mkBfloat16;
+    r = mkCommGetInfo(comm, pa->op, pa->m, pa->n, pa->k, dt, NULL, &size);
+    char *buf = r == mkSuccess ? malloc(size) : NULL;
+    if (buf) r = mkCommGetInfo(comm, pa->op, pa->m, pa->n, pa->k, dt, buf, &size);
+    if (r == mkSuccess && buf) fputs(buf, stdout);
+    else fprintf(stderr, "mkinfo: mkCommGetInfo: %s: %s\n",
+                 mkGetErrorString(r), mkGetLastError(comm));
+    free(buf);
+    mkCommDestroy(comm);
+    return r == mkSuccess ? 0 : 1;
+}
+
+static int parse_num(const char *opt, const char *v, int64_t min, int64_t *out)
+{
+    char *end;
+    long long x = v ? strtoll(v, &end, 10) : 0;
+    if (!v || end == v || *end || x < min) {
+        fprintf(stderr, "mkinfo: %s needs an integer >= %lld\n", opt,
+                (long long)min);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* Options of the plan; returns 1 when argv[*i] was one, -1 on error. */
+static int plan_option(int argc, char **argv, int *i, struct plan_args *pa)
+{
+    const char *o = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    int64_t x = 0;
+    if (strcmp(o, "--op") && strcmp(o, "--m") && strcmp(o, "--n") &&
+        strcmp(o, "--k") && strcmp(o, "--dtype") && strcmp(o, "--ranks") &&
+        strcmp(o, "--nodes"))
+        return 0;
+    ++*i;
+    if (!strcmp(o, "--op")) {
+        if (!v || mki_op_from_name(v) < 0) {
+            fprintf(stderr, "mkinfo: --op takes allgather, reducescatter, "
+                    "allreduce, alltoall, ag_gemm, gemm_rs or gemm_ar\n");
+            return -1;
+        }
+        pa->op = v;
+        return 1;
+    }
+    if (!strcmp(o, "--dtype")) {
+        if (!v || (strcmp(v, "bf16") && strcmp(v, "fp16") && strcmp(v, "fp32"))) {
+            fprintf(stderr, "mkinfo: --dtype takes bf16, fp16 or fp32\n");
+            return -1;
+        }
+        pa->elem = strcmp(v, "fp32") ? 2 : 4;
+        return 1;
+    }
+    if (parse_num(o, v, strcmp(o, "--k") ? 1 : 0, &x)) return -1;
+    if (!strcmp(o, "--m")) pa->m = x;
+    else if (!strcmp(o, "--n")) pa->n = x;
+    else if (!strcmp(o, "--k")) pa->k = x;
+    else if (!strcmp(o, "--ranks")) pa->ranks = (int)x;
+    else pa->nodes = (int)x;
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     int only_params = 0, comm = 0;
+    int topo = 0, rc;
+    struct plan_args pa = {NULL, 0, 0, 0, 2, 0, 1};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--params")) only_params = 1;
         else if (!strcmp(argv[i], "--comm")) comm = 1;
-        else {
-            fprintf(stderr, "usage: mkinfo [--params] [--comm]\n");
+        else if (!strcmp(argv[i], "--topo")) topo = 1;
+        else if ((rc = plan_option(argc, argv, &i, &pa)) != 1) {
+            fprintf(stderr, "usage: mkinfo [--params] [--comm] [--topo] "
+                    "[--op OP --m M --n N [--k K] [--dtype bf16|fp16|fp32] "
+                    "[--ranks R] [--nodes N]]\n");
             return 2;
         }
     }
+    if (pa.op && (pa.m < 1 || pa.n < 1 || (mki_op_from_name(pa.op) >=
+                                           MKI_OP_AG_GEMM && pa.k < 1))) {
+        fprintf(stderr, "mkinfo: --op %s needs --m and --n%s\n", pa.op,
+                mki_op_from_name(pa.op) >= MKI_OP_AG_GEMM ? " and --k" : "");
+        return 2;
+    }
+    if (comm && pa.op) return print_comm_plan(&pa);
     if (comm) return print_comm();
+    if (topo || pa.op) return print_topo(&pa);
     if (!only_params) {
         print_build();
         printf("\n");
     }
     print_params();
-    return 0;
+    printf("\n");
+    return print_topo(NULL);
 }

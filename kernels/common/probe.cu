@@ -16,9 +16,21 @@ __global__ void mki_probe_kernel(unsigned long long *out, unsigned long long v)
     if (threadIdx.x == 0 && blockIdx.x == 0) *out = v ^ 0x6d6b65726e656cull;
 }
 
+extern "C" int mki_coll_preload(const char **failed); /* collectives.cu */
+
+extern "C" const void *mki_fifo_probe_kernel_handle(void);
+
+extern "C" int mki_gemm_preload(char *msg, size_t msg_len); /* gemm/gemm.cu */
+
 extern "C" int mki_kernels_preload(const char **failed)
 {
-    const void *kernels[] = {(const void *)mki_probe_kernel};
+    static char gemm_msg[256];
+    if (mki_gemm_preload(gemm_msg, sizeof(gemm_msg)) != 0) {
+        *failed = gemm_msg;
+        return -1;
+    }
+    const void *kernels[] = {(const void *)mki_probe_kernel,
+                             mki_fifo_probe_kernel_handle()};
     for (unsigned i = 0; i < sizeof(kernels) / sizeof(kernels[0]); i++) {
         cudaFuncAttributes attr;
         cudaError_t err = cudaFuncGetAttributes(&attr, kernels[i]);
@@ -27,5 +39,5 @@ extern "C" int mki_kernels_preload(const char **failed)
             return (int)err;
         }
     }
-    return 0;
+    return mki_coll_preload(failed);
 }

@@ -1,0 +1,530 @@
+/*
+ * collectives.cu - all-gather, reduce-scatter, all-reduce and all-to-all as
+ * persistent kernels over the symmetric workspace of the local ranks.
+ *
+ * Schedule.  Every rank pushes what a peer needs into that peer's
+ * workspace; the peer consumes it from there.  Data for peer q is split
+ * into nch channel parts (one CTA each, 16-byte units) and each part into
+ * chunks of slot_bytes that go through a ring of MKI_NSLOTS slots:
+ *
+ *     rank r, CTA c                               rank q, CTA c
+ *   SEND role: wait credit[q][c] >= chunk k-4      RECV role: wait arrive[r][c] >= k
+ *              copy chunk k -> q.slot[r][c][k%4]          copy slot -> dst (or reduce)
+ *              release arrive[r][c] = k   ------>         release credit[q][c] = k  --> back to r
+ *
+ * The credit (the receiver's consumption counter) bounds the workspace, so
+ * any count works.  A CTA ends after every chunk it sent has been
+ * consumed, so the next call may reuse the slots without any reset.
+ *
+ *   all-gather      SEND: my shard to every peer; RECV: peer shards -> dst
+ *   all-to-all      SEND: block q to peer q;      RECV: block from q -> dst[q]
+ *   reduce-scatter  SEND: block q to peer q;      REDUCE: own + sum(slots) in
+ *                   fp32 -> dst
+ *   all-reduce      SEND: block q to its owner q; REDUCE: own block in fp32,
+ *                   result -> dst and (phase 1) into every peer's slot;
+ *                   RECV2: reduced blocks of the peers -> dst
+ *
+ * Roles are warp groups of one 512-thread CTA, each with its own named
+ * barrier; see devrt.cuh for the waits and the failure path.  Bytes move
+ * by MK_COLL_MOVER: tma-send (default; SEND is one warp whose lane 0
+ * issues TMA bulk copies global -> shared -> peer, the local copies are
+ * register copies), tma (the local copies by TMA too) or reg (register
+ * loads/stores everywhere; SEND is 8 warps).  A source that is not 16-byte
+ * aligned (odd counts) always goes by registers.
+ */
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "common/devrt.cuh"
+
+using namespace mki;
+
+#define MKI_COLL_THREADS 512
+
+namespace {
+
+struct ctx {
+    const mki_coll_params *p;
+    int c;           /* channel */
+    uint64_t e;      /* operation number of this channel */
+    volatile int *quit;
+    char *smem;      /* TMA staging (dynamic shared memory), or NULL */
+    int pipes;       /* TMA pipes sharing smem (at most MKI_TMA_MAXPIPES) */
+    volatile uint32_t *reduced; /* all-reduce with TMA: chunks reduced */
+    int tma_recv;    /* local copies by TMA too */
+};
+
+/* Pipe i of the CTA's dynamic shared memory (leader thread only). */
+__device__ __forceinline__ void pipe_init(const ctx &x, int i, tma_pipe &t)
+{
+    const uint32_t piece = (MKI_TMA_PIECE / (uint32_t)x.pipes) & ~15u;
+    uint64_t *mbar = reinterpret_cast<uint64_t *>(x.smem + MKI_TMA_STAGES * MKI_TMA_PIECE);
+    tma_init(t, x.smem + (size_t)i * MKI_TMA_STAGES * piece, mbar + i * MKI_TMA_STAGES, piece);
+}
+
+/* The SEND role's copy into a peer's slot: TMA bulk copies by one thread
+ * when the source is 16-byte aligned, register stores otherwise (and for
+ * a tail under 16 bytes); then a system fence, so that the leader's
+ * release after the role barrier covers every byte. */
+__device__ __forceinline__ void send_bytes(tma_pipe *t, char *dst, const char *src,
+                                           uint64_t n, int tid, int nthr)
+{
+    if (t && ((uintptr_t)src & 15) == 0) {
+        const uint64_t body = n & ~15ull;
+        if (tid == 0 && body) tma_copy(*t, dst, src, body);
+        if (n > body) copy_bytes(dst + body, src + body, n - body, tid, nthr);
+    } else {
+        copy_bytes(dst, src, n, tid, nthr);
+    }
+    __threadfence_system();
+}
+
+/* A local copy (slot -> dst, own block -> dst): TMA by one thread when
+ * both ends are 16-byte aligned, register copies otherwise. */
+__device__ __forceinline__ void local_bytes(tma_pipe *t, char *dst, const char *src,
+                                            uint64_t n, int tid, int nthr)
+{
+    if (t && (((uintptr_t)src | (uintptr_t)dst) & 15) == 0) {
+        const uint64_t body = n & ~15ull;
+        if (tid == 0 && body) tma_copy(*t, dst, src, body);
+        if (n > body) copy_bytes(dst + body, src + body, n - body, tid, nthr);
+    } else {
+        copy_bytes(dst, src, n, tid, nthr);
+    }
+}
+
+__device__ __forceinline__ uint64_t *sig(char *ws, uint64_t off)
+{
+    return reinterpret_cast<uint64_t *>(ws + off);
+}
+
+/* Bytes and byte offset (in src for SEND, in dst for RECV) of the block
+ * that travels between this rank and peer q. */
+__device__ __forceinline__ void block_of(const mki_coll_params &p, int q,
+                                         uint64_t *off, uint64_t *bytes)
+{
+    const uint64_t es = (uint64_t)p.esize;
+    if (p.op == MKI_COLL_ALLREDUCE) {
+        uint64_t first, elems;
+        mki_ar_block(p.count, p.nranks, q, &first, &elems);
+        *off = first * es;
+        *bytes = elems * es;
+    } else {
+        *off = p.op == MKI_COLL_ALLGATHER ? 0 : (uint64_t)q * p.count * es;
+        *bytes = p.count * es;
+    }
+}
+
+/* Leader waits, then the role meets; false when the CTA quits. */
+__device__ __forceinline__ bool role_wait(const ctx &x, int bar, int nthr,
+                                          int tid, const uint64_t *addr,
+                                          uint64_t target, wait_site w)
+{
+    if (tid == 0) wait_geq(*x.p, addr, target, w, x.quit);
+    role_sync(bar, nthr);
+    return *x.quit == 0;
+}
+
+/* SEND (phase 0): push block q of src into peer q's slots. */
+__device__ void send_role(const ctx &x, int tid, int nthr, int bar)
+{
+    const mki_coll_params &p = *x.p;
+    const uint64_t S = p.slot_bytes;
+    tma_pipe pipe, *tp = NULL;
+    if (x.smem && tid == 0) pipe_init(x, 0, pipe);
+    if (x.smem) tp = &pipe;
+    uint64_t maxk = 0;
+    for (int q = 0; q < p.nranks; q++) {
+        uint64_t boff, b, off, len;
+        block_of(p, q, &boff, &b);
+        mki_chan_part(b, p.nch, x.c, &off, &len);
+        uint64_t nk = mki_nchunks(len, S);
+        maxk = nk > maxk ? nk : maxk;
+    }
+    for (uint64_t k = 0; k < maxk; k++)
+        for (int j = 1; j < p.nranks; j++) {
+            const int q = (p.me + j) % p.nranks;
+            uint64_t boff, b, off, len;
+            block_of(p, q, &boff, &b);
+            mki_chan_part(b, p.nch, x.c, &off, &len);
+            if (k >= mki_nchunks(len, S)) continue;
+            const uint64_t at = off + k * S, n = len - k * S < S ? len - k * S : S;
+            if (k >= MKI_NSLOTS) {
+                const uint64_t *cr = sig(p.ws[p.me], mki_ws_credit(0, q, x.c));
+                if (!role_wait(x, bar, nthr, tid, cr, mki_sig_target(x.e, k - MKI_NSLOTS),
+                               wait_site{q, x.c, (int)k, 0}))
+                    return;
+            }
+            char *slot = p.ws[q] + mki_ws_slot(0, p.me, x.c, (int)(k % MKI_NSLOTS), p.nranks, S);
+            send_bytes(tp, slot, p.src + boff + at, n, tid, nthr);
+            role_sync(bar, nthr);
+            if (tid == 0) st_release_sys(sig(p.ws[q], mki_ws_arrive(0, p.me, x.c)), mki_sig_target(x.e, k));
+        }
+    /* Return only when every chunk sent has been consumed. */
+    for (int j = 1; j < p.nranks; j++) {
+        const int q = (p.me + j) % p.nranks;
+        uint64_t boff, b, off, len;
+        block_of(p, q, &boff, &b);
+        mki_chan_part(b, p.nch, x.c, &off, &len);
+        uint64_t nk = mki_nchunks(len, S);
+        if (nk == 0) continue;
+        if (!role_wait(x, bar, nthr, tid, sig(p.ws[p.me], mki_ws_credit(0, q, x.c)),
+                       mki_sig_target(x.e, nk - 1), wait_site{q, x.c, (int)nk - 1, 0}))
+            return;
+    }
+}
+
+/* RECV: copy what peers pushed (phase 0 for all-gather / all-to-all, phase
+ * 1 for the reduced blocks of all-reduce) into dst; the own block first. */
+__device__ void recv_role(const ctx &x, int tid, int nthr, int bar, int phase, int pipe_idx)
+{
+    const mki_coll_params &p = *x.p;
+    const uint64_t S = p.slot_bytes;
+    tma_pipe pipe, *tp = NULL;
+    if (x.smem && x.tma_recv && tid == 0) pipe_init(x, pipe_idx, pipe);
+    if (x.smem && x.tma_recv) tp = &pipe;
+    /* The own block first: it overlaps with the peers' first chunks in
+     * flight (done last, it ran alone at the end: -25% at 256 MB). */
+    if (p.op != MKI_COLL_ALLREDUCE) {
+        uint64_t boff, b, off, len;
+        block_of(p, p.me, &boff, &b);
+        mki_chan_part(b, p.nch, x.c, &off, &len);
+        const uint64_t doff = (uint64_t)p.me * b;
+        if (len && p.dst + doff != p.src + boff)
+            local_bytes(tp, p.dst + doff + off, p.src + boff + off, len, tid, nthr);
+    }
+    uint64_t maxk = 0;
+    for (int q = 0; q < p.nranks; q++) {
+        uint64_t boff, b, off, len;
+        block_of(p, q, &boff, &b);
+        mki_chan_part(b, p.nch, x.c, &off, &len);
+        uint64_t nk = mki_nchunks(len, S);
+        maxk = nk > maxk ? nk : maxk;
+    }
+    for (uint64_t k = 0; k < maxk; k++)
+        for (int j = 1; j < p.nranks; j++) {
+            const int q = (p.me - j + p.nranks) % p.nranks;
+            uint64_t boff, b, off, len;
+            block_of(p, q, &boff, &b);
+            mki_chan_part(b, p.nch, x.c, &off, &len);
+            if (k >= mki_nchunks(len, S)) continue;
+            const uint64_t at = off + k * S, n = len - k * S < S ? len - k * S : S;
+            if (!role_wait(x, bar, nthr, tid, sig(p.ws[p.me], mki_ws_arrive(phase, q, x.c)),
+                           mki_sig_target(x.e, k), wait_site{q, x.c, (int)k, phase}))
+                return;
+            const uint64_t doff = p.op == MKI_COLL_ALLREDUCE ? boff : (uint64_t)q * b;
+            const char *slot = p.ws[p.me] + mki_ws_slot(phase, q, x.c, (int)(k % MKI_NSLOTS), p.nranks, S);
+            local_bytes(tp, p.dst + doff + at, slot, n, tid, nthr);
+            role_sync(bar, nthr);
+            if (tid == 0) st_release_sys(sig(p.ws[q], mki_ws_credit(phase, p.me, x.c)), mki_sig_target(x.e, k));
+        }
+}
+
+/* ---- reduction ------------------------------------------------------- */
+
+template <typename T> struct num;
+template <> struct num<float> {
+    static __device__ __forceinline__ float to(float v) { return v; }
+    static __device__ __forceinline__ float from(float v) { return v; }
+};
+template <> struct num<__half> {
+    static __device__ __forceinline__ float to(__half v) { return __half2float(v); }
+    static __device__ __forceinline__ __half from(float v) { return __float2half_rn(v); }
+};
+template <> struct num<__nv_bfloat16> {
+    static __device__ __forceinline__ float to(__nv_bfloat16 v) { return __bfloat162float(v); }
+    static __device__ __forceinline__ __nv_bfloat16 from(float v) { return __float2bfloat16_rn(v); }
+};
+
+/* out[i] = own[i] + sum of in[j][i], accumulated in fp32, rounded once;
+ * the result also goes to every rem[j] (peers' phase-1 slots). */
+template <typename T>
+__device__ void reduce_chunk(T *out, const T *own, const T *const *in, int nin,
+                             T *const *rem, int nrem, uint64_t n, int tid, int nthr)
+{
+    constexpr int V = 16 / sizeof(T);
+    constexpr int U = 4; /* vectors in flight per thread and input */
+    uint64_t start = 0;
+    if ((((uintptr_t)out | (uintptr_t)own) & 15) == 0) {
+        const uint64_t nv = n / V;
+        for (uint64_t i0 = tid; i0 < nv; i0 += (uint64_t)U * nthr) {
+            float acc[U][V];
+            uint4 w[U];
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                if (i0 + (uint64_t)u * nthr < nv) w[u] = ld16(own + (i0 + (uint64_t)u * nthr) * V);
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const T *t = reinterpret_cast<const T *>(&w[u]);
+#pragma unroll
+                for (int v = 0; v < V; v++) acc[u][v] = num<T>::to(t[v]);
+            }
+            for (int j = 0; j < nin; j++) {
+#pragma unroll
+                for (int u = 0; u < U; u++)
+                    if (i0 + (uint64_t)u * nthr < nv) w[u] = ld16(in[j] + (i0 + (uint64_t)u * nthr) * V);
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    const T *t = reinterpret_cast<const T *>(&w[u]);
+#pragma unroll
+                    for (int v = 0; v < V; v++) acc[u][v] += num<T>::to(t[v]);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const uint64_t i = i0 + (uint64_t)u * nthr;
+                if (i >= nv) break;
+                uint4 r;
+                T *o = reinterpret_cast<T *>(&r);
+#pragma unroll
+                for (int v = 0; v < V; v++) o[v] = num<T>::from(acc[u][v]);
+                reinterpret_cast<uint4 *>(out)[i] = r;
+                for (int j = 0; j < nrem; j++) reinterpret_cast<uint4 *>(rem[j])[i] = r;
+            }
+        }
+        start = nv * V;
+    }
+    for (uint64_t i = start + tid; i < n; i += nthr) {
+        float acc = num<T>::to(own[i]);
+        for (int j = 0; j < nin; j++) acc += num<T>::to(__ldcg(in[j] + i));
+        T r = num<T>::from(acc);
+        out[i] = r;
+        for (int j = 0; j < nrem; j++) rem[j][i] = r;
+    }
+}
+
+/* REDUCE: the own block, summed over every rank's contribution.  For
+ * all-reduce the result also goes to the peers: pushed here with register
+ * stores (mover reg), or published to SEND2 through x.reduced (TMA). */
+template <typename T>
+__device__ void reduce_role(const ctx &x, int tid, int nthr, int bar)
+{
+    const mki_coll_params &p = *x.p;
+    const uint64_t S = p.slot_bytes;
+    const bool ar = p.op == MKI_COLL_ALLREDUCE, push = ar && x.reduced == NULL;
+    uint64_t boff, b, off, len;
+    block_of(p, p.me, &boff, &b);
+    mki_chan_part(b, p.nch, x.c, &off, &len);
+    const uint64_t nk = mki_nchunks(len, S);
+    const char *own = p.src + boff;
+    char *out = p.dst + (ar ? boff : 0);
+    for (uint64_t k = 0; k < nk; k++) {
+        const uint64_t at = off + k * S, n = len - k * S < S ? len - k * S : S;
+        const int slot = (int)(k % MKI_NSLOTS);
+        const T *in[MKI_MAXLOCAL];
+        T *rem[MKI_MAXLOCAL];
+        int nin = 0;
+        for (int j = 1; j < p.nranks; j++) {
+            const int q = (p.me + j) % p.nranks;
+            if (tid == 0) wait_geq(p, sig(p.ws[p.me], mki_ws_arrive(0, q, x.c)),
+                                   mki_sig_target(x.e, k), wait_site{q, x.c, (int)k, 0}, x.quit);
+            if (tid == 0 && push && k >= MKI_NSLOTS)
+                wait_geq(p, sig(p.ws[p.me], mki_ws_credit(1, q, x.c)),
+                         mki_sig_target(x.e, k - MKI_NSLOTS), wait_site{q, x.c, (int)k, 1}, x.quit);
+            in[nin] = reinterpret_cast<const T *>(p.ws[p.me] + mki_ws_slot(0, q, x.c, slot, p.nranks, S));
+            rem[nin] = reinterpret_cast<T *>(p.ws[q] + mki_ws_slot(1, p.me, x.c, slot, p.nranks, S));
+            nin++;
+        }
+        role_sync(bar, nthr);
+        if (*x.quit) return;
+        reduce_chunk<T>(reinterpret_cast<T *>(out + at), reinterpret_cast<const T *>(own + at),
+                        in, nin, rem, push ? nin : 0, n / sizeof(T), tid, nthr);
+        if (push) __threadfence_system();
+        else asm volatile("fence.proxy.async.global;" ::: "memory"); /* SEND2 reads out by TMA */
+        role_sync(bar, nthr);
+        if (tid == 0) {
+            for (int j = 1; j < p.nranks; j++) {
+                const int q = (p.me + j) % p.nranks;
+                st_release_sys(sig(p.ws[q], mki_ws_credit(0, p.me, x.c)), mki_sig_target(x.e, k));
+                if (push) st_release_sys(sig(p.ws[q], mki_ws_arrive(1, p.me, x.c)), mki_sig_target(x.e, k));
+            }
+            if (ar && !push) {
+                __threadfence_block();
+                *x.reduced = (uint32_t)k + 1;
+            }
+        }
+    }
+    if (!push || nk == 0) return;
+    for (int j = 1; j < p.nranks; j++) {
+        const int q = (p.me + j) % p.nranks;
+        if (!role_wait(x, bar, nthr, tid, sig(p.ws[p.me], mki_ws_credit(1, q, x.c)),
+                       mki_sig_target(x.e, nk - 1), wait_site{q, x.c, (int)nk - 1, 1}))
+            return;
+    }
+}
+
+/* SEND2 (all-reduce with TMA): push each reduced chunk of my block from
+ * dst into every peer's phase-1 slots, as soon as REDUCE publishes it. */
+__device__ void send2_role(const ctx &x, int tid, int nthr, int bar)
+{
+    const mki_coll_params &p = *x.p;
+    const uint64_t S = p.slot_bytes;
+    tma_pipe pipe;
+    if (tid == 0) pipe_init(x, 1, pipe);
+    uint64_t boff, b, off, len;
+    block_of(p, p.me, &boff, &b);
+    mki_chan_part(b, p.nch, x.c, &off, &len);
+    const uint64_t nk = mki_nchunks(len, S);
+    for (uint64_t k = 0; k < nk; k++) {
+        const uint64_t at = off + k * S, n = len - k * S < S ? len - k * S : S;
+        if (tid == 0)
+            while (*x.reduced < k + 1 && !*x.quit) { }
+        role_sync(bar, nthr);
+        if (*x.quit) return;
+        __threadfence_block();
+        for (int j = 1; j < p.nranks; j++) {
+            const int q = (p.me + j) % p.nranks;
+            if (k >= MKI_NSLOTS &&
+                !role_wait(x, bar, nthr, tid, sig(p.ws[p.me], mki_ws_credit(1, q, x.c)),
+                           mki_sig_target(x.e, k - MKI_NSLOTS), wait_site{q, x.c, (int)k, 1}))
+                return;
+            char *slot = p.ws[q] + mki_ws_slot(1, p.me, x.c, (int)(k % MKI_NSLOTS), p.nranks, S);
+            send_bytes(&pipe, slot, p.dst + boff + at, n, tid, nthr);
+            role_sync(bar, nthr);
+            if (tid == 0) st_release_sys(sig(p.ws[q], mki_ws_arrive(1, p.me, x.c)), mki_sig_target(x.e, k));
+        }
+    }
+    for (int j = 1; j < p.nranks && nk > 0; j++) {
+        const int q = (p.me + j) % p.nranks;
+        if (!role_wait(x, bar, nthr, tid, sig(p.ws[p.me], mki_ws_credit(1, q, x.c)),
+                       mki_sig_target(x.e, nk - 1), wait_site{q, x.c, (int)nk - 1, 1}))
+            return;
+    }
+}
+
+/* The operation number of this channel, and the abort check at entry. */
+__device__ bool enter(const mki_coll_params &p, int c, volatile int *quit, uint64_t *e_sh)
+{
+    if (threadIdx.x == 0) {
+        *quit = 0;
+        *e_sh = *sig(p.ws[p.me], MKI_WS_SEQ + 8ull * (uint64_t)c) + 1;
+        uint64_t ab = ld_relaxed_sys(sig(p.ws[p.me], MKI_WS_ABORT));
+        if (ab != 0) {
+            fail(p, MKI_ERR_REMOTE, wait_site{(int)ab - 1, c, -1, -1}, 0, 0);
+            *quit = 1;
+        }
+    }
+    __syncthreads();
+    return *quit == 0;
+}
+
+__device__ void leave(const mki_coll_params &p, int c, volatile int *quit, uint64_t e)
+{
+    __syncthreads();
+    if (threadIdx.x == 0 && *quit == 0) *sig(p.ws[p.me], MKI_WS_SEQ + 8ull * (uint64_t)c) = e;
+}
+
+} /* namespace */
+
+extern __shared__ __align__(128) char mki_coll_smem[];
+
+/* Threads of the SEND role: one warp issuing TMA bulk copies, or half
+ * the CTA with register stores. */
+__device__ __forceinline__ int send_threads(const mki_coll_params &p)
+{
+    return p.mover != MKI_COLL_MOVER_REG ? 32 : 256;
+}
+
+/* All-gather and all-to-all: SEND, then RECV on the other warps. */
+__global__ void __launch_bounds__(MKI_COLL_THREADS, 1)
+mki_coll_copy_kernel(const __grid_constant__ mki_coll_params p)
+{
+    __shared__ volatile int quit;
+    __shared__ uint64_t e_sh;
+    const int c = blockIdx.x;
+    if (!enter(p, c, &quit, &e_sh)) return;
+    ctx x{&p, c, e_sh, &quit, p.mover != MKI_COLL_MOVER_REG ? mki_coll_smem : NULL,
+          p.mover == MKI_COLL_MOVER_TMA ? 2 : 1, NULL, p.mover == MKI_COLL_MOVER_TMA};
+    const int t = threadIdx.x, ns = send_threads(p);
+    if (t < ns) send_role(x, t, ns, 1);
+    else recv_role(x, t - ns, MKI_COLL_THREADS - ns, 2, 0, 1);
+    leave(p, c, &quit, x.e);
+}
+
+/* Reduce-scatter: SEND, then REDUCE on the other warps.  All-reduce with
+ * TMA: SEND warp 0, SEND2 warp 1, REDUCE warps 2-11, RECV (phase 1)
+ * warps 12-15; with register stores: SEND warps 0-5, REDUCE 6-11 (which
+ * also pushes the results), RECV 12-15. */
+template <typename T>
+__global__ void __launch_bounds__(MKI_COLL_THREADS, 1)
+mki_coll_reduce_kernel(const __grid_constant__ mki_coll_params p)
+{
+    __shared__ volatile int quit;
+    __shared__ uint64_t e_sh;
+    __shared__ volatile uint32_t reduced;
+    const int c = blockIdx.x;
+    if (threadIdx.x == 0) reduced = 0;
+    if (!enter(p, c, &quit, &e_sh)) return;
+    const int t = threadIdx.x, tma = p.mover != MKI_COLL_MOVER_REG;
+    const bool ar = p.op == MKI_COLL_ALLREDUCE;
+    const int trecv = ar && p.mover == MKI_COLL_MOVER_TMA;
+    ctx x{&p, c, e_sh, &quit, tma ? mki_coll_smem : NULL, ar ? 2 + trecv : 1,
+          ar && tma ? &reduced : NULL, trecv};
+    if (!ar) {
+        const int ns = send_threads(p);
+        if (t < ns) send_role(x, t, ns, 1);
+        else reduce_role<T>(x, t - ns, MKI_COLL_THREADS - ns, 2);
+    } else if (tma) {
+        if (t < 32) send_role(x, t, 32, 1);
+        else if (t < 64) send2_role(x, t - 32, 32, 4);
+        else if (t < 384) reduce_role<T>(x, t - 64, 320, 2);
+        else recv_role(x, t - 384, 128, 3, 1, 2);
+    } else {
+        if (t < 192) send_role(x, t, 192, 1);
+        else if (t < 384) reduce_role<T>(x, t - 192, 192, 2);
+        else recv_role(x, t - 384, 128, 3, 1, 0);
+    }
+    leave(p, c, &quit, x.e);
+}
+
+static const void *kernel_for(int op, int dtype)
+{
+    if (op == MKI_COLL_ALLGATHER || op == MKI_COLL_ALLTOALL)
+        return (const void *)mki_coll_copy_kernel;
+    switch (dtype) {
+    case MKI_BF16: return (const void *)mki_coll_reduce_kernel<__nv_bfloat16>;
+    case MKI_F16: return (const void *)mki_coll_reduce_kernel<__half>;
+    case MKI_F32: return (const void *)mki_coll_reduce_kernel<float>;
+    }
+    return NULL;
+}
+
+extern "C" int mki_coll_launch(const struct mki_coll_params *p, cudaStream_t s,
+                               const char **why)
+{
+    const void *k = kernel_for(p->op, p->dtype);
+    if (!k) {
+        *why = "no kernel for this operation and type";
+        return -1;
+    }
+    void *args[] = {(void *)p};
+    const size_t smem = p->mover != MKI_COLL_MOVER_REG ? MKI_TMA_SMEM : 0;
+    cudaError_t err = cudaLaunchKernel(k, dim3((unsigned)p->nch), dim3(MKI_COLL_THREADS), args, smem, s);
+    if (err == cudaSuccess) err = cudaGetLastError();
+    if (err != cudaSuccess) {
+        *why = cudaGetErrorString(err);
+        return (int)err;
+    }
+    return 0;
+}
+
+/* Load every collective kernel now (see probe.cu: never lazily). */
+extern "C" int mki_coll_preload(const char **why)
+{
+    const int ops[] = {MKI_COLL_ALLGATHER, MKI_COLL_REDUCESCATTER};
+    for (int o = 0; o < 2; o++)
+        for (int d = MKI_BF16; d <= MKI_F32; d++) {
+            cudaFuncAttributes a;
+            cudaError_t err = cudaFuncGetAttributes(&a, kernel_for(ops[o], d));
+            if (err == cudaSuccess)
+                err = cudaFuncSetAttribute(kernel_for(ops[o], d),
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           MKI_TMA_SMEM);
+            if (err != cudaSuccess) {
+                *why = cudaGetErrorString(err);
+                return (int)err;
+            }
+        }
+    return 0;
+}

@@ -1,0 +1,159 @@
+/*
+ * devrt.h - what the host runtime and the device kernels agree on: the
+ * layout of the symmetric workspace, the error record, the signal
+ * arithmetic and the parameters of a collective launch.  C99 and CUDA C++.
+ *
+ * Workspace of one rank (MK_WORKSPACE_SIZE bytes, cudaMalloc, mapped by
+ * every local peer through CUDA IPC):
+ *
+ *   0       abort word   (0: healthy; r + 1: rank r raised it)
+ *   8       claim word   (the first failing waiter of this rank takes it)
+ *   256     seq[MKI_MAXCH]             op counter of each channel (local)
+ *   4096    arrive[2][MKI_MAXLOCAL][MKI_MAXCH]   written by the sender
+ *   8192    credit[2][MKI_MAXLOCAL][MKI_MAXCH]   written by the receiver
+ *   65536   slots[2][local_size][MKI_MAXCH][MKI_NSLOTS] of slot_bytes
+ *
+ * Signals.  Channel c of every rank runs the same sequence of operations,
+ * so seq[c] (incremented by CTA c at the end of each operation) is equal
+ * on all ranks for the same call.  Operation e = seq[c] + 1 uses the
+ * targets (e << 32) | (k + 1) for its chunk k: counters only ever grow,
+ * nothing is reset between calls, and the host passes nothing that a CUDA
+ * graph replay would freeze (the sequence lives in device memory).
+ */
+#ifndef MKI_DEVRT_H
+#define MKI_DEVRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define MKI_HD __host__ __device__ __forceinline__
+#else
+#define MKI_HD static inline
+#endif
+
+#define MKI_MAXCH 32       /* channels (CTAs) of one collective, at most */
+#define MKI_MAXLOCAL 8     /* ranks that share one workspace mesh        */
+#define MKI_NSLOTS 4       /* pipeline depth of each (peer, channel)     */
+#define MKI_WS_ABORT 0
+#define MKI_WS_CLAIM 8
+#define MKI_WS_SEQ 256
+#define MKI_WS_ARRIVE 4096
+#define MKI_WS_CREDIT 8192
+#define MKI_WS_DATA 65536
+#define MKI_SLOT_MAX (1u << 20)
+#define MKI_SLOT_ALIGN 4096
+
+/* Collective ids (also in error records). */
+enum mki_coll_op {
+    MKI_COLL_ALLGATHER = 1,
+    MKI_COLL_REDUCESCATTER = 2,
+    MKI_COLL_ALLREDUCE = 3,
+    MKI_COLL_ALLTOALL = 4
+};
+
+/* What moves the bytes of the SEND role (MK_COLL_MOVER). */
+enum mki_coll_mover {
+    MKI_COLL_MOVER_TMA = 0,      /* TMA for every copy (send and receive) */
+    MKI_COLL_MOVER_REG = 1,      /* register loads/stores only */
+    MKI_COLL_MOVER_TMA_SEND = 2  /* TMA to peers, register copies locally */
+};
+
+/* Element types; values equal mkDataType_t. */
+enum mki_dtype { MKI_BF16 = 0, MKI_F16 = 1, MKI_F32 = 2 };
+
+/* Error record, in host-mapped memory; the device writes every field and
+ * then valid = 1 (after a system fence). */
+enum mki_err_kind { MKI_ERR_NONE = 0, MKI_ERR_TIMEOUT = 1, MKI_ERR_REMOTE = 2 };
+struct mki_err_record {
+    volatile uint32_t valid;
+    int32_t kind;      /* enum mki_err_kind */
+    int32_t op;        /* enum mki_coll_op */
+    int32_t rank;      /* the waiter */
+    int32_t peer;      /* the rank waited for (or that raised abort) */
+    int32_t channel;
+    int32_t chunk;
+    int32_t phase;
+    uint64_t expected; /* the target of the wait */
+    uint64_t seen;     /* the counter's value at expiry */
+    uint64_t epoch;    /* host epoch of the operation */
+};
+
+/* Parameters of one collective launch (by value, __grid_constant__). */
+struct mki_coll_params {
+    int32_t op, dtype, esize;
+    int32_t nranks, me, nch;
+    int32_t mover;              /* enum mki_coll_mover */
+    uint64_t count;             /* as in the public call */
+    const char *src;
+    char *dst;
+    char *ws[MKI_MAXLOCAL];     /* every rank's workspace, mapped here */
+    uint64_t slot_bytes;
+    uint64_t timeout_ns;
+    uint64_t epoch;             /* host epoch: names the call in errors */
+    struct mki_err_record *err; /* device view of the host-mapped record */
+};
+
+/* ---- arithmetic shared by host tests and kernels -------------------- */
+
+/* Target of chunk k of operation number e (e >= 1). */
+MKI_HD uint64_t mki_sig_target(uint64_t e, uint64_t k)
+{
+    return (e << 32) | ((k + 1) & 0xffffffffull);
+}
+
+/* Split `bytes` among nch channels in 16-byte units: channel c gets
+ * [*off, *off + *len). */
+MKI_HD void mki_chan_part(uint64_t bytes, int nch, int c, uint64_t *off,
+                          uint64_t *len)
+{
+    uint64_t units = (bytes + 15) / 16;
+    uint64_t per = (units + (uint64_t)nch - 1) / (uint64_t)nch * 16;
+    uint64_t o = per * (uint64_t)c;
+    *off = o < bytes ? o : bytes;
+    *len = o < bytes ? (bytes - o < per ? bytes - o : per) : 0;
+}
+
+MKI_HD uint64_t mki_nchunks(uint64_t len, uint64_t chunk)
+{
+    return (len + chunk - 1) / chunk;
+}
+
+/* Elements of rank r's block when count elements are split among n ranks
+ * for all-reduce (blocks of a multiple of 8 elements, the last shorter). */
+MKI_HD void mki_ar_block(uint64_t count, int n, int r, uint64_t *first,
+                         uint64_t *elems)
+{
+    uint64_t q = (count + (uint64_t)n - 1) / (uint64_t)n;
+    q = (q + 7) / 8 * 8;
+    uint64_t f = q * (uint64_t)r;
+    *first = f < count ? f : count;
+    *elems = f < count ? (count - f < q ? count - f : q) : 0;
+}
+
+/* Byte offsets of the signal arrays and slots. */
+MKI_HD uint64_t mki_ws_arrive(int phase, int src, int ch)
+{
+    return MKI_WS_ARRIVE + 8ull * (((uint64_t)phase * MKI_MAXLOCAL + (uint64_t)src) * MKI_MAXCH + (uint64_t)ch);
+}
+MKI_HD uint64_t mki_ws_credit(int phase, int dst, int ch)
+{
+    return MKI_WS_CREDIT + 8ull * (((uint64_t)phase * MKI_MAXLOCAL + (uint64_t)dst) * MKI_MAXCH + (uint64_t)ch);
+}
+MKI_HD uint64_t mki_ws_slot(int phase, int src, int ch, int slot, int nlocal,
+                            uint64_t slot_bytes)
+{
+    uint64_t i = (((uint64_t)phase * (uint64_t)nlocal + (uint64_t)src) * MKI_MAXCH + (uint64_t)ch) * MKI_NSLOTS + (uint64_t)slot;
+    return MKI_WS_DATA + i * slot_bytes;
+}
+/* Slot bytes that fit a workspace of ws_bytes for nlocal ranks; 0 when
+ * the workspace is too small. */
+MKI_HD uint64_t mki_ws_slot_bytes(uint64_t ws_bytes, int nlocal)
+{
+    if (ws_bytes <= MKI_WS_DATA || nlocal < 1) return 0;
+    uint64_t n = 2ull * (uint64_t)nlocal * MKI_MAXCH * MKI_NSLOTS;
+    uint64_t s = (ws_bytes - MKI_WS_DATA) / n / MKI_SLOT_ALIGN * MKI_SLOT_ALIGN;
+    return s > MKI_SLOT_MAX ? MKI_SLOT_MAX : s;
+}
+
+#endif /* MKI_DEVRT_H */

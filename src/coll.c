@@ -1,0 +1,254 @@
+/*
+ * coll.c - mkAllGather, mkReduceScatter, mkAllReduce, mkAllToAll: validate
+ * -> plan -> launch one persistent kernel (kernels/collectives.cu).
+ *
+ * Nothing here waits for the device: a call checks its arguments, numbers
+ * itself (++comm->epoch, only used to name the call in error records),
+ * picks its CTA count and enqueues the kernel on the caller's stream, so
+ * calls may be captured in a CUDA graph.  Calls on one communicator must be
+ * ordered (one stream, or streams ordered by events), as with NCCL.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "mki.h"
+#include "mem.h"
+
+int mki_coll_launch(const struct mki_coll_params *p, cudaStream_t s,
+                    const char **why);
+
+/* Bytes of a peer block per CTA: small calls are latency-bound, so more
+ * CTAs pay even at 16 KB each (1 MB per rank, 16 -> 32 CTAs: reduce-
+ * scatter 21.3 -> 19.6 us; bench/NOTES.md). */
+#define COLL_BYTES_PER_CTA (16u << 10)
+
+static int dtype_size(mkDataType_t t)
+{
+    switch (t) {
+    case mkBfloat16: return 2;
+    case mkFloat16: return 2;
+    case mkFloat32: return 4;
+    default: return 0;
+    }
+}
+
+/* CTAs for one call.  Until src/plan.c's mki_plan_op serves collectives,
+ * this is the rule: one CTA per 16 KB of a peer block, at most MKI_MAXCH,
+ * at most the node's SM budget (mem.c: the smallest over its ranks of
+ * MK_SM_BUDGET, else of the GPU's SMs shared by the ranks on it), so every
+ * rank picks the same count; MK_COLL_CTAS overrides. */
+static int coll_ctas(struct mkComm *comm, uint64_t block_bytes)
+{
+    int budget = comm->dev->coll_budget;
+    int maxch = budget < MKI_MAXCH ? budget : MKI_MAXCH;
+    if (maxch < 1) maxch = 1;
+    int64_t forced = 0;
+    if (mki_param_is_set(MKI_P_COLL_CTAS) &&
+        mki_param_int(MKI_P_COLL_CTAS, &forced) == mkSuccess && forced > 0)
+        return forced < maxch ? (int)forced : maxch;
+    uint64_t n = (block_bytes + COLL_BYTES_PER_CTA - 1) / COLL_BYTES_PER_CTA;
+    if (n < 1) n = 1;
+    return n < (uint64_t)maxch ? (int)n : maxch;
+}
+
+/* What one collective call reads and writes. */
+struct coll_call {
+    const char *func;
+    int op;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;
+    mkDataType_t dtype;
+    size_t send_bytes, recv_bytes;
+};
+
+static mkResult_t check_sizes(struct mkComm *comm, struct coll_call *c)
+{
+    int es = dtype_size(c->dtype);
+    if (es == 0)
+        return mki_error(comm, mkErrInvalidArgument, "%s: datatype = %d is "
+                         "not a mkDataType_t; use mkBfloat16, mkFloat16 or "
+                         "mkFloat32", c->func, (int)c->dtype);
+    size_t n = (size_t)comm->nranks;
+    if (c->count > SIZE_MAX / (size_t)es / n || c->count > (1ull << 48))
+        return mki_error(comm, mkErrInvalidArgument, "%s: count = %zu "
+                         "elements of %d bytes times %d ranks overflows; "
+                         "split the call", c->func, c->count, es,
+                         comm->nranks);
+    size_t one = c->count * (size_t)es, all = one * n;
+    switch (c->op) {
+    case MKI_COLL_ALLGATHER: c->send_bytes = one; c->recv_bytes = all; break;
+    case MKI_COLL_REDUCESCATTER: c->send_bytes = all; c->recv_bytes = one; break;
+    case MKI_COLL_ALLREDUCE: c->send_bytes = one; c->recv_bytes = one; break;
+    default: c->send_bytes = all; c->recv_bytes = all; break;
+    }
+    if (c->count > 0 && (c->sendbuf == NULL || c->recvbuf == NULL))
+        return mki_error(comm, mkErrInvalidArgument, "%s: %s is NULL; pass "
+                         "device buffers", c->func,
+                         c->sendbuf == NULL ? "sendbuf" : "recvbuf");
+    return mkSuccess;
+}
+
+static mkResult_t check_pointer(struct mkComm *comm, const char *func,
+                                const char *name, const void *p, int es)
+{
+    struct cudaPointerAttributes a;
+    cudaError_t e = cudaPointerGetAttributes(&a, p);
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    if (e != cudaSuccess || a.type != cudaMemoryTypeDevice)
+        return mki_error(comm, mkErrInvalidArgument, "%s: %s = %p is not "
+                         "device memory (%s); pass memory from cudaMalloc or "
+                         "mkMemAlloc on CUDA device %d", func, name, p,
+                         e != cudaSuccess ? cudaGetErrorString(e)
+                         : a.type == cudaMemoryTypeHost ? "host memory"
+                         : a.type == cudaMemoryTypeManaged ? "managed memory"
+                         : "unregistered host memory", comm->dev->dev);
+    if (a.device != comm->dev->dev)
+        return mki_error(comm, mkErrInvalidArgument, "%s: %s = %p is memory "
+                         "of CUDA device %d but the communicator uses device "
+                         "%d", func, name, p, a.device, comm->dev->dev);
+    if ((uintptr_t)p % (uintptr_t)es != 0)
+        return mki_error(comm, mkErrInvalidArgument, "%s: %s = %p is not "
+                         "aligned to its %d-byte elements", func, name, p, es);
+    return mkSuccess;
+}
+
+static int overlap(const void *a, size_t na, const void *b, size_t nb)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return na && nb && x < y + nb && y < x + na;
+}
+
+/* In place is allowed as NCCL defines it; any other overlap is refused. */
+static mkResult_t check_overlap(struct mkComm *comm, const struct coll_call *c)
+{
+    size_t one = c->count * (size_t)dtype_size(c->dtype);
+    const char *s = c->sendbuf, *r = c->recvbuf;
+    int inplace = 0;
+    if (c->op == MKI_COLL_ALLGATHER) inplace = s == r + (size_t)comm->rank * one;
+    if (c->op == MKI_COLL_REDUCESCATTER) inplace = r == s + (size_t)comm->rank * one;
+    if (c->op == MKI_COLL_ALLREDUCE) inplace = s == r;
+    if (!inplace && overlap(s, c->send_bytes, r, c->recv_bytes))
+        return mki_error(comm, mkErrInvalidArgument, "%s: sendbuf and recvbuf "
+                         "overlap%s", c->func, c->op == MKI_COLL_ALLTOALL
+                         ? " (all-to-all is never in place)"
+                         : " without being the in-place layout");
+    return mkSuccess;
+}
+
+static mkResult_t check_call(struct mkComm *comm, struct coll_call *c)
+{
+    MKI_CHECK(check_sizes(comm, c));
+    mkResult_t broken;
+    pthread_mutex_lock(&comm->lock);
+    broken = comm->async_error;
+    pthread_mutex_unlock(&comm->lock);
+    if (broken != mkSuccess)
+        return mki_error(comm, broken, "%s: the communicator is broken (%s); "
+                         "destroy it", c->func, mkGetErrorString(broken));
+    MKI_CHECK(mki_devrt_require(comm, c->func));
+    if (comm->nnodes != 1 || comm->nranks > MKI_MAXLOCAL)
+        return mki_error(comm, mkErrUnsupported, "%s: collectives run among "
+                         "the ranks of one node (at most %d) for now; this "
+                         "communicator has %d ranks on %d nodes", c->func,
+                         MKI_MAXLOCAL, comm->nranks, comm->nnodes);
+    if (comm->dev->slot_bytes == 0)
+        return mki_error(comm, mkErrUnsupported, "%s: the workspace (%zu "
+                         "bytes) is too small for %d local ranks; raise "
+                         "MK_WORKSPACE_SIZE", c->func, comm->dev->ws_bytes,
+                         comm->nranks);
+    if (c->count == 0) return mkSuccess;
+    int es = dtype_size(c->dtype);
+    MKI_CHECK(check_pointer(comm, c->func, "sendbuf", c->sendbuf, es));
+    MKI_CHECK(check_pointer(comm, c->func, "recvbuf", c->recvbuf, es));
+    return check_overlap(comm, c);
+}
+
+static uint64_t block_bytes(const struct mkComm *comm, const struct coll_call *c)
+{
+    uint64_t es = (uint64_t)dtype_size(c->dtype);
+    if (c->op != MKI_COLL_ALLREDUCE) return c->count * es;
+    uint64_t first, elems;
+    mki_ar_block(c->count, comm->nranks, 0, &first, &elems);
+    return elems * es;
+}
+
+static mkResult_t coll_run(mkComm_t comm, struct coll_call *c,
+                           cudaStream_t stream)
+{
+    MKI_CHECK(mki_comm_check(comm, c->func));
+    MKI_CHECK(check_call(comm, c));
+    if (c->count == 0) return mkSuccess;
+    struct mki_devrt *d = comm->dev;
+    struct mki_coll_params p;
+    memset(&p, 0, sizeof(p));
+    p.op = c->op;
+    p.dtype = (int32_t)c->dtype;
+    p.esize = dtype_size(c->dtype);
+    p.nranks = comm->nranks;
+    p.me = comm->rank;
+    p.nch = coll_ctas(comm, block_bytes(comm, c));
+    const char *mv = mki_param_str(MKI_P_COLL_MOVER);
+    p.mover = !strcmp(mv, "reg") ? MKI_COLL_MOVER_REG
+              : !strcmp(mv, "tma") ? MKI_COLL_MOVER_TMA
+                                   : MKI_COLL_MOVER_TMA_SEND;
+    p.count = c->count;
+    p.src = c->sendbuf;
+    p.dst = c->recvbuf;
+    for (int l = 0; l < comm->nranks; l++) p.ws[l] = d->peer_ws[l];
+    p.slot_bytes = d->slot_bytes;
+    p.timeout_ns = (uint64_t)comm->cfg.timeoutMs * 1000000ull;
+    p.err = d->rec_dev;
+    int prev = 0;
+    cudaError_t e = cudaGetDevice(&prev);
+    if (e == cudaSuccess && prev != d->dev) e = cudaSetDevice(d->dev);
+    if (e != cudaSuccess)
+        return mki_error(comm, mkErrCuda, "%s: cannot use CUDA device %d: %s",
+                         c->func, d->dev, cudaGetErrorString(e));
+    p.epoch = ++comm->epoch;
+    const char *why = "";
+    int rc = mki_coll_launch(&p, stream, &why);
+    if (prev != d->dev) (void)cudaSetDevice(prev);
+    if (rc != 0)
+        return mki_error(comm, mkErrCuda, "%s: kernel launch failed: %s",
+                         c->func, why);
+    MKI_TRACE(MKI_SUB_COLL, "%s call %llu: count %zu, %d CTAs", c->func,
+              (unsigned long long)p.epoch, c->count, p.nch);
+    return mkSuccess;
+}
+
+MK_API mkResult_t mkAllGather(const void *sendbuf, void *recvbuf, size_t count,
+                              mkDataType_t datatype, mkComm_t comm,
+                              cudaStream_t stream)
+{
+    struct coll_call c = {"mkAllGather", MKI_COLL_ALLGATHER, sendbuf, recvbuf,
+                          count, datatype, 0, 0};
+    return coll_run(comm, &c, stream);
+}
+
+MK_API mkResult_t mkReduceScatter(const void *sendbuf, void *recvbuf,
+                                  size_t count, mkDataType_t datatype,
+                                  mkComm_t comm, cudaStream_t stream)
+{
+    struct coll_call c = {"mkReduceScatter", MKI_COLL_REDUCESCATTER, sendbuf,
+                          recvbuf, count, datatype, 0, 0};
+    return coll_run(comm, &c, stream);
+}
+
+MK_API mkResult_t mkAllReduce(const void *sendbuf, void *recvbuf, size_t count,
+                              mkDataType_t datatype, mkComm_t comm,
+                              cudaStream_t stream)
+{
+    struct coll_call c = {"mkAllReduce", MKI_COLL_ALLREDUCE, sendbuf, recvbuf,
+                          count, datatype, 0, 0};
+    return coll_run(comm, &c, stream);
+}
+
+MK_API mkResult_t mkAllToAll(const void *sendbuf, void *recvbuf, size_t count,
+                             mkDataType_t datatype, mkComm_t comm,
+                             cudaStream_t stream)
+{
+    struct coll_call c = {"mkAllToAll", MKI_COLL_ALLTOALL, sendbuf, recvbuf,
+                          count, datatype, 0, 0};
+    return coll_run(comm, &c, stream);
+}

@@ -1,0 +1,36 @@
+#!/bin/sh
+# consts.sh - the constants of the Fortran module equal those of
+# mkernel.h: every mkResult_t value, the versions, the config magic, the
+# unique id size and MK_SPLIT_NOCOLOR.
+hdr=${top_srcdir:-.}/include/mkernel.h
+mod=${top_srcdir:-.}/src/fortran/mkernel.f90
+passed=0 failed=0
+check() { # name, C value, Fortran value
+    if [ -n "$2" ] && [ "$2" = "$3" ]; then passed=$((passed + 1))
+    else echo "FAIL: $1 is '$2' in mkernel.h but '$3' in mkernel.f90"
+         failed=$((failed + 1)); fi
+}
+fval() { sed -n "s/.*parameter, public :: $1 = \([^ ]*\).*/\1/p" "$mod"; }
+# The members of the mkResult_t enum (other enums are not bound yet).
+results=$(awk '/typedef enum/ {body = ""; next}
+               {body = body "\n" $0}
+               /^} mkResult_t;/ {printf "%s", body}' "$hdr")
+names=$(printf '%b\n' "$results" | sed -n 's/^ *\(mk[A-Z][A-Za-z]*\) = [0-9]*,*.*/\1/p')
+[ $(echo $names | wc -w) -ge 12 ] || { echo "FAIL: found no mkResult_t in $hdr"; exit 1; }
+for name in $names; do
+    cval=$(printf '%b\n' "$results" | sed -n "s/^ *$name = \([0-9]*\).*/\1/p")
+    check "$name" "$cval" "$(fval "$name")"
+done
+for part in MAJOR MINOR PATCH; do
+    cval=$(sed -n "s/^#define MK_VERSION_$part \([0-9]*\)/\1/p" "$hdr")
+    check "MK_VERSION_$part" "$cval" "$(fval "MK_VERSION_$part")"
+done
+cval=$(sed -n 's/^#define MK_CONFIG_MAGIC 0x\([0-9a-f]*\)u.*/\1/p' "$hdr")
+check MK_CONFIG_MAGIC "$cval" \
+    "$(sed -n "s/.*MK_CONFIG_MAGIC = int(z'\([0-9a-f]*\)'.*/\1/p" "$mod")"
+cval=$(sed -n 's/^#define MK_UNIQUE_ID_BYTES \([0-9]*\)/\1/p' "$hdr")
+check MK_UNIQUE_ID_BYTES "$cval" "$(fval MK_UNIQUE_ID_BYTES)"
+cval=$(sed -n 's/^#define MK_SPLIT_NOCOLOR (\(-[0-9]*\))/\1/p' "$hdr")
+check MK_SPLIT_NOCOLOR "$cval" "$(fval MK_SPLIT_NOCOLOR)"
+echo "$passed passed, $failed failed"
+[ $failed = 0 ]

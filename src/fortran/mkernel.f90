@@ -1,0 +1,252 @@
+! mkernel.f90 - the Fortran 2008 interface to libmkernel's communicators.
+!
+!   use mkernel
+!   type(mk_comm) :: comm
+!   integer :: rank
+!   if (mkCommInit(comm, c_null_ptr) /= mkSuccess) &
+!       print *, mk_last_error()
+!   ierr = mkCommRank(comm, rank)
+!   ierr = mkCommDestroy(comm)
+!
+! Every call is the C function itself (bind(C)); it returns an integer
+! result code (mkSuccess, mkErrInvalidArgument, ...).  Link with
+! -lmkernel_fortran -lmkernel.
+!
+! The handle type mk_comm is an interoperable struct holding the C
+! pointer: passed by reference it is the C mkComm_t *, by value the C
+! mkComm_t.  mkUniqueId has the C layout, so it can be broadcast with
+! MPI_Bcast(id, 128, MPI_BYTE, ...).  A config is passed as c_loc() of a
+! type(mk_config) made by mk_config_initializer(), or as c_null_ptr.
+!
+! The constants below must equal those of mkernel.h; src/fortran/consts.sh
+! checks that in make check.
+module mkernel
+    use, intrinsic :: iso_c_binding
+    implicit none
+    private
+    ! Re-exported so that `use mkernel` is enough for the common cases.
+    public :: c_null_ptr, c_loc, c_ptr, c_associated, c_null_char
+
+    ! ---- versions -------------------------------------------------------
+    integer(c_int), parameter, public :: MK_VERSION_MAJOR = 0
+    integer(c_int), parameter, public :: MK_VERSION_MINOR = 1
+    integer(c_int), parameter, public :: MK_VERSION_PATCH = 0
+    integer(c_int), parameter, public :: MK_VERSION_CODE = &
+        MK_VERSION_MAJOR * 10000 + MK_VERSION_MINOR * 100 + MK_VERSION_PATCH
+
+    ! ---- results (mkResult_t) -------------------------------------------
+    integer(c_int), parameter, public :: mkSuccess = 0
+    integer(c_int), parameter, public :: mkErrInvalidArgument = 1
+    integer(c_int), parameter, public :: mkErrUnsupported = 2
+    integer(c_int), parameter, public :: mkErrInvalidUsage = 3
+    integer(c_int), parameter, public :: mkErrCuda = 4
+    integer(c_int), parameter, public :: mkErrSystem = 5
+    integer(c_int), parameter, public :: mkErrBootstrap = 6
+    integer(c_int), parameter, public :: mkErrTransport = 7
+    integer(c_int), parameter, public :: mkErrTimeout = 8
+    integer(c_int), parameter, public :: mkErrRemote = 9
+    integer(c_int), parameter, public :: mkErrNoMemory = 10
+    integer(c_int), parameter, public :: mkErrInternal = 11
+    integer(c_int), parameter, public :: mkNumResults = 12
+
+    ! ---- configuration --------------------------------------------------
+    integer(c_int), parameter, public :: MK_CONFIG_MAGIC = int(z'6d6b6366', c_int)
+    integer(c_int), parameter, public :: MK_CONFIG_UNDEF_INT = -huge(0_c_int) - 1
+    integer(c_size_t), parameter, public :: MK_CONFIG_UNDEF_SIZE = 0
+
+    ! The C mkConfig_t (version 1).  transports is a C string: c_loc() of a
+    ! character(kind=c_char) array ending in c_null_char, kept alive until
+    ! the call returns.
+    type, bind(C), public :: mk_config
+        integer(c_size_t) :: size = 0
+        integer(c_int) :: magic = 0
+        integer(c_int) :: version = 0
+        integer(c_int) :: cudaDev = MK_CONFIG_UNDEF_INT
+        integer(c_int) :: timeoutMs = MK_CONFIG_UNDEF_INT
+        type(c_ptr) :: transports = c_null_ptr
+        integer(c_int) :: smBudget = MK_CONFIG_UNDEF_INT
+        integer(c_size_t) :: workspaceSize = MK_CONFIG_UNDEF_SIZE
+        integer(c_int) :: nodeSize = MK_CONFIG_UNDEF_INT
+    end type mk_config
+
+    ! ---- communicators --------------------------------------------------
+    integer(c_int), parameter, public :: MK_SPLIT_NOCOLOR = -1
+    integer, parameter, public :: MK_UNIQUE_ID_BYTES = 128
+
+    type, bind(C), public :: mk_comm
+        type(c_ptr) :: ptr = c_null_ptr
+    end type mk_comm
+
+    type, bind(C), public :: mkUniqueId
+        character(kind=c_char) :: internal(MK_UNIQUE_ID_BYTES)
+    end type mkUniqueId
+
+    public :: mkGetVersion, mkGetErrorString, mkGetLastError
+    public :: mkCommInit, mkGetUniqueId, mkCommInitRank, mkCommSplit
+    public :: mkCommDestroy, mkCommAbort, mkCommGetAsyncError
+    public :: mkCommRank, mkCommSize, mkCommLocalRank, mkCommLocalSize
+    public :: mkCommNodeCount, mkCommCuDevice
+    public :: mk_config_initializer, mk_error_string, mk_last_error
+
+    interface
+        integer(c_int) function mkGetVersion(version) bind(C, name="mkGetVersion")
+            import :: c_int
+            integer(c_int), intent(out) :: version
+        end function
+
+        type(c_ptr) function mkGetErrorString(result) &
+                bind(C, name="mkGetErrorString")
+            import :: c_int, c_ptr
+            integer(c_int), value :: result
+        end function
+
+        type(c_ptr) function mkGetLastError(comm) bind(C, name="mkGetLastError")
+            import :: mk_comm, c_ptr
+            type(mk_comm), value :: comm
+        end function
+
+        integer(c_int) function mkCommInit(comm, config) bind(C, name="mkCommInit")
+            import :: mk_comm, c_int, c_ptr
+            type(mk_comm), intent(out) :: comm
+            type(c_ptr), value :: config
+        end function
+
+        integer(c_int) function mkGetUniqueId(uniqueId) &
+                bind(C, name="mkGetUniqueId")
+            import :: mkUniqueId, c_int
+            type(mkUniqueId), intent(out) :: uniqueId
+        end function
+
+        integer(c_int) function mkCommInitRank(comm, nranks, uniqueId, rank, &
+                config) bind(C, name="mkCommInitRank")
+            import :: mk_comm, mkUniqueId, c_int, c_ptr
+            type(mk_comm), intent(out) :: comm
+            integer(c_int), value :: nranks
+            type(mkUniqueId), value :: uniqueId
+            integer(c_int), value :: rank
+            type(c_ptr), value :: config
+        end function
+
+        integer(c_int) function mkCommSplit(comm, color, key, newcomm, config) &
+                bind(C, name="mkCommSplit")
+            import :: mk_comm, c_int, c_ptr
+            type(mk_comm), value :: comm
+            integer(c_int), value :: color, key
+            type(mk_comm), intent(out) :: newcomm
+            type(c_ptr), value :: config
+        end function
+
+        integer(c_int) function mkCommDestroy(comm) bind(C, name="mkCommDestroy")
+            import :: mk_comm, c_int
+            type(mk_comm), value :: comm
+        end function
+
+        integer(c_int) function mkCommAbort(comm) bind(C, name="mkCommAbort")
+            import :: mk_comm, c_int
+            type(mk_comm), value :: comm
+        end function
+
+        integer(c_int) function mkCommGetAsyncError(comm, asyncError) &
+                bind(C, name="mkCommGetAsyncError")
+            import :: mk_comm, c_int
+            type(mk_comm), value :: comm
+            integer(c_int), intent(out) :: asyncError
+        end function
+
+        integer(c_int) function mkCommRank(comm, rank) bind(C, name="mkCommRank")
+            import :: mk_comm, c_int
+            type(mk_comm), value :: comm
+            integer(c_int), intent(out) :: rank
+        end function
+
+        integer(c_int) function mkCommSize(comm, size) bind(C, name="mkCommSize")
+            import :: mk_comm, c_int
+            type(mk_comm), value :: comm
+            integer(c_int), intent(out) :: size
+        end function
+
+        integer(c_int) function mkCommLocalRank(comm, localRank) &
+                bind(C, name="mkCommLocalRank")
+            import :: mk_comm, c_int
+            type(mk_comm), value :: comm
+            integer(c_int), intent(out) :: localRank
+        end function
+
+        integer(c_int) function mkCommLocalSize(comm, localSize) &
+                bind(C, name="mkCommLocalSize")
+            import :: mk_comm, c_int
+            type(mk_comm), value :: comm
+            integer(c_int), intent(out) :: localSize
+        end function
+
+        integer(c_int) function mkCommNodeCount(comm, nodeCount) &
+                bind(C, name="mkCommNodeCount")
+            import :: mk_comm, c_int
+            type(mk_comm), value :: comm
+            integer(c_int), intent(out) :: nodeCount
+        end function
+
+        integer(c_int) function mkCommCuDevice(comm, device) &
+                bind(C, name="mkCommCuDevice")
+            import :: mk_comm, c_int
+            type(mk_comm), value :: comm
+            integer(c_int), intent(out) :: device
+        end function
+
+        function c_strlen(s) bind(C, name="strlen")
+            import :: c_ptr, c_size_t
+            type(c_ptr), value :: s
+            integer(c_size_t) :: c_strlen
+        end function
+    end interface
+
+contains
+
+    ! A config with every field undefined, as MK_CONFIG_INITIALIZER.
+    function mk_config_initializer() result(cfg)
+        type(mk_config) :: cfg
+        cfg%size = c_sizeof(cfg)
+        cfg%magic = MK_CONFIG_MAGIC
+        cfg%version = MK_VERSION_CODE
+    end function mk_config_initializer
+
+    ! What a result code means, e.g. "timeout" for mkErrTimeout.
+    function mk_error_string(code) result(s)
+        integer(c_int), intent(in) :: code
+        character(len=:), allocatable :: s
+        s = f_string(mkGetErrorString(code))
+    end function mk_error_string
+
+    ! The detail of the last failure on comm; without comm, of the last
+    ! failure in this thread of a call that had no communicator (mkCommInit,
+    ! mkCommInitRank, mkGetUniqueId).
+    function mk_last_error(comm) result(s)
+        type(mk_comm), intent(in), optional :: comm
+        character(len=:), allocatable :: s
+        type(mk_comm) :: none
+        if (present(comm)) then
+            s = f_string(mkGetLastError(comm))
+        else
+            s = f_string(mkGetLastError(none))
+        end if
+    end function mk_last_error
+
+    ! Copy a NUL-terminated C string (the library's, not to be freed).
+    function f_string(p) result(s)
+        type(c_ptr), intent(in) :: p
+        character(len=:), allocatable :: s
+        character(kind=c_char), pointer :: chars(:)
+        integer :: n, i
+        if (.not. c_associated(p)) then
+            s = ''
+            return
+        end if
+        n = int(c_strlen(p))
+        call c_f_pointer(p, chars, [n])
+        allocate(character(len=n) :: s)
+        do i = 1, n
+            s(i:i) = chars(i)
+        end do
+    end function f_string
+
+end module mkernel

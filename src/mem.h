@@ -1,0 +1,79 @@
+/*
+ * mem.h - the device runtime of a communicator: symmetric workspace mapped
+ * by every local peer, the host-mapped error record and its watchdog, the
+ * abort word, registered user buffers.
+ */
+#ifndef MKI_MEM_H
+#define MKI_MEM_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "mkernel.h"
+#include "../kernels/common/devrt.h"
+
+struct mkComm;
+
+/* One buffer from mkMemAlloc or mkCommRegister. */
+struct mki_reg {
+    struct mki_reg *next;
+    void *ptr;
+    size_t bytes;
+    int owned;       /* 1: mkMemAlloc allocated it (mkMemFree frees it) */
+};
+
+struct mki_devrt {
+    int dev;
+    int nlocal, me;                 /* ranks of my node; my index */
+    int ranks_on_dev;               /* local ranks sharing my GPU (MPS) */
+    int sm_count;
+    int coll_budget;                /* CTAs a collective may use, equal on
+                                     * every rank of the node */
+    char *ws;                       /* my workspace */
+    size_t ws_bytes;
+    uint64_t slot_bytes;            /* 0: workspace too small for a mesh */
+    char *peer_ws[MKI_MAXLOCAL];    /* every local rank's workspace, here */
+    int opened[MKI_MAXLOCAL];       /* 1: mapped with cudaIpcOpenMemHandle */
+    int comm_rank[MKI_MAXLOCAL];    /* communicator rank of local index */
+    struct mki_err_record *rec;     /* host-mapped: host view */
+    struct mki_err_record *rec_dev; /* the same, device view */
+    cudaStream_t side;              /* private stream: abort words, polls */
+    uint64_t *pinned;               /* [0]: abort value out, [1]: poll in */
+    pthread_t watchdog;
+    int watchdog_up;
+    volatile int stop;
+    int aborted;                    /* mkCommAbort: leave device memory */
+    pthread_mutex_t reg_lock;
+    struct mki_reg *regs;
+};
+
+/* Set up comm->dev (collective over comm->boot); a process without GPU
+ * (comm->cuda_dev < 0) gets comm->dev == NULL and returns mkSuccess. */
+mkResult_t mki_devrt_create(struct mkComm *comm);
+/* Undo mki_devrt_create (NULL-safe).  After mki_devrt_abort, device
+ * memory is left alone: kernels may still be running on it. */
+void mki_devrt_destroy(struct mkComm *comm);
+/* Raise the abort word in every local peer's workspace and in mine,
+ * waiting at most a short bounded time for the writes; never waits for
+ * peers. */
+void mki_devrt_abort(struct mkComm *comm);
+
+/* mkErrUnsupported with a message when the communicator has no GPU. */
+mkResult_t mki_devrt_require(struct mkComm *comm, const char *func);
+
+/* Decode an error record into text naming op, ranks, channel, chunk,
+ * expected and seen values; comm_rank maps local indices (may be NULL).
+ * Returns mkErrTimeout or mkErrRemote (mkSuccess when !valid). */
+mkResult_t mki_err_record_format(const struct mki_err_record *r,
+                                 const int *comm_rank, int nlocal, char *buf,
+                                 size_t len);
+const char *mki_coll_op_name(int op);
+
+/* 1 when [ptr, ptr + bytes) lies in a buffer registered with comm. */
+int mki_devrt_is_registered(struct mkComm *comm, const void *ptr,
+                            size_t bytes);
+
+#endif /* MKI_MEM_H */

@@ -1,0 +1,51 @@
+#!/bin/sh
+# mkinfo.sh - mkinfo's topology and plan output on this GPU-less host and
+# on a fixture (tests/xml/dgx-h100.xml with fake GPUs), and its refusals.
+builddir=${top_builddir:-.}
+srcdir=${top_srcdir:-.}
+mkinfo=$builddir/tools/mkinfo
+[ -x "$mkinfo" ] || { echo "SKIP: $mkinfo is not built"; exit 77; }
+unset MK_TOPO_XML MK_TOPO_FAKE_GPUS MK_SM_SPLIT MK_NET_DEVICES
+
+passed=0 failed=0
+expect() {  # description, pattern, output
+    if printf '%s\n' "$3" | grep -q -- "$2"; then
+        passed=$((passed + 1))
+    else
+        echo "FAIL: $1: no \"$2\" in:"; printf '%s\n' "$3" | sed 's/^/    /'
+        failed=$((failed + 1))
+    fi
+}
+
+out=$("$mkinfo" --topo 2>&1)
+expect "--topo without GPU" "GPUs: none" "$out"
+expect "--topo without GPU" "no GPU found" "$out"
+out=$("$mkinfo" 2>&1)
+expect "plain mkinfo prints the topology" "^topology (" "$out"
+out=$("$mkinfo" --op ag_gemm --m 8192 --n 8192 --k 8192 2>&1)
+expect "--op without GPU" "no GPU found: planning for 132-SM GPUs" "$out"
+expect "--op without GPU" "plan of ag_gemm m=8192 n=8192 k=8192" "$out"
+expect "--op without GPU" "decision  fused" "$out"
+expect "--op without GPU" "CTAs      132 = compute" "$out"
+
+if grep -q "define HAVE_HWLOC 1" "$builddir/config.h" 2>/dev/null; then
+    out=$(MK_TOPO_XML=$srcdir/tests/xml/dgx-h100.xml \
+          MK_TOPO_FAKE_GPUS=link=nv18 "$mkinfo" --op gemm_rs --m 16384 \
+          --n 8192 --k 8192 --nodes 2 2>&1)
+    expect "fixture" "GPU7  0000:" "$out"
+    expect "fixture" "NICs: mlx5_7 (same PCIe switch)" "$out"
+    expect "fixture" "  GPU0  X      NV18   NV18" "$out"
+    expect "fixture" "16 rank(s), 8 per node, 2 node(s)" "$out"
+    expect "fixture" "1 NIC(s) of 50 GB/s" "$out"
+fi
+
+out=$("$mkinfo" --op gemm --m 1 --n 1 --k 1 2>&1); rc=$?
+expect "bad --op" "takes allgather" "$out"
+[ $rc = 2 ] && passed=$((passed + 1)) || { echo "FAIL: bad --op exit $rc"; failed=$((failed + 1)); }
+out=$("$mkinfo" --op ag_gemm --m 8 2>&1); rc=$?
+expect "missing sizes" "needs --m and --n and --k" "$out"
+out=$(MK_SM_SPLIT=intra=x "$mkinfo" --op ag_gemm --m 8 --n 8 --k 8 2>&1); rc=$?
+expect "bad MK_SM_SPLIT" "MK_SM_SPLIT=\"intra=x\"" "$out"
+[ $rc = 1 ] && passed=$((passed + 1)) || { echo "FAIL: bad MK_SM_SPLIT exit $rc"; failed=$((failed + 1)); }
+echo "$passed passed, $failed failed"
+[ $failed = 0 ]

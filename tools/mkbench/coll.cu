@@ -1,0 +1,297 @@
+/*
+ * coll.cu - mkbench for the collectives: ours and NCCL in one process (one
+ * process per rank, started by mpirun), the same buffers, one after the
+ * other at every size.
+ *
+ *   mkbench coll [--op ag,rs,ar,a2a] [--dtype bf16|fp16|fp32]
+ *                [--min BYTES] [--max BYTES] [--iters N] [--sweep] [--tag NAME]
+ *
+ * Sizes are bytes per rank (the send buffer of all-gather and all-reduce,
+ * the receive buffer of reduce-scatter, one block of all-to-all).  Time:
+ * median of per-call CUDA event times after warm-up.  Bandwidths as
+ * nccl-tests defines them: algbw = S / t with S the bytes of the larger
+ * buffer (all-reduce: the buffer), busbw = algbw * (n-1)/n (all-reduce:
+ * * 2(n-1)/n).  --sweep adds all-gather at 256 MB per rank for 1, 2, 4, 8,
+ * 16 and 32 CTAs (MK_COLL_CTAS) for each mover (MK_COLL_MOVER reg,
+ * tma-send, tma).  Rank 0 writes the JSON (coll.json, or coll-NAME.json
+ * with --tag, in mkb_results_dir) and prints a table.
+ */
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <string>
+#include <vector>
+#include <algorithm>
+
+#include "mkernel.h"
+#include "mki.h" /* comm->boot->bcast carries the ncclUniqueId */
+#include "common.h"
+
+namespace {
+
+struct opdesc {
+    const char *name, *key;
+    int kind; /* 0 AG, 1 RS, 2 AR, 3 A2A */
+};
+const opdesc OPS[] = {{"allgather", "ag", 0}, {"reducescatter", "rs", 1},
+                      {"allreduce", "ar", 2}, {"alltoall", "a2a", 3}};
+
+int g_rank, g_n;
+mkComm_t g_comm;
+ncclComm_t g_nccl;
+cudaStream_t g_st;
+
+#define MKB_MK(call)                                                          \
+    do {                                                                      \
+        mkResult_t r_ = (call);                                               \
+        if (r_ != mkSuccess) {                                                \
+            fprintf(stderr, "rank %d: %s: %s: %s\n", g_rank, #call,           \
+                    mkGetErrorString(r_), mkGetLastError(g_comm));            \
+            exit(2);                                                          \
+        }                                                                     \
+    } while (0)
+#define MKB_NC(call)                                                          \
+    do {                                                                      \
+        ncclResult_t r_ = (call);                                             \
+        if (r_ != ncclSuccess) {                                              \
+            fprintf(stderr, "rank %d: %s: %s\n", g_rank, #call,               \
+                    ncclGetErrorString(r_));                                  \
+            exit(2);                                                          \
+        }                                                                     \
+    } while (0)
+
+mkDataType_t mk_type(const char *s)
+{
+    return !strcmp(s, "fp32") ? mkFloat32 : !strcmp(s, "fp16") ? mkFloat16 : mkBfloat16;
+}
+ncclDataType_t nc_type(mkDataType_t t)
+{
+    return t == mkFloat32 ? ncclFloat32 : t == mkFloat16 ? ncclFloat16 : ncclBfloat16;
+}
+
+struct call {
+    int kind, ours;
+    const void *s;
+    void *r;
+    size_t count;
+    mkDataType_t t;
+};
+
+void run(const call &c)
+{
+    if (c.ours) {
+        switch (c.kind) {
+        case 0: MKB_MK(mkAllGather(c.s, c.r, c.count, c.t, g_comm, g_st)); break;
+        case 1: MKB_MK(mkReduceScatter(c.s, c.r, c.count, c.t, g_comm, g_st)); break;
+        case 2: MKB_MK(mkAllReduce(c.s, c.r, c.count, c.t, g_comm, g_st)); break;
+        default: MKB_MK(mkAllToAll(c.s, c.r, c.count, c.t, g_comm, g_st)); break;
+        }
+        return;
+    }
+    ncclDataType_t t = nc_type(c.t);
+    size_t es = c.t == mkFloat32 ? 4 : 2;
+    switch (c.kind) {
+    case 0: MKB_NC(ncclAllGather(c.s, c.r, c.count, t, g_nccl, g_st)); break;
+    case 1: MKB_NC(ncclReduceScatter(c.s, c.r, c.count, t, ncclSum, g_nccl, g_st)); break;
+    case 2: MKB_NC(ncclAllReduce(c.s, c.r, c.count, t, ncclSum, g_nccl, g_st)); break;
+    default:
+        MKB_NC(ncclGroupStart());
+        for (int q = 0; q < g_n; q++) {
+            MKB_NC(ncclSend((const char *)c.s + q * c.count * es, c.count, t, q, g_nccl, g_st));
+            MKB_NC(ncclRecv((char *)c.r + q * c.count * es, c.count, t, q, g_nccl, g_st));
+        }
+        MKB_NC(ncclGroupEnd());
+    }
+}
+
+void run_fn(void *ctx, int rep)
+{
+    (void)rep;
+    run(*(const call *)ctx);
+}
+
+double time_call(call c, int iters)
+{
+    int warm = iters < 5 ? 2 : 5;
+    std::vector<double> ms(iters);
+    mkb_time(run_fn, &c, g_st, warm, iters, ms.data());
+    return mkb_median(ms.data(), iters);
+}
+
+double busbw(int kind, size_t bytes_per_rank, double ms)
+{
+    double n = g_n, s = kind == 2 ? (double)bytes_per_rank : (double)bytes_per_rank * n;
+    double alg = s / (ms * 1e-3) / 1e9;
+    return alg * (kind == 2 ? 2 * (n - 1) / n : (n - 1) / n);
+}
+
+struct row {
+    const char *op, *dtype, *mover;
+    size_t bytes;
+    int ctas;
+    double ours, base, bw, bbw;
+};
+
+void write_json(const std::vector<row> &rows, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        perror(path);
+        return;
+    }
+    char dev[128], commit[64], date[32];
+    mkb_device_name(dev, sizeof dev, NULL, 0);
+    mkb_git_commit(commit, sizeof commit);
+    mkb_date_utc(date, sizeof date);
+    int v = 0;
+    ncclGetVersion(&v);
+    fprintf(f, "[\n");
+    for (size_t i = 0; i < rows.size(); i++) {
+        const row &r = rows[i];
+        char split[32];
+        snprintf(split, sizeof split, "coll:%d", r.ctas);
+        fprintf(f, "  {\"op\": \"%s\", \"dtype\": \"%s\", \"world_size\": %d, \"nodes\": 1, "
+                "\"device\": \"%s\", \"bytes\": %zu, \"ours_ms\": %.6f, \"baseline\": \"nccl %d.%d.%d\", "
+                "\"baseline_ms\": %s, \"speedup\": %s, \"limit_ms\": null, \"ours_over_limit\": null, "
+                "\"busbw_gbs\": %.2f, \"baseline_busbw_gbs\": %s, \"ctas\": %d, \"sm_split\": \"%s\", "
+                "\"mover\": \"%s\", "
+                "\"commit\": \"%s\", \"date\": \"%s\"}%s\n",
+                r.op, r.dtype, g_n, dev, r.bytes, r.ours, v / 10000, v / 100 % 100, v % 100,
+                r.base > 0 ? std::to_string(r.base).c_str() : "null",
+                r.base > 0 ? std::to_string(r.base / r.ours).c_str() : "null", r.bw,
+                r.base > 0 ? std::to_string(r.bbw).c_str() : "null", r.ctas, split, r.mover, commit, date,
+                i + 1 < rows.size() ? "," : "");
+    }
+    fprintf(f, "]\n");
+    fclose(f);
+}
+
+size_t parse_bytes(const char *s)
+{
+    char *e;
+    double v = strtod(s, &e);
+    if (*e == 'K' || *e == 'k') v *= 1 << 10;
+    if (*e == 'M' || *e == 'm') v *= 1 << 20;
+    if (*e == 'G' || *e == 'g') v *= 1 << 30;
+    return (size_t)v;
+}
+
+const char *mover_now()
+{
+    const char *m = getenv("MK_COLL_MOVER");
+    return m && *m ? m : "tma-send"; /* src/param.h's default */
+}
+
+int plan_ctas(size_t block)
+{
+    /* Mirrors src/coll.c's rule for the table (the JSON's sm_split). */
+    const char *f = getenv("MK_COLL_CTAS");
+    if (f && atoi(f) > 0) return atoi(f);
+    size_t n = (block + (16 << 10) - 1) / (16 << 10);
+    return n < 1 ? 1 : n > 32 ? 32 : (int)n;
+}
+
+} // namespace
+
+extern "C" int mkb_coll_main(int argc, char **argv)
+{
+    const char *ops = "ag,rs,ar,a2a", *dts = "bf16";
+    size_t minb = 1 << 20, maxb = 1u << 30;
+    int iters = 20, sweep = 0;
+    const char *tag = "";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--op") && i + 1 < argc) ops = argv[++i];
+        else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) dts = argv[++i];
+        else if (!strcmp(argv[i], "--min") && i + 1 < argc) minb = parse_bytes(argv[++i]);
+        else if (!strcmp(argv[i], "--max") && i + 1 < argc) maxb = parse_bytes(argv[++i]);
+        else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--sweep")) sweep = 1;
+        else if (!strcmp(argv[i], "--tag") && i + 1 < argc) tag = argv[++i];
+        else {
+            fprintf(stderr, "usage: mkbench coll [--op ag,rs,ar,a2a] [--dtype bf16|fp16|fp32] "
+                    "[--min BYTES] [--max BYTES] [--iters N] [--sweep] [--tag NAME]\n");
+            return 2;
+        }
+    }
+    MKB_MK(mkCommInit(&g_comm, NULL));
+    MKB_MK(mkCommRank(g_comm, &g_rank));
+    MKB_MK(mkCommSize(g_comm, &g_n));
+    int dev;
+    MKB_MK(mkCommCuDevice(g_comm, &dev));
+    if (dev < 0) {
+        printf("SKIP: no GPU\n");
+        return 77;
+    }
+    MKB_CHECK(cudaSetDevice(dev));
+    MKB_CHECK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
+    ncclUniqueId id;
+    if (g_rank == 0) MKB_NC(ncclGetUniqueId(&id));
+    if (g_comm->boot->bcast(g_comm->boot_ctx, &id, sizeof id, 0) != mkSuccess) {
+        fprintf(stderr, "bcast of the NCCL id failed\n");
+        return 2;
+    }
+    MKB_NC(ncclCommInitRank(&g_nccl, g_n, id, g_rank));
+    mkDataType_t t = mk_type(dts);
+    size_t es = t == mkFloat32 ? 4 : 2;
+    void *s, *r;
+    MKB_CHECK(cudaMalloc(&s, maxb * g_n));
+    MKB_CHECK(cudaMalloc(&r, maxb * g_n));
+    MKB_CHECK(cudaMemset(s, 0x3c, maxb * g_n)); /* finite, nonzero values */
+    std::vector<row> rows;
+    for (const opdesc &o : OPS) {
+        if (!strstr(ops, o.key)) continue;
+        for (size_t b = minb; b <= maxb; b *= 4) {
+            int it = b >= (256u << 20) ? iters / 2 + 1 : iters;
+            call c{o.kind, 1, s, r, b / es, t};
+            double ours = time_call(c, it);
+            c.ours = 0;
+            double base = time_call(c, it);
+            rows.push_back({o.name, dts, mover_now(), b, plan_ctas(o.kind == 2 ? b / g_n : b), ours, base,
+                            busbw(o.kind, b, ours), busbw(o.kind, b, base)});
+        }
+    }
+    if (sweep) {
+        const int ctas[] = {1, 2, 4, 8, 16, 32};
+        const char *movers[] = {"reg", "tma-send", "tma"};
+        size_t b = std::min(maxb, (size_t)256 << 20);
+        for (const char *m : movers) {
+            setenv("MK_COLL_MOVER", m, 1);
+            for (int k : ctas) {
+                char v[8];
+                snprintf(v, sizeof v, "%d", k);
+                setenv("MK_COLL_CTAS", v, 1);
+                call c{0, 1, s, r, b / es, t};
+                double ours = time_call(c, iters / 2 + 1);
+                rows.push_back({!strcmp(m, "reg") ? "allgather_ctas_reg"
+                                : !strcmp(m, "tma") ? "allgather_ctas_tma" : "allgather_ctas_tma_send",
+                                dts, m, b, k, ours, -1, busbw(0, b, ours), 0});
+            }
+        }
+        unsetenv("MK_COLL_CTAS");
+        unsetenv("MK_COLL_MOVER");
+    }
+    if (g_rank == 0) {
+        char dir[512], path[600];
+        mkb_results_dir(dir, sizeof dir);
+        snprintf(path, sizeof path, "%s/coll%s%s.json", dir, *tag ? "-" : "", tag);
+        write_json(rows, path);
+        printf("%-20s %5s %12s %5s %10s %10s %8s %10s %10s\n", "op", "dtype", "bytes/rank",
+               "ctas", "ours_ms", "nccl_ms", "speedup", "busbw", "nccl_busbw");
+        for (const row &x : rows)
+            printf("%-20s %5s %12zu %5d %10.4f %10.4f %8.3f %10.1f %10.1f\n", x.op, x.dtype,
+                   x.bytes, x.ctas, x.ours, x.base, x.base > 0 ? x.base / x.ours : 0.0, x.bw,
+                   x.bbw);
+        printf("results: %s\n", path);
+    }
+    MKB_CHECK(cudaFree(s));
+    MKB_CHECK(cudaFree(r));
+    ncclCommDestroy(g_nccl);
+    MKB_MK(mkCommDestroy(g_comm));
+    return 0;
+}
+
+#ifdef MKB_COLL_MAIN
+int main(int argc, char **argv) { return mkb_coll_main(argc, argv); }
+#endif

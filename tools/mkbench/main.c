@@ -1,0 +1,36 @@
+/*
+ * mkbench - benchmarks of mkernel's operations against the unfused
+ * NCCL + cuBLAS sequence, in one process, with CUDA events, medians,
+ * rotated buffers and random data; JSON and a plot per run
+ * (bench/results/<device>/, or $OUT when set).
+ *
+ *   mkbench gemm [options]      the GEMM engine against cuBLAS
+ *   mkbench coll [options]      the collectives against NCCL (under mpirun)
+ */
+#include <stdio.h>
+#include <string.h>
+
+int mkb_gemm_main(int argc, char **argv);
+#ifdef MKB_HAVE_COLL
+int mkb_coll_main(int argc, char **argv);
+#endif
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: mkbench gemm [options]   (mkbench gemm --help)\n"
+#ifdef MKB_HAVE_COLL
+                    "       mkbench coll [options]   (mkbench coll --help)\n"
+#endif
+            );
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) return usage();
+    if (strcmp(argv[1], "gemm") == 0) return mkb_gemm_main(argc - 1, argv + 1);
+#ifdef MKB_HAVE_COLL
+    if (strcmp(argv[1], "coll") == 0) return mkb_coll_main(argc - 1, argv + 1);
+#endif
+    return usage();
+}

@@ -258,6 +258,18 @@ static void peer_name(char *buf, size_t len, const char *role, int rank)
     snprintf(buf, len, "bootstrap %s (rank %d)", role, rank);
 }
 
+/* Every byte of what goes on the wire is defined (no stack padding). */
+static void hello_init(struct hello *h, const struct tcp_ctx *c,
+                       const union mki_sockaddr *addr)
+{
+    memset(h, 0, sizeof(*h));
+    h->magic = TCP_MAGIC;
+    h->rank = c->rank;
+    h->cookie = c->cookie;
+    h->nranks = c->nranks;
+    if (addr) h->addr = *addr;
+}
+
 /* Connect to next, accept prev; refuse connections without our cookie. */
 static mkResult_t ring_connect(struct tcp_ctx *c, int lfd,
                                const union mki_sockaddr *next_addr)
@@ -265,7 +277,8 @@ static mkResult_t ring_connect(struct tcp_ctx *c, int lfd,
     uint64_t deadline = mki_deadline_ms(c->timeout_ms);
     int next = (c->rank + 1) % c->nranks, prev = (c->rank - 1 + c->nranks) % c->nranks;
     char name[64];
-    struct hello h = {TCP_MAGIC, c->rank, c->cookie, c->nranks, 0, {{0}}};
+    struct hello h;
+    hello_init(&h, c, NULL);
     peer_name(name, sizeof(name), "next", next);
     MKI_CHECK(mki_sock_connect(next_addr, deadline, name, &c->next_fd));
     MKI_CHECK(mki_sock_send(c->next_fd, &h, sizeof(h), deadline, name));
@@ -312,8 +325,9 @@ static mkResult_t join_root(const struct mki_unique_id *id, struct tcp_ctx *c,
                             union mki_sockaddr *addrs)
 {
     uint64_t deadline = mki_deadline_ms((int64_t)c->timeout_ms + ROOT_GRACE_MS);
-    struct hello h = {TCP_MAGIC, c->rank, c->cookie, c->nranks, 0, *mine};
+    struct hello h;
     struct root_reply rep;
+    hello_init(&h, c, mine);
     int fd;
     mkResult_t res = mki_sock_connect(&id->root, deadline, "the rendezvous root",
                                       &fd);

@@ -214,6 +214,26 @@ MK_API mkResult_t mkAllToAll(const void *sendbuf, void *recvbuf, size_t count,
                              cudaStream_t stream);
 
 /* ------------------------------------------------------------------ */
+/* Fused operations: mkAllGatherGemm                                   */
+/* ------------------------------------------------------------------ */
+/*
+ * C = [A_0; A_1; ...; A_{P-1}] x op(B), every rank computing all of C.
+ * A: this rank's m_local x k rows, row-major; B: k x n row-major (transB
+ * = 0) or n x k row-major (transB = 1); C: M x n row-major, M the sum of
+ * every rank's rows; gatheredA (may be NULL): receives the gathered M x k
+ * A.  m_all: every rank's row count in rank order (as MPI_Allgatherv takes
+ * its counts), or NULL when every rank holds m_local rows.  bf16 or fp16,
+ * fp32 accumulation; k (and n when transB = 0) a multiple of 8; pointers
+ * 16-byte aligned device memory of the communicator's GPU.  Stream-ordered
+ * and asynchronous; see mkAllGatherGemm(3).
+ */
+MK_API mkResult_t mkAllGatherGemm(const void *A, const void *B, void *C,
+                                  void *gatheredA, int64_t m_local,
+                                  const int64_t *m_all, int64_t n, int64_t k,
+                                  int transB, mkDataType_t dtype,
+                                  mkComm_t comm, cudaStream_t stream);
+
+/* ------------------------------------------------------------------ */
 /* Topology and plans                                                  */
 /* ------------------------------------------------------------------ */
 /*

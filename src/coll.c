@@ -37,18 +37,38 @@ static int dtype_size(mkDataType_t t)
  * at most the node's SM budget (mem.c: the smallest over its ranks of
  * MK_SM_BUDGET, else of the GPU's SMs shared by the ranks on it), so every
  * rank picks the same count; MK_COLL_CTAS overrides. */
-static int coll_ctas(struct mkComm *comm, uint64_t block_bytes)
+static mkResult_t coll_ctas(struct mkComm *comm, uint64_t block_bytes,
+                            int *ctas)
 {
     int budget = comm->dev->coll_budget;
     int maxch = budget < MKI_MAXCH ? budget : MKI_MAXCH;
     if (maxch < 1) maxch = 1;
     int64_t forced = 0;
-    if (mki_param_is_set(MKI_P_COLL_CTAS) &&
-        mki_param_int(MKI_P_COLL_CTAS, &forced) == mkSuccess && forced > 0)
-        return forced < maxch ? (int)forced : maxch;
+    if (mki_param_is_set(MKI_P_COLL_CTAS)) {
+        mkResult_t r = mki_param_int(MKI_P_COLL_CTAS, &forced);
+        if (r != mkSuccess) return mki_error(comm, r, "%s", mki_thread_error());
+    }
+    if (forced > 0) {
+        *ctas = forced < maxch ? (int)forced : maxch;
+        return mkSuccess;
+    }
     uint64_t n = (block_bytes + COLL_BYTES_PER_CTA - 1) / COLL_BYTES_PER_CTA;
     if (n < 1) n = 1;
-    return n < (uint64_t)maxch ? (int)n : maxch;
+    *ctas = n < (uint64_t)maxch ? (int)n : maxch;
+    return mkSuccess;
+}
+
+/* MK_COLL_MOVER: a typo must not silently measure another mover. */
+static mkResult_t coll_mover(struct mkComm *comm, int *mover)
+{
+    const char *mv = mki_param_str(MKI_P_COLL_MOVER);
+    if (!strcmp(mv, "reg")) *mover = MKI_COLL_MOVER_REG;
+    else if (!strcmp(mv, "tma")) *mover = MKI_COLL_MOVER_TMA;
+    else if (!strcmp(mv, "tma-send")) *mover = MKI_COLL_MOVER_TMA_SEND;
+    else
+        return mki_error(comm, mkErrInvalidArgument, "MK_COLL_MOVER=%s; use "
+                         "tma-send, tma or reg", mv);
+    return mkSuccess;
 }
 
 /* What one collective call reads and writes. */
@@ -144,8 +164,7 @@ static mkResult_t check_call(struct mkComm *comm, struct coll_call *c)
     broken = comm->async_error;
     pthread_mutex_unlock(&comm->lock);
     if (broken != mkSuccess)
-        return mki_error(comm, broken, "%s: the communicator is broken (%s); "
-                         "destroy it", c->func, mkGetErrorString(broken));
+        return mki_comm_broken(comm, broken, c->func);
     MKI_CHECK(mki_devrt_require(comm, c->func));
     if (comm->nnodes != 1 || comm->nranks > MKI_MAXLOCAL)
         return mki_error(comm, mkErrUnsupported, "%s: collectives run among "
@@ -187,11 +206,11 @@ static mkResult_t coll_run(mkComm_t comm, struct coll_call *c,
     p.esize = dtype_size(c->dtype);
     p.nranks = comm->nranks;
     p.me = comm->rank;
-    p.nch = coll_ctas(comm, block_bytes(comm, c));
-    const char *mv = mki_param_str(MKI_P_COLL_MOVER);
-    p.mover = !strcmp(mv, "reg") ? MKI_COLL_MOVER_REG
-              : !strcmp(mv, "tma") ? MKI_COLL_MOVER_TMA
-                                   : MKI_COLL_MOVER_TMA_SEND;
+    int nch = 1, mover = MKI_COLL_MOVER_TMA_SEND;
+    MKI_CHECK(coll_ctas(comm, block_bytes(comm, c), &nch));
+    MKI_CHECK(coll_mover(comm, &mover));
+    p.nch = nch;
+    p.mover = mover;
     p.count = c->count;
     p.src = c->sendbuf;
     p.dst = c->recvbuf;

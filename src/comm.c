@@ -22,6 +22,7 @@
 #include "config.h"
 #include "mki.h"
 #include "../topology/topo.h"
+#include "net.h"
 
 MK_API mkResult_t mkGetVersion(int *version)
 {
@@ -70,7 +71,11 @@ mkResult_t mki_comm_check(mkComm_t comm, const char *func)
 void mki_comm_set_async_error(struct mkComm *comm, mkResult_t res)
 {
     pthread_mutex_lock(&comm->lock);
-    if (comm->async_error == mkSuccess) comm->async_error = res;
+    if (comm->async_error == mkSuccess) {
+        comm->async_error = res;
+        snprintf(comm->async_detail, sizeof(comm->async_detail), "%s",
+                 comm->last_error);
+    }
     pthread_mutex_unlock(&comm->lock);
 }
 
@@ -80,6 +85,17 @@ mkResult_t mki_comm_async_error(struct mkComm *comm)
     mkResult_t res = comm->async_error;
     pthread_mutex_unlock(&comm->lock);
     return res;
+}
+
+mkResult_t mki_comm_broken(struct mkComm *comm, mkResult_t res,
+                           const char *func)
+{
+    char detail[MKI_ERRMSG_LEN];
+    pthread_mutex_lock(&comm->lock);
+    snprintf(detail, sizeof(detail), "%s", comm->async_detail);
+    pthread_mutex_unlock(&comm->lock);
+    return mki_error(comm, res, "%s: the communicator is broken (%s: %s); "
+                     "destroy it", func, mkGetErrorString(res), detail);
 }
 
 /* Run a bootstrap op for the communicator; a failure breaks it. */
@@ -141,8 +157,14 @@ static mkResult_t pick_device(struct mkComm *comm)
         return mki_error(comm, mkErrInvalidArgument, "config->cudaDev = %d "
                          "but this process sees %d GPU(s) (check "
                          "CUDA_VISIBLE_DEVICES)", comm->cfg.cudaDev, count);
+    /* By the rank's index among the ranks of its host, not of its
+     * (virtual) node: with MK_NODE_SIZE, ranks of one host would otherwise
+     * pile onto the first GPUs. */
+    int host_rank = 0;
+    for (int q = 0; q < comm->rank; q++)
+        host_rank += comm->hosts[q].host_hash == comm->hosts[comm->rank].host_hash;
     comm->cuda_dev = comm->cfg.cudaDev >= 0 ? comm->cfg.cudaDev
-                                            : comm->local_rank % count;
+                                            : host_rank % count;
     return preload_kernels(comm);
 }
 
@@ -151,6 +173,8 @@ static void comm_free(struct mkComm *comm)
     if (!comm) return;
     /* Undo the later stages in reverse order (network, device runtime,
      * topology + plan) before the bootstrap goes. */
+    mki_net_destroy(comm); /* drains, then a barrier: bootstrap still up */
+    mki_ag_gemm_free(comm); /* before the device runtime: it uses its device */
     mki_devrt_destroy(comm);
     mki_plan_free(comm);
     mki_topo_free(comm);
@@ -200,6 +224,7 @@ mkResult_t mki_comm_create(const struct mki_config *cfg,
     MKI_CHECK_GOTO(mki_topo_setup(comm), res, fail);
     MKI_CHECK_GOTO(mki_plan_setup(comm), res, fail);
     MKI_CHECK_GOTO(mki_devrt_create(comm), res, fail);
+    MKI_CHECK_GOTO(mki_net_create(comm), res, fail);
     mki_log_set_rank(rank);
     MKI_INFO(MKI_SUB_INIT, "communicator ready: rank %d of %d over %s, node "
              "%d of %d, local rank %d of %d, CUDA device %d", rank, nranks,
@@ -345,8 +370,7 @@ MK_API mkResult_t mkCommSplit(mkComm_t comm, int color, int key,
                          " give a color >= 0 or MK_SPLIT_NOCOLOR", color);
     mkResult_t broken = mki_comm_async_error(comm);
     if (broken != mkSuccess)
-        return mki_error(comm, broken, "mkCommSplit: the communicator is "
-                         "broken (%s); destroy it", mkGetErrorString(broken));
+        return mki_comm_broken(comm, broken, "mkCommSplit");
     struct mki_config cfg = comm->cfg;
     if (config) {
         mkResult_t r = mki_config_resolve(config, &cfg);
@@ -415,9 +439,11 @@ MK_API mkResult_t mkCommAbort(mkComm_t comm)
     /* Raise the abort word in every local peer's workspace: kernels
      * waiting on this rank stop with mkErrRemote. */
     mki_devrt_abort(comm);
+    mki_net_abort(comm); /* stop the proxy now; destroy skips the barrier */
     /* Closing the bootstrap connections at once is what tells peers: their
      * next wait on this rank fails with mkErrRemote. */
     comm_free(comm);
+    mki_bootstrap_pmix_release();
     return mkSuccess;
 }
 

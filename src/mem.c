@@ -36,7 +36,9 @@ struct ipc_info {
     do {                                                                      \
         cudaError_t e_ = (call);                                              \
         if (e_ != cudaSuccess) {                                              \
-            (res) = mki_error((comm), mkErrCuda, "%s: %s", #call,            \
+            (res) = mki_error((comm), e_ == cudaErrorMemoryAllocation        \
+                                          ? mkErrNoMemory : mkErrCuda,        \
+                              "%s: %s", #call,                                \
                               cudaGetErrorString(e_));                        \
             goto label;                                                       \
         }                                                                     \
@@ -49,6 +51,7 @@ const char *mki_coll_op_name(int op)
     case MKI_COLL_REDUCESCATTER: return "mkReduceScatter";
     case MKI_COLL_ALLREDUCE: return "mkAllReduce";
     case MKI_COLL_ALLTOALL: return "mkAllToAll";
+    case 16: return "mkAllGatherGemm"; /* MKI_AGG_OP, src/ops/ag_gemm.h */
     }
     return "an operation";
 }

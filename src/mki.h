@@ -92,6 +92,7 @@ struct mki_topo;   /* topology/: discovery and node grouping */
 struct mki_plan;   /* src/plan.c: transports per peer, SM splits */
 struct mki_devrt;  /* src/mem.c: workspace, peers, signals, error records */
 struct mki_net;    /* src/proxy.c + transports/: inter-node path */
+struct mki_agg;    /* src/ops/ag_gemm.c: mkAllGatherGemm's arena */
 
 struct mkComm {
     uint32_t magic;
@@ -109,10 +110,12 @@ struct mkComm {
     struct mki_plan *plan;
     struct mki_devrt *dev;              /* NULL in a process without GPU */
     struct mki_net *net;
+    struct mki_agg *agg;                /* src/ops/ag_gemm.c: arena, side streams */
     pthread_mutex_t lock;               /* guards the fields below */
     mkResult_t async_error;
     int aborted;
     char last_error[MKI_ERRMSG_LEN];
+    char async_detail[MKI_ERRMSG_LEN];  /* the failure that broke it */
 };
 
 /* Validate a communicator handle from the user (NULL, freed, garbage
@@ -120,7 +123,12 @@ struct mkComm {
 mkResult_t mki_comm_check(mkComm_t comm, const char *func);
 /* The error that broke the communicator, or mkSuccess (locked read). */
 mkResult_t mki_comm_async_error(struct mkComm *comm);
-/* Mark the communicator broken; later calls return res. */
+/* The error every call on a broken communicator returns, with the detail
+ * of the failure that broke it (which peer, which wait). */
+mkResult_t mki_comm_broken(struct mkComm *comm, mkResult_t res,
+                           const char *func);
+/* Mark the communicator broken; later calls return res.  The detail is
+ * taken from the communicator's last error: record it first. */
 void mki_comm_set_async_error(struct mkComm *comm, mkResult_t res);
 /* Build a communicator around an initialised bootstrap (takes ownership
  * of the bootstrap context, also on failure). */
@@ -135,6 +143,8 @@ mkResult_t mki_comm_create(const struct mki_config *cfg,
 mkResult_t mki_devrt_create(struct mkComm *comm);
 void mki_devrt_destroy(struct mkComm *comm);
 void mki_devrt_abort(struct mkComm *comm);
+/* src/ops/ag_gemm.c: mkAllGatherGemm's arena and streams (NULL-safe). */
+void mki_ag_gemm_free(struct mkComm *comm);
 
 /* ---- misc --------------------------------------------------------- */
 uint64_t mki_now_ns(void);               /* CLOCK_MONOTONIC */

@@ -21,11 +21,13 @@ extern "C" int mki_coll_preload(const char **failed); /* collectives.cu */
 extern "C" const void *mki_fifo_probe_kernel_handle(void);
 
 extern "C" int mki_gemm_preload(char *msg, size_t msg_len); /* gemm/gemm.cu */
+extern "C" int mki_agg_preload(char *msg, size_t msg_len);  /* ag_gemm.cu */
 
 extern "C" int mki_kernels_preload(const char **failed)
 {
     static char gemm_msg[256];
-    if (mki_gemm_preload(gemm_msg, sizeof(gemm_msg)) != 0) {
+    if (mki_gemm_preload(gemm_msg, sizeof(gemm_msg)) != 0 ||
+        mki_agg_preload(gemm_msg, sizeof(gemm_msg)) != 0) {
         *failed = gemm_msg;
         return -1;
     }

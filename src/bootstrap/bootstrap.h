@@ -47,6 +47,10 @@ int mki_bootstrap_pmix_available(void);
 mkResult_t mki_bootstrap_pmix_init(int timeout_ms, int *rank, int *nranks,
                                    int *no_launcher, void **ctx);
 
+/* Finalize PMIx now if no communicator uses it any more (mkCommAbort);
+ * otherwise PMIx stays up until the process exits. */
+void mki_bootstrap_pmix_release(void);
+
 /* ---- tcp ---------------------------------------------------------- */
 extern const struct mki_bootstrap_ops mki_bootstrap_tcp_ops;
 

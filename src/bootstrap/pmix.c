@@ -28,7 +28,10 @@ struct pmix_ctx {
 };
 
 static pthread_mutex_t pmix_lock = PTHREAD_MUTEX_INITIALIZER;
-static int pmix_refs;
+static int pmix_inited;      /* PMIx_Init succeeded, no PMIx_Finalize yet */
+static int pmix_live;        /* open bootstrap contexts */
+static int pmix_atexit_set;
+static pmix_proc_t pmix_me;
 static unsigned pmix_instances;
 
 int mki_bootstrap_pmix_available(void) { return 1; }
@@ -124,15 +127,40 @@ static mkResult_t pmix_bcast(void *ctx, void *buf, size_t bytes, int root)
 
 static mkResult_t pmix_barrier(void *ctx) { return fence(ctx, 0); }
 
+/* PMIx stays initialised until the process exits: a PMIx_Init after a
+ * PMIx_Finalize in the same process is not reliable (seen here with PMIx
+ * 4.2: the next communicator's PMIx_Get failed with NOT-FOUND now and
+ * then), and programs may create and destroy communicators many times. */
+static void finalize_locked(void)
+{
+    pmix_status_t rc = PMIx_Finalize(NULL, 0);
+    if (rc != PMIX_SUCCESS)
+        MKI_WARN(MKI_SUB_BOOT, "PMIx_Finalize: %s", PMIx_Error_string(rc));
+    pmix_inited = 0;
+}
+
+static void pmix_atexit(void)
+{
+    pthread_mutex_lock(&pmix_lock);
+    if (pmix_inited) finalize_locked();
+    pthread_mutex_unlock(&pmix_lock);
+}
+
+/* After mkCommAbort the process usually leaves at once, maybe through
+ * _exit: tell the launcher now, unless another communicator still uses
+ * PMIx, so that the exit is not taken for a crash. */
+void mki_bootstrap_pmix_release(void)
+{
+    pthread_mutex_lock(&pmix_lock);
+    if (pmix_inited && pmix_live == 0) finalize_locked();
+    pthread_mutex_unlock(&pmix_lock);
+}
+
 static void pmix_close(void *ctx)
 {
     free(ctx);
     pthread_mutex_lock(&pmix_lock);
-    if (--pmix_refs == 0) {
-        pmix_status_t rc = PMIx_Finalize(NULL, 0);
-        if (rc != PMIX_SUCCESS)
-            MKI_WARN(MKI_SUB_BOOT, "PMIx_Finalize: %s", PMIx_Error_string(rc));
-    }
+    pmix_live--;
     pthread_mutex_unlock(&pmix_lock);
 }
 
@@ -143,7 +171,8 @@ mkResult_t mki_bootstrap_pmix_init(int timeout_ms, int *rank, int *nranks,
     *no_launcher = 0;
     if (!c) return mki_error(NULL, mkErrNoMemory, "out of host memory");
     pthread_mutex_lock(&pmix_lock);
-    pmix_status_t rc = PMIx_Init(&c->me, NULL, 0);
+    pmix_status_t rc = pmix_inited ? PMIX_SUCCESS : PMIx_Init(&c->me, NULL, 0);
+    if (pmix_inited) c->me = pmix_me; /* already connected: same identity */
     if (rc != PMIX_SUCCESS) {
         pthread_mutex_unlock(&pmix_lock);
         free(c);
@@ -151,7 +180,13 @@ mkResult_t mki_bootstrap_pmix_init(int timeout_ms, int *rank, int *nranks,
         mki_error_quiet(NULL, "PMIx_Init failed: %s", PMIx_Error_string(rc));
         return mkErrBootstrap;
     }
-    pmix_refs++;
+    if (!pmix_inited) {
+        pmix_inited = 1;
+        pmix_me = c->me;
+        if (!pmix_atexit_set) atexit(pmix_atexit);
+        pmix_atexit_set = 1;
+    }
+    pmix_live++;
     c->instance = pmix_instances++;
     pthread_mutex_unlock(&pmix_lock);
 
@@ -181,6 +216,7 @@ const struct mki_bootstrap_ops mki_bootstrap_pmix_ops = {
 #else /* !HAVE_PMIX */
 
 int mki_bootstrap_pmix_available(void) { return 0; }
+void mki_bootstrap_pmix_release(void) {}
 
 mkResult_t mki_bootstrap_pmix_init(int timeout_ms, int *rank, int *nranks,
                                    int *no_launcher, void **out)

@@ -245,6 +245,9 @@ static void *g_send, *g_recv, *g_ref;
 
 static void alloc_bufs(size_t maxblock)
 {
+    /* The fixed odd counts (up to 1000003 fp32 elements) run at any
+     * maxblock: the buffers must hold them too. */
+    if (maxblock < (size_t)1000003 * 4) maxblock = (size_t)1000003 * 4;
     CK(cudaMalloc(&g_send, maxblock * g_n + 256));
     CK(cudaMalloc(&g_recv, maxblock * g_n + 256));
 #ifdef WITH_NCCL

@@ -6,11 +6,14 @@
  *
  *   mkbench gemm [options]      the GEMM engine against cuBLAS
  *   mkbench coll [options]      the collectives against NCCL (under mpirun)
+ *   mkbench ag_gemm [options]   mkAllGatherGemm against NCCL all-gather +
+ *                               cuBLAS (under mpirun)
  */
 #include <stdio.h>
 #include <string.h>
 
 int mkb_gemm_main(int argc, char **argv);
+int mkb_ag_gemm_main(int argc, char **argv);
 #ifdef MKB_HAVE_COLL
 int mkb_coll_main(int argc, char **argv);
 #endif
@@ -18,6 +21,7 @@ int mkb_coll_main(int argc, char **argv);
 static int usage(void)
 {
     fprintf(stderr, "usage: mkbench gemm [options]   (mkbench gemm --help)\n"
+                    "       mkbench ag_gemm [options] (under mpirun; --help)\n"
 #ifdef MKB_HAVE_COLL
                     "       mkbench coll [options]   (mkbench coll --help)\n"
 #endif
@@ -29,6 +33,8 @@ int main(int argc, char **argv)
 {
     if (argc < 2) return usage();
     if (strcmp(argv[1], "gemm") == 0) return mkb_gemm_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "ag_gemm") == 0)
+        return mkb_ag_gemm_main(argc - 1, argv + 1);
 #ifdef MKB_HAVE_COLL
     if (strcmp(argv[1], "coll") == 0) return mkb_coll_main(argc - 1, argv + 1);
 #endif

@@ -1,0 +1,745 @@
+/*
+ * ag_gemm.c - mkAllGatherGemm: C = [A_0; A_1; ...] x B, validate -> plan ->
+ * launch.
+ *
+ * The all-gather runs on the copy engines, with no SM: at each call the
+ * caller's stream forks to one side stream per local peer; each side
+ * stream copies this rank's rows, chunk by chunk, into that peer's arena
+ * (cudaMemcpyBatchAsync through the CUDA IPC mapping, asking for a copy
+ * engine) and after each chunk writes the chunk's signal there with a
+ * stream memory operation (cuStreamWriteValue64, found through
+ * cudaGetDriverEntryPointByVersion: no libcuda link).  This rank's own rows
+ * are copied into its arena on the caller's stream just before the GEMM
+ * (copy_own_rows says why).  Then one persistent GEMM (kernels/ag_gemm.cu)
+ * on the caller's stream computes on every SM, this rank's rows first, its
+ * producer waiting on the signal of each chunk before loading it.  The caller's stream joins the side streams
+ * before the call ends, so buffers are reusable in stream order.  Nothing
+ * on the side streams waits for a peer, so nothing there can hang: a rank
+ * that never calls makes the others' GEMM waits expire (mkErrTimeout,
+ * naming it, through the device runtime's error record).
+ *
+ * The first call of a shape exchanges (k, n, m_r, dtype, transB) through
+ * the bootstrap, so that mismatched arguments are reported on every rank
+ * instead of computed wrong, and grows the arena when needed (both host
+ * synchronizations happen only then).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "mki.h"
+#include "mem.h"
+#include "plan.h"
+#include "ops/ag_gemm.h"
+#include "gemm.h"
+
+#define AGG_FUNC "mkAllGatherGemm"
+#define AGG_SHAPES 16
+#define AGG_ARENA_GRAIN (64ull << 20)
+#define AGG_CHUNKS 8 /* chunks per rank unless MK_SM_SPLIT sets chunk */
+#define AGG_MPS_FREE_SMS 8 /* SMs no rank's GEMM takes when ranks share a GPU */
+
+typedef int (*agg_write64_fn)(void *stream, unsigned long long addr,
+                              unsigned long long value, unsigned flags);
+
+/* One call's arguments, as the user gave them. */
+struct agg_call {
+    const void *a, *b;
+    void *c, *ga;
+    int64_t m_local;
+    const int64_t *m_all;
+    int64_t n, k;
+    int trans_b;
+    mkDataType_t dtype;
+    int64_t m_total; /* sum of the m_r */
+    int es;
+};
+
+/* What the first call of a shape tells every rank (bootstrap allgather). */
+struct agg_shape {
+    int64_t k, n, m_local, m_total;
+    int32_t dtype, trans_b, has_m_all, ok;
+    uint64_t m_all_hash; /* of the whole m_all array (0 without one) */
+    int64_t pad;
+};
+
+struct mki_agg {
+    char *arena;                      /* mine */
+    uint64_t arena_bytes, bank_bytes;
+    char *peer[MKI_MAXLOCAL];         /* every local rank's arena, here */
+    int opened[MKI_MAXLOCAL];
+    cudaStream_t side[MKI_MAXLOCAL];
+    cudaEvent_t fork, join[MKI_MAXLOCAL];
+    uint64_t calls;                   /* fused calls so far: signal values */
+    agg_write64_fn write64;
+    void *scratch;                    /* unfused sequence: gathered A */
+    size_t scratch_bytes;
+    int nshapes;
+    struct agg_shape shapes[AGG_SHAPES]; /* checked on every rank */
+    uint64_t shape_hash[AGG_SHAPES];
+};
+
+static int dtype_size(mkDataType_t t)
+{
+    return t == mkBfloat16 || t == mkFloat16 ? 2 : t == mkFloat32 ? 4 : 0;
+}
+
+/* ---- argument checks (nothing touches the GPU) ---------------------- */
+
+static mkResult_t check_sizes(struct mkComm *comm, struct agg_call *c)
+{
+    if (c->dtype == mkFloat32)
+        return mki_error(comm, mkErrUnsupported, AGG_FUNC ": dtype mkFloat32 "
+                         "is not supported; use mkBfloat16 or mkFloat16 "
+                         "(accumulation is fp32 either way)");
+    c->es = dtype_size(c->dtype);
+    if (c->es == 0)
+        return mki_error(comm, mkErrInvalidArgument, AGG_FUNC ": dtype = %d "
+                         "is not a mkDataType_t; use mkBfloat16 or mkFloat16",
+                         (int)c->dtype);
+    if (c->trans_b != 0 && c->trans_b != 1)
+        return mki_error(comm, mkErrInvalidArgument, AGG_FUNC ": transB = %d;"
+                         " pass 0 (B is K x N) or 1 (B is N x K)", c->trans_b);
+    if (c->m_local < 0 || c->n < 0 || c->k < 0)
+        return mki_error(comm, mkErrInvalidArgument, AGG_FUNC ": negative "
+                         "size (m_local = %lld, n = %lld, k = %lld)",
+                         (long long)c->m_local, (long long)c->n,
+                         (long long)c->k);
+    if (c->k == 0 || c->k % 8 != 0 || (!c->trans_b && c->n % 8 != 0))
+        return mki_error(comm, mkErrUnsupported, AGG_FUNC ": k = %lld and "
+                         "n = %lld: k must be a positive multiple of 8, and so "
+                         "must n when transB = 0 (rows of A and B are loaded by "
+                         "TMA, which needs 16-byte row strides); pad the "
+                         "matrices", (long long)c->k, (long long)c->n);
+    const int64_t lim = INT32_MAX;
+    int64_t total = 0;
+    if (c->m_all) {
+        for (int r = 0; r < comm->nranks; r++) {
+            if (c->m_all[r] < 0 || c->m_all[r] > lim - total)
+                return mki_error(comm, mkErrInvalidArgument, AGG_FUNC ": "
+                                 "m_all[%d] = %lld is negative or makes the "
+                                 "sum of rows exceed %lld", r,
+                                 (long long)c->m_all[r], (long long)lim);
+            total += c->m_all[r];
+        }
+        if (c->m_all[comm->rank] != c->m_local)
+            return mki_error(comm, mkErrInvalidArgument, AGG_FUNC ": m_all[%d]"
+                             " = %lld but this rank's m_local = %lld; m_all "
+                             "must list every rank's row count",
+                             comm->rank, (long long)c->m_all[comm->rank],
+                             (long long)c->m_local);
+    } else {
+        if (c->m_local > lim / comm->nranks)
+            return mki_error(comm, mkErrInvalidArgument, AGG_FUNC ": m_local ="
+                             " %lld times %d ranks exceeds %lld rows",
+                             (long long)c->m_local, comm->nranks,
+                             (long long)lim);
+        total = c->m_local * comm->nranks;
+    }
+    if (c->n > lim || c->k > lim ||
+        (uint64_t)total * (uint64_t)c->k > (1ull << 46) / (uint64_t)c->es ||
+        (uint64_t)total * (uint64_t)c->n > (1ull << 46) / (uint64_t)c->es)
+        return mki_error(comm, mkErrInvalidArgument, AGG_FUNC ": M = %lld, "
+                         "n = %lld, k = %lld is too large (sizes up to 2^31 - "
+                         "1 and matrices up to 64 TiB)", (long long)total,
+                         (long long)c->n, (long long)c->k);
+    c->m_total = total;
+    struct { const char *name; const void *p; int need; } ptrs[] = {
+        {"A", c->a, c->m_local > 0},
+        {"B", c->b, c->n > 0},
+        {"C", c->c, total > 0 && c->n > 0}};
+    for (unsigned i = 0; i < sizeof(ptrs) / sizeof(ptrs[0]); i++)
+        if (ptrs[i].need && ptrs[i].p == NULL)
+            return mki_error(comm, mkErrInvalidArgument, AGG_FUNC ": %s is "
+                             "NULL; pass device memory", ptrs[i].name);
+    return mkSuccess;
+}
+
+static mkResult_t check_pointer(struct mkComm *comm, const char *name,
+                                const void *p, size_t bytes)
+{
+    if (p == NULL || bytes == 0) return mkSuccess;
+    struct cudaPointerAttributes a;
+    cudaError_t e = cudaPointerGetAttributes(&a, p);
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    if (e != cudaSuccess || a.type != cudaMemoryTypeDevice)
+        return mki_error(comm, mkErrInvalidArgument, AGG_FUNC ": %s = %p is "
+                         "not device memory; pass memory from cudaMalloc or "
+                         "mkMemAlloc on CUDA device %d", name, p,
+                         comm->dev->dev);
+    if (a.device != comm->dev->dev)
+        return mki_error(comm, mkErrInvalidArgument, AGG_FUNC ": %s = %p is "
+                         "memory of CUDA device %d but the communicator uses "
+                         "device %d", name, p, a.device, comm->dev->dev);
+    if ((uintptr_t)p % 16 != 0)
+        return mki_error(comm, mkErrInvalidArgument, AGG_FUNC ": %s = %p is "
+                         "not 16-byte aligned (TMA needs it)", name, p);
+    return mkSuccess;
+}
+
+static int overlap(const void *a, size_t na, const void *b, size_t nb)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return a && b && na && nb && x < y + nb && y < x + na;
+}
+
+static mkResult_t check_device(struct mkComm *comm, const struct agg_call *c)
+{
+    MKI_CHECK(mki_devrt_require(comm, AGG_FUNC));
+    size_t es = (size_t)c->es;
+    size_t abytes = (size_t)c->m_local * (size_t)c->k * es;
+    size_t bbytes = (size_t)c->n * (size_t)c->k * es;
+    size_t cbytes = (size_t)c->m_total * (size_t)c->n * es;
+    size_t gbytes = (size_t)c->m_total * (size_t)c->k * es;
+    MKI_CHECK(check_pointer(comm, "A", c->a, abytes));
+    MKI_CHECK(check_pointer(comm, "B", c->b, bbytes));
+    MKI_CHECK(check_pointer(comm, "C", c->c, cbytes));
+    MKI_CHECK(check_pointer(comm, "gatheredA", c->ga, gbytes));
+    if (overlap(c->c, cbytes, c->a, abytes) || overlap(c->c, cbytes, c->b, bbytes) ||
+        overlap(c->c, cbytes, c->ga, gbytes) || overlap(c->ga, gbytes, c->a, abytes) ||
+        overlap(c->ga, gbytes, c->b, bbytes))
+        return mki_error(comm, mkErrInvalidArgument, AGG_FUNC ": C or "
+                         "gatheredA overlaps another argument; outputs must "
+                         "be separate buffers");
+    return mkSuccess;
+}
+
+/* ---- the first call of a shape: every rank checks every rank --------- */
+
+static uint64_t shape_hash(const struct mkComm *comm, const struct agg_call *c)
+{
+    uint64_t h = 1469598103934665603ull;
+    int64_t v[6] = {c->k, c->n, c->m_local, c->dtype, c->trans_b, c->m_all != 0};
+    for (int i = 0; i < 6; i++) h = (h ^ (uint64_t)v[i]) * 1099511628211ull;
+    for (int r = 0; c->m_all && r < comm->nranks; r++)
+        h = (h ^ (uint64_t)c->m_all[r]) * 1099511628211ull;
+    return h;
+}
+
+/* Compares what every rank passed; names the first rank that differs. */
+static mkResult_t compare_shapes(struct mkComm *comm, const struct agg_call *c,
+                                 const struct agg_shape *all)
+{
+    const struct agg_shape *me = &all[comm->rank];
+    for (int r = 0; r < comm->nranks; r++) {
+        const struct agg_shape *s = &all[r];
+        const char *what = s->k != me->k ? "k"
+                           : s->n != me->n ? "n"
+                           : s->dtype != me->dtype ? "dtype"
+                           : s->trans_b != me->trans_b ? "transB"
+                           : s->has_m_all != me->has_m_all ? "m_all (NULL on "
+                             "some ranks only)"
+                           : NULL;
+        if (what)
+            return mki_error(comm, mkErrInvalidArgument, AGG_FUNC ": rank %d "
+                             "passed k = %lld, n = %lld, dtype %d, transB %d "
+                             "but rank %d passed k = %lld, n = %lld, dtype %d,"
+                             " transB %d: %s differs; every rank must pass the"
+                             " same k, n, dtype, transB", r, (long long)s->k,
+                             (long long)s->n, s->dtype, s->trans_b, comm->rank,
+                             (long long)me->k, (long long)me->n, me->dtype,
+                             me->trans_b, what);
+        int64_t expect = c->m_all ? c->m_all[r] : c->m_local;
+        if (r != comm->rank && s->m_local != expect)
+            return mki_error(comm, mkErrInvalidArgument, AGG_FUNC ": rank %d "
+                             "holds m_local = %lld rows but this rank expects "
+                             "%lld (%s); pass m_all with every rank's count",
+                             r, (long long)s->m_local, (long long)expect,
+                             c->m_all ? "its m_all entry" : "equal shards");
+        if (s->m_all_hash != me->m_all_hash)
+            return mki_error(comm, mkErrInvalidArgument, AGG_FUNC ": rank %d "
+                             "passed an m_all that differs from this rank's; "
+                             "every rank must pass the same counts", r);
+    }
+    return mkSuccess;
+}
+
+/* The other ranks' own verdicts on their arguments. */
+static mkResult_t others_ok(struct mkComm *comm, const struct agg_call *c,
+                               const struct agg_shape *all)
+{
+    (void)c;
+    for (int r = 0; r < comm->nranks; r++)
+        if (!all[r].ok)
+            return mki_error(comm, mkErrInvalidArgument, AGG_FUNC ": rank %d "
+                             "rejected its arguments for this shape (its "
+                             "mkGetLastError says why); no rank computed",
+                             r);
+    return mkSuccess;
+}
+
+static mkResult_t exchange_shape(struct mkComm *comm, struct mki_agg *g,
+                                 const struct agg_call *c, mkResult_t local)
+{
+    uint64_t h = shape_hash(comm, c);
+    for (int i = 0; local == mkSuccess && i < g->nshapes; i++)
+        if (g->shape_hash[i] == h) return mkSuccess;
+    char saved[MKI_ERRMSG_LEN];
+    snprintf(saved, sizeof(saved), "%s", comm->last_error);
+    struct agg_shape *all = calloc((size_t)comm->nranks, sizeof(*all));
+    if (!all) return mki_error(comm, mkErrNoMemory, AGG_FUNC ": out of host memory");
+    struct agg_shape *me = &all[comm->rank];
+    me->k = c->k;
+    me->n = c->n;
+    me->m_local = c->m_local;
+    me->m_total = c->m_total;
+    me->dtype = (int32_t)c->dtype;
+    me->trans_b = c->trans_b;
+    me->has_m_all = c->m_all != NULL;
+    for (int i = 0; c->m_all && i < comm->nranks; i++)
+        me->m_all_hash = (me->m_all_hash ^ (uint64_t)c->m_all[i]) * 1099511628211ull + 1;
+    me->ok = local == mkSuccess;
+    mkResult_t r = comm->boot->allgather(comm->boot_ctx, all, sizeof(*all));
+    if (r != mkSuccess) {
+        free(all);
+        return mki_error(comm, r, AGG_FUNC ": the shape check with the other "
+                         "ranks failed (bootstrap allgather); is every rank "
+                         "calling " AGG_FUNC "?");
+    }
+    /* Disagreement between ranks first, then this rank's own detail. */
+    r = compare_shapes(comm, c, all);
+    if (r == mkSuccess && local != mkSuccess) {
+        mki_error_quiet(comm, "%s", saved);
+        r = local;
+    }
+    if (r == mkSuccess) r = others_ok(comm, c, all);
+    free(all);
+    if (r != mkSuccess) return r;
+    int slot = g->nshapes < AGG_SHAPES ? g->nshapes++ : (int)(h % AGG_SHAPES);
+    g->shape_hash[slot] = h;
+    return mkSuccess;
+}
+
+/* ---- per-communicator state ------------------------------------------ */
+
+static mkResult_t cuda_err(struct mkComm *comm, const char *what, cudaError_t e)
+{
+    return mki_error(comm, mkErrCuda, AGG_FUNC ": %s: %s", what,
+                     cudaGetErrorString(e));
+}
+
+static mkResult_t state_create(struct mkComm *comm)
+{
+    struct mki_agg *g = calloc(1, sizeof(*g));
+    if (!g) return mki_error(comm, mkErrNoMemory, AGG_FUNC ": out of host memory");
+    comm->agg = g;
+    int n = comm->dev->nlocal;
+    cudaError_t e = cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming);
+    for (int l = 0; e == cudaSuccess && l < n; l++) {
+        e = cudaStreamCreateWithFlags(&g->side[l], cudaStreamNonBlocking);
+        if (e == cudaSuccess)
+            e = cudaEventCreateWithFlags(&g->join[l], cudaEventDisableTiming);
+    }
+    if (e != cudaSuccess) return cuda_err(comm, "creating side streams", e);
+    enum cudaDriverEntryPointQueryResult q;
+    void *fn = NULL;
+    e = cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &fn, 12000,
+                                         cudaEnableDefault, &q);
+    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn)
+        return mki_error(comm, mkErrUnsupported, AGG_FUNC ": the driver has "
+                         "no cuStreamWriteValue64 (%s)", cudaGetErrorString(e));
+    g->write64 = (agg_write64_fn)fn;
+    char msg[256];
+    if (mki_agg_preload(msg, sizeof(msg)) != 0)
+        return mki_error(comm, mkErrCuda, AGG_FUNC ": %s", msg);
+    return mkSuccess;
+}
+
+static void unmap_arenas(struct mkComm *comm, struct mki_agg *g)
+{
+    for (int l = 0; l < MKI_MAXLOCAL; l++) {
+        if (g->opened[l]) (void)cudaIpcCloseMemHandle(g->peer[l]);
+        g->opened[l] = 0;
+        g->peer[l] = NULL;
+    }
+    if (g->arena) (void)cudaFree(g->arena);
+    g->arena = NULL;
+    g->arena_bytes = g->bank_bytes = 0;
+}
+
+void mki_ag_gemm_free(struct mkComm *comm)
+{
+    struct mki_agg *g = comm ? comm->agg : NULL;
+    if (!g) return;
+    if (comm->dev && !comm->dev->aborted) {
+        int prev = 0;
+        if (cudaGetDevice(&prev) == cudaSuccess && cudaSetDevice(comm->dev->dev) == cudaSuccess) {
+            for (int l = 0; l < MKI_MAXLOCAL; l++) {
+                if (g->side[l]) (void)cudaStreamSynchronize(g->side[l]);
+                if (g->side[l]) (void)cudaStreamDestroy(g->side[l]);
+                if (g->join[l]) (void)cudaEventDestroy(g->join[l]);
+            }
+            if (g->fork) (void)cudaEventDestroy(g->fork);
+            unmap_arenas(comm, g);
+            if (g->scratch) (void)cudaFree(g->scratch);
+            (void)cudaSetDevice(prev);
+        }
+    }
+    free(g);
+    comm->agg = NULL;
+}
+
+/* Every local rank needs a bank of `bank` bytes (the same on every rank,
+ * so all of them take this path together): wait for our work in flight,
+ * unmap, reallocate, exchange IPC handles. */
+static mkResult_t grow_arena(struct mkComm *comm, struct mki_agg *g,
+                             uint64_t bank, cudaStream_t stream)
+{
+    struct mki_devrt *d = comm->dev;
+    cudaError_t e = cudaStreamSynchronize(stream);
+    for (int l = 0; e == cudaSuccess && l < d->nlocal; l++)
+        e = cudaStreamSynchronize(g->side[l]);
+    if (e != cudaSuccess) return cuda_err(comm, "waiting for earlier calls", e);
+    uint64_t want = MKI_AGG_SIG_BYTES + 2 * bank;
+    want = (want + AGG_ARENA_GRAIN - 1) / AGG_ARENA_GRAIN * AGG_ARENA_GRAIN;
+    for (int l = 0; l < MKI_MAXLOCAL; l++)
+        if (g->opened[l]) { (void)cudaIpcCloseMemHandle(g->peer[l]); g->opened[l] = 0; }
+    MKI_CHECK(comm->boot->barrier(comm->boot_ctx)); /* nobody maps the old one */
+    unmap_arenas(comm, g);
+    e = cudaMalloc((void **)&g->arena, want);
+    if (e != cudaSuccess) {
+        g->arena = NULL;
+        return mki_error(comm, mkErrNoMemory, AGG_FUNC ": cannot allocate the "
+                         "%llu-byte arena for the gathered A: %s",
+                         (unsigned long long)want, cudaGetErrorString(e));
+    }
+    e = cudaMemset(g->arena, 0, MKI_AGG_SIG_BYTES);
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) return cuda_err(comm, "clearing the arena", e);
+    cudaIpcMemHandle_t *h = calloc((size_t)comm->nranks, sizeof(*h));
+    if (!h) return mki_error(comm, mkErrNoMemory, AGG_FUNC ": out of host memory");
+    e = cudaIpcGetMemHandle(&h[comm->rank], g->arena);
+    mkResult_t r = e == cudaSuccess ? mkSuccess : cuda_err(comm, "cudaIpcGetMemHandle", e);
+    mkResult_t r2 = comm->boot->allgather(comm->boot_ctx, h, sizeof(*h));
+    if (r == mkSuccess && r2 != mkSuccess)
+        r = mki_error(comm, r2, AGG_FUNC ": exchanging arena handles failed");
+    for (int l = 0; r == mkSuccess && l < d->nlocal; l++) {
+        if (l == d->me) { g->peer[l] = g->arena; continue; }
+        void *p = NULL;
+        e = cudaIpcOpenMemHandle(&p, h[d->comm_rank[l]], cudaIpcMemLazyEnablePeerAccess);
+        if (e != cudaSuccess) {
+            r = cuda_err(comm, "mapping a peer's arena (cudaIpcOpenMemHandle)", e);
+            break;
+        }
+        g->peer[l] = p;
+        g->opened[l] = 1;
+    }
+    free(h);
+    if (r != mkSuccess) return r;
+    g->arena_bytes = want;
+    g->bank_bytes = (want - MKI_AGG_SIG_BYTES) / 2;
+    MKI_INFO(MKI_SUB_MEM, AGG_FUNC ": arena of %llu MiB (two banks of the "
+             "gathered A)", (unsigned long long)(want >> 20));
+    return mkSuccess;
+}
+
+/* ---- the unfused sequence of our own kernels ------------------------- */
+
+static mkResult_t gemm_on(struct mkComm *comm, const struct agg_call *c,
+                          const void *a, int ctas, cudaStream_t stream)
+{
+    if (c->m_total == 0 || c->n == 0) return mkSuccess;
+    mki_gemm_args ga;
+    memset(&ga, 0, sizeof(ga));
+    ga.m = c->m_total;
+    ga.n = c->n;
+    ga.k = c->k;
+    ga.a = a;
+    ga.b = c->b;
+    ga.d = c->c;
+    ga.in_type = ga.out_type = (mki_dtype_t)c->dtype;
+    ga.trans_b = c->trans_b;
+    ga.alpha = 1.0f;
+    ga.num_ctas = ctas;
+    ga.stream = stream;
+    char msg[512];
+    int rc = mki_gemm(&ga, msg, sizeof(msg));
+    if (rc == MKI_GEMM_OK) return mkSuccess;
+    return mki_error(comm, rc == MKI_GEMM_ERR_INVALID ? mkErrInvalidArgument
+                     : rc == MKI_GEMM_ERR_UNSUPPORTED ? mkErrUnsupported
+                     : mkErrCuda, AGG_FUNC ": %s", msg);
+}
+
+static mkResult_t run_unfused(struct mkComm *comm, struct mki_agg *g,
+                              const struct agg_call *c, cudaStream_t stream)
+{
+    size_t es = (size_t)c->es;
+    size_t gbytes = (size_t)c->m_total * (size_t)c->k * es;
+    if (comm->nranks == 1) {
+        if (c->ga && gbytes) {
+            cudaError_t e = cudaMemcpyAsync(c->ga, c->a, gbytes,
+                                            cudaMemcpyDeviceToDevice, stream);
+            if (e != cudaSuccess) return cuda_err(comm, "copying gatheredA", e);
+        }
+        return gemm_on(comm, c, c->a, 0, stream);
+    }
+    if (c->m_all)
+        for (int r = 1; r < comm->nranks; r++)
+            if (c->m_all[r] != c->m_all[0])
+                return mki_error(comm, mkErrUnsupported, AGG_FUNC ": unequal "
+                                 "shards need the fused path (one node, at most "
+                                 "%d ranks, a GPU per rank or MPS)", MKI_MAXLOCAL);
+    void *dst = c->ga;
+    if (!dst) {
+        if (g->scratch_bytes < gbytes) {
+            cudaError_t e = cudaStreamSynchronize(stream);
+            if (g->scratch) (void)cudaFree(g->scratch);
+            g->scratch = NULL;
+            g->scratch_bytes = 0;
+            if (e == cudaSuccess) e = cudaMalloc(&g->scratch, gbytes);
+            if (e != cudaSuccess)
+                return mki_error(comm, mkErrNoMemory, AGG_FUNC ": cannot "
+                                 "allocate %zu bytes for the gathered A: %s",
+                                 gbytes, cudaGetErrorString(e));
+            g->scratch_bytes = gbytes;
+        }
+        dst = g->scratch;
+    }
+    MKI_CHECK(mkAllGather(c->a, dst, (size_t)c->m_local * (size_t)c->k,
+                          c->dtype, comm, stream));
+    return gemm_on(comm, c, dst, 0, stream);
+}
+
+/* ---- the fused call -------------------------------------------------- */
+
+/* A copy the driver should give to a copy engine: a copy kernel could not
+ * start while the persistent GEMM holds every SM, and the GEMM waits for
+ * it (seen: device-local cudaMemcpyAsync hung behind the grid). */
+static cudaError_t ce_copy(void *dst, const void *src, size_t bytes,
+                           cudaStream_t s)
+{
+    struct cudaMemcpyAttributes at;
+    memset(&at, 0, sizeof(at));
+    at.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    at.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+    size_t idx = 0;
+    void *d[1] = {dst};
+    const void *sr[1] = {src};
+    size_t n[1] = {bytes};
+    return cudaMemcpyBatchAsync(d, sr, n, 1, &at, &idx, 1, s);
+}
+
+/* My own rows go into my bank on the caller's stream, before the GEMM.
+ * Measured (bench/NOTES.md): a device-local copy on a side stream, even
+ * through cudaMemcpyBatchAsync with cudaMemcpyFlagPreferOverlapWithCompute,
+ * did not run while the persistent grid held every SM, and the GEMM waiting
+ * for it timed out; here nothing of the GEMM runs yet. */
+static mkResult_t copy_own_rows(struct mkComm *comm, struct mki_agg *g,
+                                const struct agg_call *c,
+                                const struct mki_agg_launch *l,
+                                uint64_t bank_off, cudaStream_t stream)
+{
+    const int me = comm->dev->me;
+    const size_t row = (size_t)c->k * (size_t)c->es;
+    cudaError_t e = cudaSuccess;
+    if (c->m_local > 0)
+        e = cudaMemcpyAsync(g->arena + bank_off + (size_t)l->row_off[me] * row,
+                            c->a, (size_t)c->m_local * row,
+                            cudaMemcpyDeviceToDevice, stream);
+    if (e != cudaSuccess) return cuda_err(comm, "copying this rank's rows", e);
+    const int64_t nch = mki_agg_nchunks(c->m_local, l->chunk_rows[me]);
+    for (int64_t ch = 0; ch < nch; ch++) {
+        uint64_t sig = (uint64_t)(uintptr_t)(g->arena + 8ull *
+                       ((uint64_t)me * MKI_AGG_MAXCHUNKS + (uint64_t)ch));
+        int cu = g->write64((void *)stream, sig, l->target, 0);
+        if (cu != 0)
+            return mki_error(comm, mkErrCuda, AGG_FUNC ": "
+                             "cuStreamWriteValue64 failed (CUresult %d)", cu);
+    }
+    return mkSuccess;
+}
+
+static mkResult_t enqueue_copies(struct mkComm *comm, struct mki_agg *g,
+                                 const struct agg_call *c,
+                                 const struct mki_agg_launch *l,
+                                 uint64_t bank_off, cudaStream_t stream)
+{
+    struct mki_devrt *d = comm->dev;
+    const int me = d->me;
+    const size_t row = (size_t)c->k * (size_t)c->es;
+    const int64_t cr = l->chunk_rows[me];
+    const int64_t nch = mki_agg_nchunks(c->m_local, cr);
+    for (int i = 1; i < d->nlocal; i++) {
+        int dst = (me + i) % d->nlocal; /* the next ranks first */
+        cudaStream_t s = g->side[dst];
+        cudaError_t e = cudaStreamWaitEvent(s, g->fork, 0);
+        for (int64_t ch = 0; e == cudaSuccess && ch < nch; ch++) {
+            int64_t r0 = ch * cr;
+            int64_t rows = c->m_local - r0 < cr ? c->m_local - r0 : cr;
+            if (rows > 0)
+                e = ce_copy(g->peer[dst] + bank_off +
+                                (size_t)(l->row_off[me] + r0) * row,
+                            (const char *)c->a + (size_t)r0 * row,
+                            (size_t)rows * row, s);
+            if (e != cudaSuccess) break;
+            uint64_t sig = (uint64_t)(uintptr_t)(g->peer[dst] + 8ull *
+                           ((uint64_t)me * MKI_AGG_MAXCHUNKS + (uint64_t)ch));
+            int cu = g->write64((void *)s, sig, l->target, 0);
+            if (cu != 0)
+                return mki_error(comm, mkErrCuda, AGG_FUNC ": "
+                                 "cuStreamWriteValue64 failed (CUresult %d)", cu);
+        }
+        if (e == cudaSuccess) e = cudaEventRecord(g->join[dst], s);
+        if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, g->join[dst], 0);
+        if (e != cudaSuccess) return cuda_err(comm, "enqueueing the copies", e);
+    }
+    return mkSuccess;
+}
+
+static void fill_launch(struct mkComm *comm, struct mki_agg *g,
+                        const struct agg_call *c, const struct mki_op_plan *p,
+                        struct mki_agg_launch *l)
+{
+    struct mki_devrt *d = comm->dev;
+    memset(l, 0, sizeof(*l));
+    l->b = c->b;
+    l->c = c->c;
+    l->m = c->m_total;
+    l->n = c->n;
+    l->k = c->k;
+    l->dtype = (int)c->dtype;
+    l->trans_b = c->trans_b;
+    /* The copy engines move the rows: every SM of the budget computes,
+     * unless MK_SM_SPLIT says otherwise. */
+    int ctas = (p->overridden & MKI_OVR_COMPUTE) || p->mover == MKI_MOVER_CE
+               ? p->split.compute : 0;
+    if (ctas <= 0 || ctas > d->sm_count) ctas = d->sm_count;
+    /* Ranks sharing a GPU (MPS): each spinning grid must leave room for
+     * the others', or a rank whose chunks we wait for could not run the
+     * kernel before the call that sends them; and a few SMs stay free for
+     * copies between ranks of one device, which the driver may do with a
+     * kernel. */
+    if (d->ranks_on_dev > 1 &&
+        ctas > (d->sm_count - AGG_MPS_FREE_SMS) / d->ranks_on_dev)
+        ctas = (d->sm_count - AGG_MPS_FREE_SMS) / d->ranks_on_dev;
+    l->ctas = ctas < 1 ? 1 : ctas;
+    l->nsrc = d->nlocal;
+    for (int s = 0; s < d->nlocal; s++) {
+        int64_t ms = c->m_all ? c->m_all[d->comm_rank[s]] : c->m_local;
+        l->row_off[s + 1] = l->row_off[s] + ms;
+        /* Local rows go first, so a few large chunks hide the copies: at
+         * most AGG_CHUNKS per rank keeps host enqueue time small. */
+        int64_t want = (ms + AGG_CHUNKS - 1) / AGG_CHUNKS;
+        if (p->overridden & MKI_OVR_CHUNK) want = p->chunk_rows;
+        else if (p->chunk_rows > want) want = p->chunk_rows;
+        l->chunk_rows[s] = mki_agg_chunk_rows(ms, want);
+    }
+    l->sig = (uint64_t *)g->arena;
+    l->target = g->calls;
+    l->cp.op = MKI_AGG_OP;
+    l->cp.nranks = d->nlocal;
+    l->cp.me = d->me;
+    for (int s = 0; s < d->nlocal; s++) l->cp.ws[s] = d->peer_ws[s];
+    l->cp.timeout_ns = (uint64_t)comm->cfg.timeoutMs * 1000000ull;
+    l->cp.err = d->rec_dev;
+}
+
+static mkResult_t run_fused(struct mkComm *comm, struct mki_agg *g,
+                            const struct agg_call *c,
+                            const struct mki_op_plan *p, cudaStream_t stream)
+{
+    uint64_t gbytes = (uint64_t)c->m_total * (uint64_t)c->k * (uint64_t)c->es;
+    uint64_t bank = (gbytes + 4095) / 4096 * 4096;
+    if (bank == 0) bank = 4096;
+    if (g->bank_bytes < bank) MKI_CHECK(grow_arena(comm, g, bank, stream));
+    g->calls++;
+    comm->epoch++;
+    struct mki_agg_launch l;
+    fill_launch(comm, g, c, p, &l);
+    l.cp.epoch = comm->epoch;
+    uint64_t bank_off = mki_agg_bank_off((int)(g->calls & 1), g->bank_bytes);
+    l.a = g->arena + bank_off;
+    cudaError_t e = cudaEventRecord(g->fork, stream);
+    if (e != cudaSuccess) return cuda_err(comm, "cudaEventRecord", e);
+    MKI_CHECK(copy_own_rows(comm, g, c, &l, bank_off, stream));
+    char msg[512];
+    if (mki_agg_launch(&l, (void *)stream, msg, sizeof(msg)) != 0)
+        return mki_error(comm, mkErrCuda, AGG_FUNC ": %s", msg);
+    MKI_CHECK(enqueue_copies(comm, g, c, &l, bank_off, stream));
+    if (c->ga && gbytes) {
+        e = cudaMemcpyAsync(c->ga, l.a, gbytes, cudaMemcpyDeviceToDevice, stream);
+        if (e != cudaSuccess) return cuda_err(comm, "copying gatheredA", e);
+    }
+    return mkSuccess;
+}
+
+/* Fused when the communicator is one node the arena can serve and the
+ * plan says it pays; otherwise our unfused sequence, said once at INFO. */
+static int choose_fused(struct mkComm *comm, const struct agg_call *c,
+                        struct mki_op_plan *p, const char **why)
+{
+    if (comm->nranks == 1) { *why = "one rank: nothing to gather"; return 0; }
+    if (comm->nnodes != 1 || comm->dev->nlocal != comm->nranks ||
+        comm->nranks > MKI_MAXLOCAL) {
+        *why = "ranks on several nodes (the inter-node source of chunks is "
+               "not written yet)";
+        return 0;
+    }
+    for (int l = 0; l < comm->nranks; l++)
+        if (comm->dev->comm_rank[l] != l) {
+            *why = "local ranks are not in communicator order";
+            return 0;
+        }
+    if (c->m_total == 0 || c->n == 0) { *why = NULL; return 1; }
+    if (mki_plan_op(comm, MKI_OP_AG_GEMM, c->m_total, c->n, c->k, c->es, p) != mkSuccess) {
+        *why = "no plan for this shape";
+        return 0;
+    }
+    int unequal = 0;
+    for (int r = 1; c->m_all && r < comm->nranks; r++) unequal |= c->m_all[r] != c->m_all[0];
+    if (!p->fused && !unequal) { *why = p->reason; return 0; }
+    *why = NULL;
+    return 1;
+}
+
+MK_API mkResult_t mkAllGatherGemm(const void *A, const void *B, void *C,
+                                  void *gatheredA, int64_t m_local,
+                                  const int64_t *m_all, int64_t n, int64_t k,
+                                  int transB, mkDataType_t dtype, mkComm_t comm,
+                                  cudaStream_t stream)
+{
+    MKI_CHECK(mki_comm_check(comm, AGG_FUNC));
+    struct agg_call c = {A, B, C, gatheredA, m_local, m_all, n, k, transB,
+                         dtype, 0, 0};
+    mkResult_t broken = mki_comm_async_error(comm);
+    if (broken != mkSuccess) return mki_comm_broken(comm, broken, AGG_FUNC);
+    mkResult_t local = check_sizes(comm, &c);
+    int prev = -1;
+    if (local == mkSuccess) local = check_device(comm, &c);
+    if (local == mkSuccess && cudaGetDevice(&prev) == cudaSuccess &&
+        prev != comm->dev->dev && cudaSetDevice(comm->dev->dev) != cudaSuccess)
+        local = mki_error(comm, mkErrCuda, AGG_FUNC ": cannot use device %d",
+                          comm->dev->dev);
+    if (local == mkSuccess && !comm->agg) local = state_create(comm);
+    if (local == mkSuccess) {
+        enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+        cudaError_t e = cudaStreamIsCapturing(stream, &cs);
+        if (e != cudaSuccess || cs != cudaStreamCaptureStatusNone)
+            local = mki_error(comm, mkErrUnsupported, AGG_FUNC ": the stream is"
+                              " being captured into a CUDA graph; this version "
+                              "numbers its chunk signals on the host, so a "
+                              "replay would repeat them: call it uncaptured");
+    }
+    /* Every rank takes part in the shape check, even after a local error,
+     * so no rank is left waiting in it. */
+    mkResult_t r = exchange_shape(comm, comm->agg ? comm->agg : &(struct mki_agg){0},
+                                  &c, local);
+    if (r == mkSuccess) {
+        struct mki_op_plan p;
+        memset(&p, 0, sizeof(p));
+        const char *why = NULL;
+        if (choose_fused(comm, &c, &p, &why)) {
+            r = run_fused(comm, comm->agg, &c, &p, stream);
+        } else {
+            MKI_INFO(MKI_SUB_GEMM, AGG_FUNC " %lld x %lld x %lld: unfused "
+                     "sequence (all-gather, then GEMM): %s",
+                     (long long)c.m_total, (long long)n, (long long)k, why);
+            r = run_unfused(comm, comm->agg, &c, stream);
+        }
+    }
+    if (prev >= 0 && prev != comm->dev->dev) (void)cudaSetDevice(prev);
+    return r;
+}

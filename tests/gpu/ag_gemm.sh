@@ -1,0 +1,118 @@
+#!/bin/bash
+# mkAllGatherGemm on the GPU machine: correctness on 2 GPUs and on 1 GPU
+# with 2 and 4 ranks under MPS, 200 back-to-back calls, the timeout of a
+# rank that never calls, and the benchmark (mkbench ag_gemm).
+#
+#   bash tests/gpu/ag_gemm.sh build           here (no GPU needed): library
+#                                             in build-gpu/agg-build, the
+#                                             programs in build-gpu/agg
+#   bash tests/gpu/ag_gemm.sh [test|bench|all] [mkbench args]   there
+#   bash tests/gpu/ag_gemm.sh plot TSV PNG [TITLE]   here: the bench plot
+#
+# Logs and JSON go to $OUT when set (else build-gpu/agg/out); each step
+# runs under its own timeout; a summary table ends the output.
+set -u
+B=build-gpu/agg
+what=${1:-all}; shift || true
+if [ "$what" = plot ]; then # plot TSV PNG [TITLE]: here, with gnuplot
+    gnuplot -e "in='$1'; out='$2'; ttl='${3:-}'" - <<'GP'
+set terminal pngcairo size 1200,700 font ",10" noenhanced
+set output out
+set datafile separator "\t"
+set title ttl
+set style data histogram
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set xtics rotate by -25
+set bmargin 7
+set ylabel "ms (median per call)"
+set yrange [0:*]
+set y2label "ratio"
+set y2range [0:2]
+set y2tics 0.25
+set ytics nomirror
+set grid ytics
+set key top left
+plot in every ::1 using 2:xtic(1) title "mkAllGatherGemm" lc rgb "#1f77b4", \
+     '' every ::1 using 3 title "NCCL all-gather + cuBLAS" lc rgb "#aaaaaa", \
+     '' every ::1 using 4 title "cuBLAS GEMM alone" lc rgb "#2ca02c", \
+     '' every ::1 using 5 title "NCCL all-gather alone" lc rgb "#ff7f0e", \
+     '' every ::1 using 0:6 axes x1y2 with linespoints pt 7 lc rgb "#d62728" title "speed-up over unfused", \
+     '' every ::1 using 0:7 axes x1y2 with linespoints pt 5 lc rgb "#9467bd" title "ours / max(GEMM, all-gather)"
+GP
+    exit $?
+fi
+if [ "$what" = build ]; then
+    set -e
+    NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
+    BLD=build-gpu/agg-build
+    mkdir -p "$BLD" "$B"
+    [ -f "$BLD/Makefile" ] || (cd "$BLD" && "$(cd ../.. && pwd)/configure" -q)
+    make -C "$BLD" -j"${JOBS:-2}" libmkcore.la > "$B/build.log" 2>&1 || { tail -30 "$B/build.log"; exit 1; }
+    COMMIT=$(git rev-parse --short=12 HEAD 2>/dev/null || echo uncommitted)
+    ARCH="-gencode=arch=compute_90a,code=sm_90a"
+    INC="-Iinclude -Isrc -I$BLD -Itools/mkbench -I/usr/lib/x86_64-linux-gnu/pmix2/include"
+    LIBS="$BLD/.libs/libmkcore.a -lcublas -lnccl -lpmix -lhwloc -libverbs -lefa -lrt -ldl -lpthread -lm"
+    $NVCC $ARCH -O2 -std=c++17 $INC tests/gpu/test_ag_gemm.cu $LIBS -o $B/test_ag_gemm
+    gcc -std=gnu11 -O2 -I/usr/local/cuda/include -DMKB_GIT_COMMIT="\"$COMMIT\"" \
+        -c tools/mkbench/common.c -o $BLD/mkb_common.o
+    $NVCC $ARCH -O2 -std=c++17 $INC -DMKB_AG_GEMM_MAIN tools/mkbench/ag_gemm.cu \
+        $BLD/mkb_common.o $LIBS -o $B/mkbench_ag_gemm
+    ls -la $B
+    exit 0
+fi
+O=${OUT:-$B/out}
+mkdir -p "$O"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export NCCL_NVLS_ENABLE=0 CUDA_MODULE_LOADING=EAGER
+export MK_TIMEOUT_MS=${MK_TIMEOUT_MS:-20000} MK_DEBUG=${MK_DEBUG:-WARN}
+MPI="mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH \
+ -x NCCL_NVLS_ENABLE -x CUDA_MODULE_LOADING -x MK_DEBUG -x MK_TIMEOUT_MS -x MK_SM_SPLIT \
+ -x CUDA_VISIBLE_DEVICES -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY"
+LOG=$O/ag_gemm.log
+SUMMARY=$O/ag_gemm-summary.txt
+: > "$LOG"; : > "$SUMMARY"
+status=0
+step() { # NAME LIMIT NP ARGS...
+    local name=$1 limit=$2 np=$3; shift 3
+    local t0=$(date +%s) rc res=PASS
+    echo "=== $name (np $np): $*" >> "$LOG"
+    timeout -k 10 "$limit" $MPI -np "$np" "$@" >> "$LOG" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && res=FAIL && status=1
+    { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && res=TIMEOUT
+    printf "%-30s %-7s %4d s (rc %d)\n" "$name" "$res" $(( $(date +%s) - t0 )) $rc >> "$SUMMARY"
+    local left
+    left=$(pgrep -f "$B/(test_ag_gemm|mkbench_ag_gemm)" || true)
+    if [ -n "$left" ]; then
+        echo "LEFTOVER after $name: $left" >> "$SUMMARY"
+        for p in $left; do kill -9 "$p" 2>/dev/null; done
+    fi
+}
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$LOG" 2>&1
+if [ "$what" != bench ]; then
+    if [ "$ngpu" -ge 2 ]; then
+        step "2gpu correct" 60 2 $B/test_ag_gemm correct
+        step "2gpu stress 200 calls" 45 2 $B/test_ag_gemm stress
+        MK_TIMEOUT_MS=3000 step "2gpu nocall -> timeout" 40 2 $B/test_ag_gemm nocall
+    fi
+    export CUDA_VISIBLE_DEVICES=0 CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-agg CUDA_MPS_LOG_DIRECTORY=/tmp/mps-agg-log
+    mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+    if nvidia-cuda-mps-control -d >> "$LOG" 2>&1; then
+        step "1gpu x2 MPS correct" 60 2 $B/test_ag_gemm correct
+        step "1gpu x4 MPS correct" 60 4 $B/test_ag_gemm correct
+        step "1gpu x4 MPS stress" 45 4 $B/test_ag_gemm stress
+        echo quit | nvidia-cuda-mps-control
+    else
+        echo "1gpu MPS                       SKIP    (nvidia-cuda-mps-control -d failed)" >> "$SUMMARY"
+    fi
+    unset CUDA_VISIBLE_DEVICES CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    grep -E "FAIL|nocall|stress:" "$LOG" | head -30
+fi
+if [ "$what" != test ] && [ "$ngpu" -ge 2 ]; then
+    step "2gpu bench" 120 2 $B/mkbench_ag_gemm "$@"
+    sed -n '/^mkAllGatherGemm/,/^results/p' "$LOG"
+fi
+cat "$SUMMARY"
+exit $status

@@ -1,0 +1,365 @@
+/*
+ * test_ag_gemm.cu - mkAllGatherGemm on the GPU, one process per rank
+ * (mpirun; PMIx bootstrap), 2 GPUs or 1 GPU with 2 or 4 ranks under MPS.
+ *
+ *   test_ag_gemm correct   shapes (M_r = 1, 1000, 4096, unequal M_r with a
+ *                          rank of 0 rows; N, K odd multiples of 8; both B
+ *                          layouts; bf16 and fp16) against cuBLAS on the
+ *                          gathered matrix, bf16/fp16 out and fp32 out;
+ *                          gathered A compared byte for byte
+ *   test_ag_gemm stress    200 back-to-back calls with different inputs,
+ *                          no host sync between, every result checked
+ *   test_ag_gemm nocall    rank 1 skips a call: the others fail with
+ *                          mkErrTimeout naming rank 1 (set MK_TIMEOUT_MS)
+ *
+ * Inputs come from a hash of (seed, rank, call, index), so every rank
+ * builds every other rank's A for its reference without communicating.
+ * C is poisoned (NaN) before each call; a NaN fails the check.
+ */
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <vector>
+
+#include "mkernel.h"
+
+static int g_rank, g_n;
+static mkComm_t g_comm;
+
+#define CK(call)                                                                      \
+    do {                                                                              \
+        cudaError_t e_ = (call);                                                      \
+        if (e_ != cudaSuccess) {                                                      \
+            fprintf(stderr, "rank %d: %s:%d %s: %s\n", g_rank, __FILE__, __LINE__,    \
+                    #call, cudaGetErrorString(e_));                                   \
+            exit(2);                                                                  \
+        }                                                                             \
+    } while (0)
+#define MK(call)                                                                      \
+    do {                                                                              \
+        mkResult_t r_ = (call);                                                       \
+        if (r_ != mkSuccess) {                                                        \
+            fprintf(stderr, "rank %d: %s:%d %s: %s: %s\n", g_rank, __FILE__,          \
+                    __LINE__, #call, mkGetErrorString(r_), mkGetLastError(g_comm));   \
+            exit(3);                                                                  \
+        }                                                                             \
+    } while (0)
+#define CB(call)                                                                      \
+    do {                                                                              \
+        cublasStatus_t s_ = (call);                                                   \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                            \
+            fprintf(stderr, "rank %d: %s:%d cublas %d\n", g_rank, __FILE__, __LINE__, \
+                    (int)s_);                                                         \
+            exit(4);                                                                  \
+        }                                                                             \
+    } while (0)
+
+__device__ __forceinline__ float hash_val(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return (float)(x >> 40) / (float)(1ull << 24) * 2.0f - 1.0f;
+}
+
+/* n elements of dtype (0 bf16, 1 fp16) from (seed, idx). */
+__global__ void fill(void *p, size_t n, uint64_t seed, int dt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float v = hash_val(seed * 0x9e3779b97f4a7c15ull + i);
+        if (dt == 0) ((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
+        else ((__half *)p)[i] = __float2half(v);
+    }
+}
+
+__global__ void poison(uint16_t *p, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        p[i] = 0x7fff; /* NaN in bf16 and fp16 */
+}
+
+/* sums of (c - ref)^2, ref^2, and NaN count (c of dtype, ref fp32). */
+__global__ void compare(const void *c, const float *ref, size_t n, int dt, double *acc)
+{
+    double d2 = 0, r2 = 0, bad = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float v = dt == 0 ? __bfloat162float(((const __nv_bfloat16 *)c)[i])
+                          : __half2float(((const __half *)c)[i]);
+        if (isnan(v) || isinf(v)) bad += 1;
+        else d2 += (double)(v - ref[i]) * (v - ref[i]);
+        r2 += (double)ref[i] * ref[i];
+    }
+    atomicAdd(&acc[0], d2);
+    atomicAdd(&acc[1], r2);
+    atomicAdd(&acc[2], bad);
+}
+
+__global__ void count_diff(const uint8_t *a, const uint8_t *b, size_t n, unsigned long long *cnt)
+{
+    unsigned long long k = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        k += a[i] != b[i];
+    atomicAdd(cnt, k);
+}
+
+struct Shape {
+    const char *name;
+    std::vector<int64_t> m; /* rows of each rank (cycled over ranks) */
+    int64_t n, k;
+    int transb, dt, equal;
+};
+
+static cublasHandle_t g_blas;
+static cudaStream_t g_st;
+static double *g_acc;
+static unsigned long long *g_cnt;
+
+static uint64_t seed_of(int rank, int call, int what) /* what: 0 A, 1 B */
+{
+    return ((uint64_t)call << 20) ^ ((uint64_t)rank << 4) ^ (uint64_t)what ^ 0x5a5a0000ull;
+}
+
+/* cuBLAS on row-major matrices: C[M x N] = A[M x K] x op(B). */
+static void ref_gemm(const void *a, const void *b, void *c, int64_t m, int64_t n, int64_t k,
+                     int transb, int dt, int out32)
+{
+    const float one = 1.0f, zero = 0.0f;
+    cudaDataType_t in = dt == 0 ? CUDA_R_16BF : CUDA_R_16F;
+    cudaDataType_t out = out32 ? CUDA_R_32F : in;
+    CB(cublasGemmEx(g_blas, transb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m,
+                    (int)k, &one, b, in, transb ? (int)k : (int)n, a, in, (int)k, &zero, c,
+                    out, (int)n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+struct Bufs {
+    void *a, *b, *c, *ga, *gref, *cref16;
+    float *cref;
+};
+
+/* Builds every rank's A of call `call` into gref (the gathered A). */
+static void build_gathered(void *gref, const std::vector<int64_t> &m, int64_t k, int dt, int call)
+{
+    size_t off = 0;
+    for (int r = 0; r < g_n; r++) {
+        size_t el = (size_t)m[r] * k;
+        if (el)
+            fill<<<256, 256, 0, g_st>>>((char *)gref + off * 2, el, seed_of(r, call, 0), dt);
+        off += el;
+    }
+    CK(cudaGetLastError());
+}
+
+/* Checks C of one call; returns 0 when good. */
+static int check_c(const char *what, const void *c, const Bufs &bf, const std::vector<int64_t> &m,
+                   int64_t M, int64_t n, int64_t k, int transb, int dt, int call, int gathered)
+{
+    build_gathered(bf.gref, m, k, dt, call);
+    ref_gemm(bf.gref, bf.b, bf.cref, M, n, k, transb, dt, 1);
+    ref_gemm(bf.gref, bf.b, bf.cref16, M, n, k, transb, dt, 0);
+    CK(cudaMemsetAsync(g_acc, 0, 6 * sizeof(double), g_st));
+    CK(cudaMemsetAsync(g_cnt, 0, sizeof(*g_cnt), g_st));
+    size_t cn = (size_t)M * n;
+    compare<<<264, 256, 0, g_st>>>(c, bf.cref, cn, dt, g_acc);
+    compare<<<264, 256, 0, g_st>>>(bf.cref16, bf.cref, cn, dt, g_acc + 3);
+    if (gathered && bf.ga)
+        count_diff<<<264, 256, 0, g_st>>>((const uint8_t *)bf.ga, (const uint8_t *)bf.gref,
+                                          (size_t)M * k * 2, g_cnt);
+    CK(cudaGetLastError());
+    double h[6];
+    unsigned long long diff = 0;
+    CK(cudaMemcpyAsync(h, g_acc, sizeof(h), cudaMemcpyDeviceToHost, g_st));
+    CK(cudaMemcpyAsync(&diff, g_cnt, sizeof(diff), cudaMemcpyDeviceToHost, g_st));
+    CK(cudaStreamSynchronize(g_st));
+    double rel = h[1] > 0 ? sqrt(h[0] / h[1]) : sqrt(h[0]);
+    double rel_blas = h[4] > 0 ? sqrt(h[3] / h[4]) : sqrt(h[3]);
+    /* one rounding to bf16 (2^-9) or fp16 (2^-12) of the output, and the
+     * same as cuBLAS's own within a margin */
+    double tol = dt == 0 ? 6e-3 : 1e-3;
+    int bad = h[2] > 0 || rel > tol || rel > 2 * rel_blas + 1e-4 || diff != 0;
+    if (bad || call == 0)
+        printf("rank %d %-34s M %6lld N %5lld K %5lld tB %d %s: rel %.2e (cuBLAS %.2e) nan %.0f "
+               "gatheredA diff %llu  %s\n",
+               g_rank, what, (long long)M, (long long)n, (long long)k, transb,
+               dt ? "fp16" : "bf16", rel, rel_blas, h[2], diff, bad ? "FAIL" : "ok");
+    return bad;
+}
+
+static void alloc_bufs(Bufs &bf, int64_t mmax_local, int64_t M, int64_t n, int64_t k)
+{
+    memset(&bf, 0, sizeof(bf));
+    CK(cudaMalloc(&bf.a, (size_t)(mmax_local ? mmax_local : 1) * k * 2));
+    CK(cudaMalloc(&bf.b, (size_t)n * k * 2));
+    CK(cudaMalloc(&bf.c, (size_t)(M ? M : 1) * n * 2));
+    CK(cudaMalloc(&bf.ga, (size_t)(M ? M : 1) * k * 2));
+    CK(cudaMalloc(&bf.gref, (size_t)(M ? M : 1) * k * 2));
+    CK(cudaMalloc(&bf.cref16, (size_t)(M ? M : 1) * n * 2));
+    CK(cudaMalloc(&bf.cref, (size_t)(M ? M : 1) * n * 4));
+}
+
+static void free_bufs(Bufs &bf)
+{
+    cudaFree(bf.a); cudaFree(bf.b); cudaFree(bf.c); cudaFree(bf.ga);
+    cudaFree(bf.gref); cudaFree(bf.cref16); cudaFree(bf.cref);
+}
+
+static int run_shape(const Shape &s)
+{
+    std::vector<int64_t> m(g_n);
+    int64_t M = 0;
+    for (int r = 0; r < g_n; r++) M += (m[r] = s.equal ? s.m[0] : s.m[r % s.m.size()]);
+    Bufs bf;
+    alloc_bufs(bf, m[g_rank], M, s.n, s.k);
+    mkDataType_t dt = s.dt ? mkFloat16 : mkBfloat16;
+    if (m[g_rank])
+        fill<<<256, 256, 0, g_st>>>(bf.a, (size_t)m[g_rank] * s.k, seed_of(g_rank, 0, 0), s.dt);
+    fill<<<256, 256, 0, g_st>>>(bf.b, (size_t)s.n * s.k, 777, s.dt);
+    poison<<<256, 256, 0, g_st>>>((uint16_t *)bf.c, (size_t)M * s.n);
+    poison<<<256, 256, 0, g_st>>>((uint16_t *)bf.ga, (size_t)M * s.k);
+    CK(cudaGetLastError());
+    MK(mkAllGatherGemm(bf.a, bf.b, bf.c, bf.ga, m[g_rank], s.equal ? NULL : m.data(), s.n, s.k,
+                       s.transb, dt, g_comm, g_st));
+    int bad = check_c(s.name, bf.c, bf, m, M, s.n, s.k, s.transb, s.dt, 0, 1);
+    free_bufs(bf);
+    return bad;
+}
+
+static int run_correct(void)
+{
+    std::vector<Shape> shapes = {
+        {"M_r=1", {1}, 264, 136, 0, 0, 1},
+        {"M_r=1 transB fp16", {1}, 264, 136, 1, 1, 1},
+        {"M_r=1000", {1000}, 1032, 520, 0, 0, 1},
+        {"M_r=1000 transB", {1000}, 1032, 520, 1, 0, 1},
+        {"M_r=1000 fp16", {1000}, 1032, 520, 0, 1, 1},
+        {"M_r=4096", {4096}, 2056, 1032, 0, 0, 1},
+        {"M_r=4096 transB fp16", {4096}, 2056, 1032, 1, 1, 1},
+        {"unequal {1000,0,3000,7}", {1000, 0, 3000, 7}, 776, 264, 0, 0, 0},
+        {"unequal {1000,0,3000,7} transB", {1000, 0, 3000, 7}, 776, 264, 1, 1, 0},
+        {"unequal {129,4096,1,383}", {129, 4096, 1, 383}, 1000, 1016, 1, 0, 0},
+        {"n odd, transB (n=1001)", {300}, 1001, 264, 1, 0, 1},
+    };
+    int bad = 0;
+    for (const Shape &s : shapes) bad += run_shape(s);
+    return bad;
+}
+
+/* 200 calls, each with its own A (and C), no host sync between. */
+static int run_stress(void)
+{
+    const int calls = 200;
+    const int64_t mr = 384, n = 264, k = 520;
+    const int64_t M = mr * g_n;
+    std::vector<int64_t> m(g_n, mr);
+    Bufs bf;
+    alloc_bufs(bf, mr, M, n, k);
+    std::vector<void *> as(calls), cs(calls);
+    for (int i = 0; i < calls; i++) {
+        CK(cudaMalloc(&as[i], (size_t)mr * k * 2));
+        CK(cudaMalloc(&cs[i], (size_t)M * n * 2));
+        fill<<<128, 256, 0, g_st>>>(as[i], (size_t)mr * k, seed_of(g_rank, i, 0), 0);
+        poison<<<128, 256, 0, g_st>>>((uint16_t *)cs[i], (size_t)M * n);
+    }
+    fill<<<128, 256, 0, g_st>>>(bf.b, (size_t)n * k, 777, 0);
+    CK(cudaGetLastError());
+    CK(cudaStreamSynchronize(g_st));
+    for (int i = 0; i < calls; i++)
+        MK(mkAllGatherGemm(as[i], bf.b, cs[i], NULL, mr, NULL, n, k, 0, mkBfloat16, g_comm,
+                           g_st));
+    int bad = 0;
+    for (int i = 0; i < calls; i++)
+        bad += check_c("stress", cs[i], bf, m, M, n, k, 0, 0, i, 0);
+    mkResult_t ae;
+    MK(mkCommGetAsyncError(g_comm, &ae));
+    if (ae != mkSuccess) bad++;
+    printf("rank %d stress: %d calls, %d bad\n", g_rank, calls, bad);
+    for (int i = 0; i < calls; i++) { cudaFree(as[i]); cudaFree(cs[i]); }
+    free_bufs(bf);
+    return bad;
+}
+
+/* Rank 1 skips the second call: every other rank must end with
+ * mkErrTimeout naming rank 1, and no process may hang. */
+static int run_nocall(void)
+{
+    const int64_t mr = 256, n = 256, k = 256;
+    Bufs bf;
+    alloc_bufs(bf, mr, mr * g_n, n, k);
+    fill<<<128, 256, 0, g_st>>>(bf.a, (size_t)mr * k, 1, 0);
+    fill<<<128, 256, 0, g_st>>>(bf.b, (size_t)n * k, 2, 0);
+    MK(mkAllGatherGemm(bf.a, bf.b, bf.c, NULL, mr, NULL, n, k, 0, mkBfloat16, g_comm, g_st));
+    CK(cudaStreamSynchronize(g_st));
+    int bad = 0;
+    if (g_rank != 1) {
+        double t0 = 0;
+        MK(mkAllGatherGemm(bf.a, bf.b, bf.c, NULL, mr, NULL, n, k, 0, mkBfloat16, g_comm, g_st));
+        CK(cudaStreamSynchronize(g_st)); /* the kernel gives up at the deadline */
+        mkResult_t ae = mkSuccess;
+        for (int i = 0; i < 200 && ae == mkSuccess; i++, t0 += 0.05) {
+            MK(mkCommGetAsyncError(g_comm, &ae));
+            if (ae == mkSuccess) usleep(50000);
+        }
+        const char *msg = mkGetLastError(g_comm);
+        bad = ae != mkErrTimeout || strstr(msg, "rank 1") == NULL;
+        printf("rank %d nocall: async error %s: \"%s\"  %s\n", g_rank, mkGetErrorString(ae),
+               msg, bad ? "FAIL" : "ok");
+        /* a later call is refused */
+        mkResult_t r = mkAllGatherGemm(bf.a, bf.b, bf.c, NULL, mr, NULL, n, k, 0, mkBfloat16,
+                                       g_comm, g_st);
+        if (r != mkErrTimeout) {
+            printf("rank %d nocall: a later call returned %s, expected mkErrTimeout FAIL\n",
+                   g_rank, mkGetErrorString(r));
+            bad = 1;
+        }
+    } else {
+        /* alive, but not calling, past the others' deadline */
+        const char *t = getenv("MK_TIMEOUT_MS");
+        sleep((t ? atoi(t) / 1000 : 20) + 3);
+        printf("rank 1 nocall: skipped the call\n");
+    }
+    free_bufs(bf);
+    return bad;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "correct";
+    mkConfig_t cfg = MK_CONFIG_INITIALIZER;
+    MK(mkCommInit(&g_comm, &cfg));
+    MK(mkCommRank(g_comm, &g_rank));
+    MK(mkCommSize(g_comm, &g_n));
+    int dev = 0;
+    MK(mkCommCuDevice(g_comm, &dev));
+    CK(cudaSetDevice(dev));
+    CK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
+    CB(cublasCreate(&g_blas));
+    CB(cublasSetStream(g_blas, g_st));
+    CK(cudaMalloc(&g_acc, 6 * sizeof(double)));
+    CK(cudaMalloc(&g_cnt, sizeof(*g_cnt)));
+    int bad = 0;
+    if (!strcmp(mode, "correct")) bad = run_correct();
+    else if (!strcmp(mode, "stress")) bad = run_stress();
+    else if (!strcmp(mode, "nocall")) bad = run_nocall();
+    else { fprintf(stderr, "unknown mode %s\n", mode); return 2; }
+    printf("rank %d/%d on device %d: %s %s\n", g_rank, g_n, dev, mode, bad ? "FAIL" : "PASS");
+    fflush(stdout);
+    if (!strcmp(mode, "nocall")) {
+        (void)mkCommAbort(g_comm);
+        _exit(bad ? 1 : 0); /* the comm is broken: do not wait on peers */
+    }
+    cublasDestroy(g_blas);
+    MK(mkCommDestroy(g_comm));
+    return bad ? 1 : 0;
+}

@@ -1,0 +1,206 @@
+/*
+ * test_ag_gemm_args.c - mkAllGatherGemm without a GPU: chunk and arena
+ * arithmetic, argument validation on one rank, and the first-call shape
+ * check across real processes (fork + TCP bootstrap): a rank that passes
+ * another k, n or row count is reported by name on every rank, and
+ * nothing is computed.
+ */
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "mki.h"
+#include "ops/ag_gemm.h"
+
+static void test_chunks(void)
+{
+    /* whole 128-row tiles, at least the wish, at most MKI_AGG_MAXCHUNKS */
+    CHECK(mki_agg_chunk_rows(4096, 512) == 512);
+    CHECK(mki_agg_chunk_rows(4096, 1) == 128);
+    CHECK(mki_agg_chunk_rows(4096, 300) == 384);
+    int64_t big = (int64_t)MKI_AGG_MAXCHUNKS * 128 * 3 + 1;
+    int64_t cr = mki_agg_chunk_rows(big, 128);
+    CHECK(cr % 128 == 0);
+    CHECK(mki_agg_nchunks(big, cr) <= MKI_AGG_MAXCHUNKS);
+    /* a rank with no rows still signals one chunk */
+    CHECK(mki_agg_nchunks(0, 128) == 1);
+    CHECK(mki_agg_nchunks(1, 128) == 1);
+    CHECK(mki_agg_nchunks(129, 128) == 2);
+    /* banks after the signals, back to back */
+    CHECK(mki_agg_bank_off(0, 1 << 20) == MKI_AGG_SIG_BYTES);
+    CHECK(mki_agg_bank_off(1, 1 << 20) == MKI_AGG_SIG_BYTES + (1 << 20));
+    CHECK(MKI_AGG_SIG_BYTES % 4096 == 0);
+}
+
+static char buf[4096] __attribute__((aligned(64)));
+#define P ((void *)buf)
+
+static void test_one_rank(void)
+{
+    mkUniqueId id;
+    mkComm_t comm;
+    CHECK_RES(mkGetUniqueId(&id), mkSuccess);
+    CHECK_RES(mkCommInitRank(&comm, 1, id, 0, NULL), mkSuccess);
+    int64_t mall[1] = {64};
+    CHECK_RES(mkAllGatherGemm(P, P, P, NULL, 64, NULL, 64, 64, 0, mkBfloat16,
+                              NULL, 0), mkErrInvalidArgument);
+    CHECK_RES(mkAllGatherGemm(P, P, P, NULL, 64, NULL, 64, 64, 0, mkFloat32,
+                              comm, 0), mkErrUnsupported);
+    CHECK_CONTAINS(mkGetLastError(comm), "mkFloat32");
+    CHECK_RES(mkAllGatherGemm(P, P, P, NULL, 64, NULL, 64, 64, 0,
+                              (mkDataType_t)9, comm, 0), mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "dtype");
+    CHECK_RES(mkAllGatherGemm(P, P, P, NULL, 64, NULL, 64, 64, 2, mkBfloat16,
+                              comm, 0), mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "transB");
+    CHECK_RES(mkAllGatherGemm(P, P, P, NULL, -1, NULL, 64, 64, 0, mkBfloat16,
+                              comm, 0), mkErrInvalidArgument);
+    CHECK_RES(mkAllGatherGemm(P, P, P, NULL, 64, NULL, 64, 60, 1, mkBfloat16,
+                              comm, 0), mkErrUnsupported);
+    CHECK_CONTAINS(mkGetLastError(comm), "multiple of 8");
+    CHECK_RES(mkAllGatherGemm(P, P, P, NULL, 64, NULL, 60, 64, 0, mkFloat16,
+                              comm, 0), mkErrUnsupported);
+    /* n need not be a multiple of 8 with transB = 1: rejected only for
+     * want of a GPU (or, on a GPU machine, because buf is host memory) */
+    mkResult_t r = mkAllGatherGemm(P, P, P, NULL, 64, NULL, 60, 64, 1,
+                                   mkFloat16, comm, 0);
+    CHECK(r == mkErrUnsupported || r == mkErrInvalidArgument);
+    CHECK_RES(mkAllGatherGemm(NULL, P, P, NULL, 64, NULL, 64, 64, 0,
+                              mkBfloat16, comm, 0), mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "A is NULL");
+    CHECK_RES(mkAllGatherGemm(P, P, NULL, NULL, 64, NULL, 64, 64, 0,
+                              mkBfloat16, comm, 0), mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "C is NULL");
+    /* A may be NULL when this rank holds no rows */
+    r = mkAllGatherGemm(NULL, P, P, NULL, 0, NULL, 64, 64, 0, mkBfloat16,
+                        comm, 0);
+    CHECK(r != mkErrInvalidArgument || strstr(mkGetLastError(comm), "A is NULL") == NULL);
+    mall[0] = 32;
+    CHECK_RES(mkAllGatherGemm(P, P, P, NULL, 64, mall, 64, 64, 0, mkBfloat16,
+                              comm, 0), mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "m_all[0]");
+    mall[0] = -5;
+    CHECK_RES(mkAllGatherGemm(P, P, P, NULL, -5, mall, 64, 64, 0, mkBfloat16,
+                              comm, 0), mkErrInvalidArgument);
+    CHECK_RES(mkAllGatherGemm(P, P, P, NULL, (int64_t)1 << 40, NULL, 64, 64, 0,
+                              mkBfloat16, comm, 0), mkErrInvalidArgument);
+    CHECK_RES(mkAllGatherGemm(P, P, P, NULL, 1 << 30, NULL, 1 << 30, 1 << 20,
+                              1, mkBfloat16, comm, 0), mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "too large");
+    int ndev = 0;
+    (void)ndev;
+    CHECK_RES(mkCommDestroy(comm), mkSuccess);
+}
+
+/* ---- several processes: the shape check ----------------------------- */
+
+typedef int (*rank_fn)(int rank, int nranks, mkUniqueId id);
+
+static int run_ranks(int n, mkUniqueId id, rank_fn fn)
+{
+    pid_t pids[8];
+    for (int r = 0; r < n; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            alarm(60);
+            _exit(fn(r, n, id));
+        }
+    }
+    int bad = 0;
+    for (int r = 0; r < n; r++) {
+        int st;
+        waitpid(pids[r], &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "rank %d failed (status 0x%x)\n", r, st);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+#define EXPECT(cond)                                                         \
+    do {                                                                     \
+        if (!(cond)) {                                                       \
+            fprintf(stderr, "rank %d: FAIL %s:%d %s (%s)\n", rank, __FILE__,  \
+                    __LINE__, #cond, comm ? mkGetLastError(comm)             \
+                                          : mkGetLastError(NULL));           \
+            return 1;                                                        \
+        }                                                                    \
+    } while (0)
+
+/* Rank 1 passes k = 136 where the others pass 128. */
+static int mismatched_k(int rank, int nranks, mkUniqueId id)
+{
+    mkComm_t comm = NULL;
+    EXPECT(mkCommInitRank(&comm, nranks, id, rank, NULL) == mkSuccess);
+    int64_t k = rank == 1 ? 136 : 128;
+    mkResult_t r = mkAllGatherGemm(P, P, P, NULL, 64, NULL, 256, k, 0,
+                                   mkBfloat16, comm, 0);
+    EXPECT(r == mkErrInvalidArgument);
+    EXPECT(strstr(mkGetLastError(comm), "rank 1") != NULL);
+    EXPECT(strstr(mkGetLastError(comm), "k differs") != NULL);
+    /* The same call again: checked again (not cached), same verdict. */
+    r = mkAllGatherGemm(P, P, P, NULL, 64, NULL, 256, k, 0, mkBfloat16, comm, 0);
+    EXPECT(r == mkErrInvalidArgument);
+    mkCommDestroy(comm);
+    return 0;
+}
+
+/* Unequal shards: rank 2's m_all disagrees with what rank 0 holds. */
+static int mismatched_rows(int rank, int nranks, mkUniqueId id)
+{
+    mkComm_t comm = NULL;
+    EXPECT(mkCommInitRank(&comm, nranks, id, rank, NULL) == mkSuccess);
+    int64_t mall[3] = {100, 0, 28};
+    if (rank == 2) mall[0] = 99;
+    mkResult_t r = mkAllGatherGemm(P, P, P, NULL, mall[rank], mall, 64, 64, 1,
+                                   mkFloat16, comm, 0);
+    EXPECT(r == mkErrInvalidArgument);
+    if (rank == 2)
+        EXPECT(strstr(mkGetLastError(comm), "rank 0 holds m_local = 100") != NULL);
+    mkCommDestroy(comm);
+    return 0;
+}
+
+/* Shapes agree: every rank is rejected for the same local reason (no GPU
+ * here), none for the shape, and nobody waits for anybody. */
+static int matching(int rank, int nranks, mkUniqueId id)
+{
+    mkComm_t comm = NULL;
+    EXPECT(mkCommInitRank(&comm, nranks, id, rank, NULL) == mkSuccess);
+    mkResult_t r = mkAllGatherGemm(P, P, P, NULL, 64, NULL, 256, 128, 1,
+                                   mkBfloat16, comm, 0);
+    EXPECT(r != mkSuccess);
+    EXPECT(strstr(mkGetLastError(comm), "differs") == NULL);
+    mkCommDestroy(comm);
+    return 0;
+}
+
+static mkUniqueId new_id(void)
+{
+    mkUniqueId id;
+    if (mkGetUniqueId(&id) != mkSuccess) {
+        fprintf(stderr, "mkGetUniqueId: %s\n", mkGetLastError(NULL));
+        exit(1);
+    }
+    return id;
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    alarm(120);
+    setenv("MK_TIMEOUT_MS", "20000", 1);
+    test_chunks();
+    /* forked ranks first: the parent must not have touched CUDA yet */
+    CHECK(run_ranks(2, new_id(), mismatched_k) == 0);
+    CHECK(run_ranks(3, new_id(), mismatched_rows) == 0);
+    CHECK(run_ranks(2, new_id(), matching) == 0);
+    test_one_rank();
+    TEST_DONE();
+}

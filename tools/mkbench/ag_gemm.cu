@@ -1,0 +1,329 @@
+/*
+ * ag_gemm.cu - mkbench for mkAllGatherGemm (one process per rank, under
+ * mpirun): ours against the unfused NCCL all-gather + cuBLAS GEMM on one
+ * stream, and against the limit max(GEMM alone, all-gather alone), in the
+ * same run, on the same random data.
+ *
+ *   mkbench ag_gemm [--shapes MxNxK,...] [--dtype bf16|fp16] [--transb]
+ *                   [--iters N] [--tag NAME]
+ *
+ * Shapes are global (M = sum of the ranks' rows, equal shards).  Time:
+ * median of per-call CUDA event times after warm-up, the ranks lined up
+ * by a bootstrap barrier before each series.  Rank 0 prints the table and
+ * writes ag_gemm.json (ag_gemm-NAME.json with --tag) and ag_gemm.tsv (for
+ * plot_ag_gemm.gp) in mkb_results_dir.
+ */
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <string>
+#include <vector>
+
+#include "mkernel.h"
+#include "mki.h"  /* comm->boot: barrier, bcast of the ncclUniqueId */
+extern "C" {
+#include "plan.h" /* the SM split the plan chose (a C header) */
+}
+#include "common.h"
+
+namespace {
+
+int g_rank, g_n;
+mkComm_t g_comm;
+ncclComm_t g_nccl;
+cudaStream_t g_st;
+cublasHandle_t g_blas;
+
+#define AG_MK(call)                                                           \
+    do {                                                                      \
+        mkResult_t r_ = (call);                                               \
+        if (r_ != mkSuccess) {                                                \
+            fprintf(stderr, "rank %d: %s: %s: %s\n", g_rank, #call,           \
+                    mkGetErrorString(r_), mkGetLastError(g_comm));            \
+            exit(2);                                                          \
+        }                                                                     \
+    } while (0)
+#define AG_NC(call)                                                           \
+    do {                                                                      \
+        ncclResult_t r_ = (call);                                             \
+        if (r_ != ncclSuccess) {                                              \
+            fprintf(stderr, "rank %d: %s: %s\n", g_rank, #call,               \
+                    ncclGetErrorString(r_));                                  \
+            exit(2);                                                          \
+        }                                                                     \
+    } while (0)
+#define AG_CB(call)                                                           \
+    do {                                                                      \
+        cublasStatus_t s_ = (call);                                           \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                    \
+            fprintf(stderr, "rank %d: %s: cublas %d\n", g_rank, #call, (int)s_); \
+            exit(2);                                                          \
+        }                                                                     \
+    } while (0)
+
+__global__ void fill_rand(uint16_t *p, size_t n, uint64_t seed, int f16)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        uint64_t x = (seed + i) * 0x9e3779b97f4a7c15ull;
+        x ^= x >> 31;
+        x *= 0xbf58476d1ce4e5b9ull;
+        x ^= x >> 29;
+        float v = (float)(x >> 40) / (float)(1ull << 24) * 2.0f - 1.0f;
+        if (f16) {
+            __half h = __float2half(v);
+            p[i] = *(uint16_t *)&h;
+        } else {
+            __nv_bfloat16 b = __float2bfloat16(v);
+            p[i] = *(uint16_t *)&b;
+        }
+    }
+}
+
+enum { OURS, UNFUSED, GEMM, AG };
+
+struct ctx {
+    int what;
+    const void *a, *b;
+    void *c, *g;
+    int64_t m_local, m, n, k;
+    int transb, f16;
+};
+
+void gemm(const ctx &x)
+{
+    const float one = 1.0f, zero = 0.0f;
+    cudaDataType_t t = x.f16 ? CUDA_R_16F : CUDA_R_16BF;
+    AG_CB(cublasGemmEx(g_blas, x.transb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, (int)x.n,
+                       (int)x.m, (int)x.k, &one, x.b, t, x.transb ? (int)x.k : (int)x.n, x.g, t,
+                       (int)x.k, &zero, x.c, t, (int)x.n, CUBLAS_COMPUTE_32F,
+                       CUBLAS_GEMM_DEFAULT));
+}
+
+void allgather(const ctx &x)
+{
+    AG_NC(ncclAllGather(x.a, x.g, (size_t)(x.m_local * x.k), x.f16 ? ncclFloat16 : ncclBfloat16,
+                        g_nccl, g_st));
+}
+
+void run_fn(void *p, int rep)
+{
+    (void)rep;
+    const ctx &x = *(const ctx *)p;
+    switch (x.what) {
+    case OURS:
+        AG_MK(mkAllGatherGemm(x.a, x.b, x.c, NULL, x.m_local, NULL, x.n, x.k, x.transb,
+                              x.f16 ? mkFloat16 : mkBfloat16, g_comm, g_st));
+        break;
+    case UNFUSED: allgather(x); gemm(x); break;
+    case GEMM: gemm(x); break;
+    default: allgather(x); break;
+    }
+}
+
+double time_it(ctx x, int what, int iters)
+{
+    x.what = what;
+    AG_MK(g_comm->boot->barrier(g_comm->boot_ctx));
+    std::vector<double> ms(iters);
+    mkb_time(run_fn, &x, g_st, 3, iters, ms.data());
+    return mkb_median(ms.data(), iters);
+}
+
+struct result {
+    long long m, n, k;
+    double ours, unfused, gemm, ag;
+    char split[64];
+    int ctas;
+};
+
+void plan_text(int64_t m, int64_t n, int64_t k, result *r)
+{
+    struct mki_op_plan p;
+    memset(&p, 0, sizeof(p));
+    if (g_n == 1 || mki_plan_op(g_comm, MKI_OP_AG_GEMM, m, n, k, 2, &p) != mkSuccess) {
+        snprintf(r->split, sizeof(r->split), "unfused (one rank)");
+        r->ctas = 0;
+        return;
+    }
+    int sms = 0, dev = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    int compute = (p.overridden & MKI_OVR_COMPUTE) || p.mover == MKI_MOVER_CE
+                  ? p.split.compute : 0;
+    if (compute <= 0 || compute > sms) compute = sms;
+    r->ctas = compute;
+    snprintf(r->split, sizeof(r->split), "compute=%d,intra=0 (copy engine)", compute);
+}
+
+int parse_shapes(const char *s, std::vector<result> &out)
+{
+    std::string str(s);
+    size_t pos = 0;
+    while (pos < str.size()) {
+        size_t end = str.find(',', pos);
+        if (end == std::string::npos) end = str.size();
+        result r;
+        memset(&r, 0, sizeof(r));
+        if (sscanf(str.substr(pos, end - pos).c_str(), "%lldx%lldx%lld", &r.m, &r.n, &r.k) != 3)
+            return -1;
+        out.push_back(r);
+        pos = end + 1;
+    }
+    return 0;
+}
+
+void write_out(const std::vector<result> &res, const char *tag, int f16, int transb)
+{
+    char dir[512], path[700];
+    mkb_results_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/ag_gemm%s%s.json", dir, tag ? "-" : "", tag ? tag : "");
+    mkb_json js;
+    if (mkb_json_open(&js, path)) return;
+    for (const result &r : res) {
+        char extra[512];
+        snprintf(extra, sizeof extra,
+                 "\"unfused_ms\": %.4f, \"gemm_alone_ms\": %.4f, \"allgather_alone_ms\": %.4f, "
+                 "\"transb\": %d, \"baseline_desc\": \"ncclAllGather + cublasGemmEx, one stream\"",
+                 r.unfused, r.gemm, r.ag, transb);
+        mkb_record rec;
+        memset(&rec, 0, sizeof(rec));
+        rec.op = "ag_gemm";
+        rec.dtype = f16 ? "fp16" : "bf16";
+        rec.baseline = "nccl_allgather+cublas";
+        rec.world_size = g_n;
+        rec.nodes = 1;
+        rec.m = r.m;
+        rec.n = r.n;
+        rec.k = r.k;
+        rec.ours_ms = r.ours;
+        rec.baseline_ms = r.unfused;
+        rec.limit_ms = r.gemm > r.ag ? r.gemm : r.ag;
+        rec.flops = 2.0 * r.m * r.n * r.k;
+        snprintf(rec.sm_split, sizeof rec.sm_split, "%s", r.split);
+        rec.ctas = r.ctas;
+        rec.extra = extra;
+        mkb_json_add(&js, &rec);
+    }
+    mkb_json_close(&js);
+    snprintf(path, sizeof path, "%s/ag_gemm%s%s.tsv", dir, tag ? "-" : "", tag ? tag : "");
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fprintf(f, "shape\tours_ms\tunfused_ms\tgemm_ms\tag_ms\tspeedup\tover_limit\n");
+    for (const result &r : res) {
+        double lim = r.gemm > r.ag ? r.gemm : r.ag;
+        fprintf(f, "%lldx%lldx%lld\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\n", r.m, r.n, r.k, r.ours,
+                r.unfused, r.gemm, r.ag, r.unfused / r.ours, r.ours / lim);
+    }
+    fclose(f);
+    printf("results: %s (and .json)\n", path);
+}
+
+} // namespace
+
+extern "C" int mkb_ag_gemm_main(int argc, char **argv)
+{
+    const char *shapes = "4096x8192x8192,8192x8192x8192,16384x8192x8192,16384x2048x8192,"
+                         "32768x1024x8192";
+    const char *tag = NULL;
+    int f16 = 0, transb = 0, iters = 20;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = argv[++i];
+        else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) f16 = !strcmp(argv[++i], "fp16");
+        else if (!strcmp(argv[i], "--transb")) transb = 1;
+        else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--tag") && i + 1 < argc) tag = argv[++i];
+        else {
+            fprintf(stderr, "usage: mkbench ag_gemm [--shapes MxNxK,...] [--dtype bf16|fp16] "
+                            "[--transb] [--iters N] [--tag NAME]\n");
+            return 2;
+        }
+    }
+    std::vector<result> res;
+    if (parse_shapes(shapes, res) || iters < 1) {
+        fprintf(stderr, "mkbench ag_gemm: bad --shapes or --iters\n");
+        return 2;
+    }
+    mkConfig_t cfg = MK_CONFIG_INITIALIZER;
+    AG_MK(mkCommInit(&g_comm, &cfg));
+    AG_MK(mkCommRank(g_comm, &g_rank));
+    AG_MK(mkCommSize(g_comm, &g_n));
+    int dev = 0;
+    AG_MK(mkCommCuDevice(g_comm, &dev));
+    MKB_CHECK(cudaSetDevice(dev));
+    MKB_CHECK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
+    ncclUniqueId id;
+    if (g_rank == 0) AG_NC(ncclGetUniqueId(&id));
+    AG_MK(g_comm->boot->bcast(g_comm->boot_ctx, &id, sizeof id, 0));
+    AG_NC(ncclCommInitRank(&g_nccl, g_n, id, g_rank));
+    AG_CB(cublasCreate(&g_blas));
+    AG_CB(cublasSetStream(g_blas, g_st));
+    for (result &r : res) {
+        if (r.m % g_n) {
+            fprintf(stderr, "mkbench ag_gemm: M = %lld is not a multiple of %d ranks\n", r.m, g_n);
+            return 2;
+        }
+        ctx x;
+        memset(&x, 0, sizeof(x));
+        x.m = r.m;
+        x.n = r.n;
+        x.k = r.k;
+        x.m_local = r.m / g_n;
+        x.transb = transb;
+        x.f16 = f16;
+        uint16_t *a, *b, *c, *g;
+        MKB_CHECK(cudaMalloc(&a, (size_t)x.m_local * x.k * 2));
+        MKB_CHECK(cudaMalloc(&b, (size_t)x.n * x.k * 2));
+        MKB_CHECK(cudaMalloc(&c, (size_t)x.m * x.n * 2));
+        MKB_CHECK(cudaMalloc(&g, (size_t)x.m * x.k * 2));
+        fill_rand<<<1024, 256, 0, g_st>>>(a, (size_t)x.m_local * x.k, 1000 + g_rank, f16);
+        fill_rand<<<1024, 256, 0, g_st>>>(b, (size_t)x.n * x.k, 7, f16);
+        MKB_CHECK(cudaGetLastError());
+        x.a = a; x.b = b; x.c = c; x.g = g;
+        r.ours = time_it(x, OURS, iters);
+        r.unfused = time_it(x, UNFUSED, iters);
+        r.gemm = time_it(x, GEMM, iters);
+        r.ag = time_it(x, AG, iters);
+        mkResult_t ae;
+        AG_MK(mkCommGetAsyncError(g_comm, &ae));
+        if (ae != mkSuccess) {
+            fprintf(stderr, "rank %d: async error %s: %s\n", g_rank, mkGetErrorString(ae),
+                    mkGetLastError(g_comm));
+            return 3;
+        }
+        plan_text(x.m, x.n, x.k, &r);
+        MKB_CHECK(cudaStreamSynchronize(g_st));
+        cudaFree(a); cudaFree(b); cudaFree(c); cudaFree(g);
+    }
+    if (g_rank == 0) {
+        char devname[128], u[128];
+        mkb_device_name(devname, sizeof devname, u, sizeof u);
+        printf("mkAllGatherGemm %s, %d ranks, %s, transB %d (median ms of %d calls)\n",
+               f16 ? "fp16" : "bf16", g_n, devname, transb, iters);
+        printf("%-18s %8s %8s %8s %8s %8s %9s %7s  %s\n", "M x N x K", "ours", "unfused",
+               "gemm", "allgath", "speedup", "ours/lim", "TFLOP/s", "SM split");
+        for (const result &r : res) {
+            double lim = r.gemm > r.ag ? r.gemm : r.ag;
+            char sh[64];
+            snprintf(sh, sizeof sh, "%lldx%lldx%lld", r.m, r.n, r.k);
+            printf("%-18s %8.3f %8.3f %8.3f %8.3f %7.3fx %8.3fx %7.1f  %s\n", sh, r.ours,
+                   r.unfused, r.gemm, r.ag, r.unfused / r.ours, r.ours / lim,
+                   2.0 * r.m * r.n * r.k / (r.ours * 1e-3) / 1e12, r.split);
+        }
+        write_out(res, tag, f16, transb);
+    }
+    ncclCommDestroy(g_nccl);
+    cublasDestroy(g_blas);
+    AG_MK(mkCommDestroy(g_comm));
+    return 0;
+}
+
+#ifdef MKB_AG_GEMM_MAIN
+int main(int argc, char **argv) { return mkb_ag_gemm_main(argc, argv); }
+#endif

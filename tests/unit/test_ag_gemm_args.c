@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "ranks.h"
 #include "mki.h"
 #include "ops/ag_gemm.h"
 
@@ -99,29 +100,6 @@ static void test_one_rank(void)
 
 /* ---- several processes: the shape check ----------------------------- */
 
-typedef int (*rank_fn)(int rank, int nranks, mkUniqueId id);
-
-static int run_ranks(int n, mkUniqueId id, rank_fn fn)
-{
-    pid_t pids[8];
-    for (int r = 0; r < n; r++) {
-        pids[r] = fork();
-        if (pids[r] == 0) {
-            alarm(60);
-            _exit(fn(r, n, id));
-        }
-    }
-    int bad = 0;
-    for (int r = 0; r < n; r++) {
-        int st;
-        waitpid(pids[r], &st, 0);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-            fprintf(stderr, "rank %d failed (status 0x%x)\n", r, st);
-            bad++;
-        }
-    }
-    return bad;
-}
 
 #define EXPECT(cond)                                                         \
     do {                                                                     \
@@ -198,9 +176,9 @@ int main(void)
     setenv("MK_TIMEOUT_MS", "20000", 1);
     test_chunks();
     /* forked ranks first: the parent must not have touched CUDA yet */
-    CHECK(run_ranks(2, new_id(), mismatched_k) == 0);
-    CHECK(run_ranks(3, new_id(), mismatched_rows) == 0);
-    CHECK(run_ranks(2, new_id(), matching) == 0);
+    CHECK(run_ranks(2, 2, new_id(), mismatched_k) == 0);
+    CHECK(run_ranks(3, 3, new_id(), mismatched_rows) == 0);
+    CHECK(run_ranks(2, 2, new_id(), matching) == 0);
     test_one_rank();
     TEST_DONE();
 }

@@ -12,31 +12,8 @@
 
 #include "mki.h"
 #include "check.h"
+#include "ranks.h"
 
-typedef int (*rank_fn)(int rank, int nranks, mkUniqueId id);
-
-/* Fork n children running fn(rank); return how many of them failed. */
-static int run_ranks(int n, int nranks, mkUniqueId id, rank_fn fn)
-{
-    pid_t pids[64];
-    for (int r = 0; r < n; r++) {
-        pids[r] = fork();
-        if (pids[r] == 0) {
-            alarm(60);
-            _exit(fn(r, nranks, id));
-        }
-    }
-    int bad = 0;
-    for (int r = 0; r < n; r++) {
-        int st;
-        waitpid(pids[r], &st, 0);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-            fprintf(stderr, "rank %d failed (status 0x%x)\n", r, st);
-            bad++;
-        }
-    }
-    return bad;
-}
 
 #define EXPECT(cond)                                                         \
     do {                                                                     \

@@ -40,24 +40,6 @@ ncclComm_t g_nccl;
 cudaStream_t g_st;
 cublasHandle_t g_blas;
 
-#define AG_MK(call)                                                           \
-    do {                                                                      \
-        mkResult_t r_ = (call);                                               \
-        if (r_ != mkSuccess) {                                                \
-            fprintf(stderr, "rank %d: %s: %s: %s\n", g_rank, #call,           \
-                    mkGetErrorString(r_), mkGetLastError(g_comm));            \
-            exit(2);                                                          \
-        }                                                                     \
-    } while (0)
-#define AG_NC(call)                                                           \
-    do {                                                                      \
-        ncclResult_t r_ = (call);                                             \
-        if (r_ != ncclSuccess) {                                              \
-            fprintf(stderr, "rank %d: %s: %s\n", g_rank, #call,               \
-                    ncclGetErrorString(r_));                                  \
-            exit(2);                                                          \
-        }                                                                     \
-    } while (0)
 #define AG_CB(call)                                                           \
     do {                                                                      \
         cublasStatus_t s_ = (call);                                           \
@@ -108,7 +90,7 @@ void gemm(const ctx &x)
 
 void allgather(const ctx &x)
 {
-    AG_NC(ncclAllGather(x.a, x.g, (size_t)(x.m_local * x.k), x.f16 ? ncclFloat16 : ncclBfloat16,
+    MKB_NC(ncclAllGather(x.a, x.g, (size_t)(x.m_local * x.k), x.f16 ? ncclFloat16 : ncclBfloat16,
                         g_nccl, g_st));
 }
 
@@ -118,7 +100,7 @@ void run_fn(void *p, int rep)
     const ctx &x = *(const ctx *)p;
     switch (x.what) {
     case OURS:
-        AG_MK(mkAllGatherGemm(x.a, x.b, x.c, NULL, x.m_local, NULL, x.n, x.k, x.transb,
+        MKB_MK(mkAllGatherGemm(x.a, x.b, x.c, NULL, x.m_local, NULL, x.n, x.k, x.transb,
                               x.f16 ? mkFloat16 : mkBfloat16, g_comm, g_st));
         break;
     case UNFUSED: allgather(x); gemm(x); break;
@@ -130,7 +112,7 @@ void run_fn(void *p, int rep)
 double time_it(ctx x, int what, int iters)
 {
     x.what = what;
-    AG_MK(g_comm->boot->barrier(g_comm->boot_ctx));
+    MKB_MK(g_comm->boot->barrier(g_comm->boot_ctx));
     std::vector<double> ms(iters);
     mkb_time(run_fn, &x, g_st, 3, iters, ms.data());
     return mkb_median(ms.data(), iters);
@@ -251,17 +233,17 @@ extern "C" int mkb_ag_gemm_main(int argc, char **argv)
         return 2;
     }
     mkConfig_t cfg = MK_CONFIG_INITIALIZER;
-    AG_MK(mkCommInit(&g_comm, &cfg));
-    AG_MK(mkCommRank(g_comm, &g_rank));
-    AG_MK(mkCommSize(g_comm, &g_n));
+    MKB_MK(mkCommInit(&g_comm, &cfg));
+    MKB_MK(mkCommRank(g_comm, &g_rank));
+    MKB_MK(mkCommSize(g_comm, &g_n));
     int dev = 0;
-    AG_MK(mkCommCuDevice(g_comm, &dev));
+    MKB_MK(mkCommCuDevice(g_comm, &dev));
     MKB_CHECK(cudaSetDevice(dev));
     MKB_CHECK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
     ncclUniqueId id;
-    if (g_rank == 0) AG_NC(ncclGetUniqueId(&id));
-    AG_MK(g_comm->boot->bcast(g_comm->boot_ctx, &id, sizeof id, 0));
-    AG_NC(ncclCommInitRank(&g_nccl, g_n, id, g_rank));
+    if (g_rank == 0) MKB_NC(ncclGetUniqueId(&id));
+    MKB_MK(g_comm->boot->bcast(g_comm->boot_ctx, &id, sizeof id, 0));
+    MKB_NC(ncclCommInitRank(&g_nccl, g_n, id, g_rank));
     AG_CB(cublasCreate(&g_blas));
     AG_CB(cublasSetStream(g_blas, g_st));
     for (result &r : res) {
@@ -291,7 +273,7 @@ extern "C" int mkb_ag_gemm_main(int argc, char **argv)
         r.gemm = time_it(x, GEMM, iters);
         r.ag = time_it(x, AG, iters);
         mkResult_t ae;
-        AG_MK(mkCommGetAsyncError(g_comm, &ae));
+        MKB_MK(mkCommGetAsyncError(g_comm, &ae));
         if (ae != mkSuccess) {
             fprintf(stderr, "rank %d: async error %s: %s\n", g_rank, mkGetErrorString(ae),
                     mkGetLastError(g_comm));
@@ -320,7 +302,7 @@ extern "C" int mkb_ag_gemm_main(int argc, char **argv)
     }
     ncclCommDestroy(g_nccl);
     cublasDestroy(g_blas);
-    AG_MK(mkCommDestroy(g_comm));
+    MKB_MK(mkCommDestroy(g_comm));
     return 0;
 }
 

@@ -43,24 +43,6 @@ mkComm_t g_comm;
 ncclComm_t g_nccl;
 cudaStream_t g_st;
 
-#define MKB_MK(call)                                                          \
-    do {                                                                      \
-        mkResult_t r_ = (call);                                               \
-        if (r_ != mkSuccess) {                                                \
-            fprintf(stderr, "rank %d: %s: %s: %s\n", g_rank, #call,           \
-                    mkGetErrorString(r_), mkGetLastError(g_comm));            \
-            exit(2);                                                          \
-        }                                                                     \
-    } while (0)
-#define MKB_NC(call)                                                          \
-    do {                                                                      \
-        ncclResult_t r_ = (call);                                             \
-        if (r_ != ncclSuccess) {                                              \
-            fprintf(stderr, "rank %d: %s: %s\n", g_rank, #call,               \
-                    ncclGetErrorString(r_));                                  \
-            exit(2);                                                          \
-        }                                                                     \
-    } while (0)
 
 mkDataType_t mk_type(const char *s)
 {

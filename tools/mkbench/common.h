@@ -29,6 +29,28 @@ extern "C" {
         }                                                                            \
     } while (0)
 
+/* Multi-rank benchmarks (under mpirun): a failed mkernel or NCCL call ends
+ * the rank with a message naming it.  The file using them defines g_rank
+ * and g_comm. */
+#define MKB_MK(call)                                                          \
+    do {                                                                      \
+        mkResult_t r_ = (call);                                               \
+        if (r_ != mkSuccess) {                                                \
+            fprintf(stderr, "rank %d: %s: %s: %s\n", g_rank, #call,           \
+                    mkGetErrorString(r_), mkGetLastError(g_comm));            \
+            exit(2);                                                          \
+        }                                                                     \
+    } while (0)
+#define MKB_NC(call)                                                          \
+    do {                                                                      \
+        ncclResult_t r_ = (call);                                             \
+        if (r_ != ncclSuccess) {                                              \
+            fprintf(stderr, "rank %d: %s: %s\n", g_rank, #call,               \
+                    ncclGetErrorString(r_));                                  \
+            exit(2);                                                          \
+        }                                                                     \
+    } while (0)
+
 /* One benchmark record. Negative *_ms / limit_ms mean "not defined" (null). */
 typedef struct {
     const char *op, *dtype, *baseline;

@@ -728,13 +728,16 @@ static mkResult_t check_pairs(struct mkComm *comm, const enum mki_transport *ord
                               int n)
 {
     const struct mki_topo *t = comm->topo;
-    int node[8][2], rank[8];
-    for (int m = 0; m < 8; m++) node[m][0] = node[m][1] = -1, rank[m] = -1;
+    /* Per transport mask: the first two nodes that have it, and a rank on
+     * each (to name a pair that cannot talk). */
+    int node[8][2], rank[8][2];
+    for (int m = 0; m < 8; m++)
+        node[m][0] = node[m][1] = rank[m][0] = rank[m][1] = -1;
     for (int r = 0; r < comm->nranks; r++) {
         unsigned m = t->facts[r].transports & 7u;
-        if (node[m][0] < 0) node[m][0] = t->node_of[r], rank[m] = r;
+        if (node[m][0] < 0) node[m][0] = t->node_of[r], rank[m][0] = r;
         else if (node[m][1] < 0 && t->node_of[r] != node[m][0])
-            node[m][1] = t->node_of[r];
+            node[m][1] = t->node_of[r], rank[m][1] = r;
     }
     for (int a = 0; a < 8; a++)
         for (int b = 0; b < 8; b++) {
@@ -742,12 +745,16 @@ static mkResult_t check_pairs(struct mkComm *comm, const enum mki_transport *ord
             int apart = node[a][1] >= 0 || node[b][1] >= 0 ||
                         node[a][0] != node[b][0];
             if (!apart || first_common(order, n, (unsigned)(a & b)) >= 0) continue;
-            return mki_error(comm, mkErrTransport, "no transport of "
-                             "MK_TRANSPORT=\"%s\" works between rank %d and "
-                             "rank %d, on different nodes (ibverbs needs an "
-                             "InfiniBand/RoCE device, efa an EFA device, on "
-                             "both); add socket to the list",
-                             comm->cfg.transports, rank[a], rank[b]);
+            int ra = rank[a][0], rb = rank[b][0];
+            if (a == b) rb = rank[a][1];
+            else if (node[a][0] == node[b][0])
+                rb = node[b][1] >= 0 ? rank[b][1] : rb, ra = node[b][1] >= 0 ? ra : rank[a][1];
+            return mki_error(comm, mkErrTransport, "no transport of the "
+                             "list \"%s\" (MK_TRANSPORT or config->transports) "
+                             "works between rank %d and rank %d, on different "
+                             "nodes (ibverbs needs an InfiniBand/RoCE device, "
+                             "efa an EFA device, on both); add socket to the "
+                             "list", comm->cfg.transports, ra, rb);
         }
     return mkSuccess;
 }

@@ -29,7 +29,31 @@
 #include "mki.h" /* comm->boot->bcast carries the ncclUniqueId */
 #include "common.h"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <time.h>
+
 namespace {
+
+/* Random finite values in [-1, 1) of the benchmark's type (a hash of the
+ * index and a per-run seed): never a constant pattern, which can hide
+ * work or run at another speed than real data. */
+__global__ void fill_random(void *p, size_t n, int es, int is_bf16,
+                            unsigned long long seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        unsigned long long x = (i + 1) * 0x9e3779b97f4a7c15ull ^ seed;
+        x ^= x >> 31;
+        x *= 0xbf58476d1ce4e5b9ull;
+        x ^= x >> 29;
+        float v = (float)(x >> 40) * (2.0f / 16777216.0f) - 1.0f;
+        if (es == 4) ((float *)p)[i] = v;
+        else if (is_bf16) ((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
+        else ((__half *)p)[i] = __float2half(v);
+    }
+}
+
 
 struct opdesc {
     const char *name, *key;
@@ -220,7 +244,12 @@ extern "C" int mkb_coll_main(int argc, char **argv)
     void *s, *r;
     MKB_CHECK(cudaMalloc(&s, maxb * g_n));
     MKB_CHECK(cudaMalloc(&r, maxb * g_n));
-    MKB_CHECK(cudaMemset(s, 0x3c, maxb * g_n)); /* finite, nonzero values */
+    unsigned long long seed = (unsigned long long)time(NULL) * 2654435761ull + g_rank;
+    if (g_rank == 0) printf("random input, seed %llu (+ rank)\n", seed - g_rank);
+    fill_random<<<1024, 256, 0, g_st>>>(s, maxb * g_n / es, (int)es,
+                                        t == mkBfloat16, seed);
+    MKB_CHECK(cudaGetLastError());
+    MKB_CHECK(cudaStreamSynchronize(g_st));
     std::vector<row> rows;
     for (const opdesc &o : OPS) {
         if (!strstr(ops, o.key)) continue;

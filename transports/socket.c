@@ -141,44 +141,17 @@ static void conn_close(struct sk_conn *k)
 
 /* ---- interface ---------------------------------------------------- */
 
-static int ifname_matches(const char *name, const char *spec)
-{
-    int negate = spec[0] == '^', hit = 0;
-    char buf[256], *save = NULL;
-    snprintf(buf, sizeof(buf), "%s", spec + negate);
-    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
-        if (strncmp(name, t, strlen(t)) == 0) hit = 1;
-    return negate ? !hit : hit;
-}
-
+/* MK_SOCKET_IFNAME, or else the bootstrap's interface; the same rule as
+ * the bootstrap (src/bootstrap/tcp.c). */
 static mkResult_t pick_address(union mki_sockaddr *addr)
 {
     const char *spec = mki_param_str(MKI_P_SOCKET_IFNAME);
     if (!spec[0]) return mki_tcp_pick_address(addr);
-    struct ifaddrs *ifs, *it, *pick = NULL;
-    if (getifaddrs(&ifs) < 0)
-        return mki_error(NULL, mkErrSystem, "getifaddrs: %s", strerror(errno));
-    for (it = ifs; it && !pick; it = it->ifa_next) {
-        if (!it->ifa_addr || !(it->ifa_flags & IFF_UP)) continue;
-        int fam = it->ifa_addr->sa_family;
-        if (fam != AF_INET && fam != AF_INET6) continue;
-        if (fam == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(
-                &((struct sockaddr_in6 *)it->ifa_addr)->sin6_addr))
-            continue;
-        if (ifname_matches(it->ifa_name, spec)) pick = it;
-    }
-    if (!pick) {
-        freeifaddrs(ifs);
-        return mki_error(NULL, mkErrTransport, "MK_SOCKET_IFNAME=%s matches "
-                         "no interface that is up with an address; see "
-                         "`ip addr`", spec);
-    }
-    memset(addr, 0, sizeof(*addr));
-    memcpy(addr, pick->ifa_addr, pick->ifa_addr->sa_family == AF_INET6
-                                     ? sizeof(struct sockaddr_in6)
-                                     : sizeof(struct sockaddr_in));
-    MKI_INFO(MKI_SUB_NET, "socket transport on interface %s", pick->ifa_name);
-    freeifaddrs(ifs);
+    MKI_CHECK(mki_sock_pick_address(spec, "MK_SOCKET_IFNAME", mkErrTransport,
+                                    addr));
+    char b[80];
+    MKI_INFO(MKI_SUB_NET, "socket transport on %s",
+             mki_sockaddr_str(addr, b, sizeof(b)));
     return mkSuccess;
 }
 

@@ -87,6 +87,12 @@ mkResult_t mki_bootstrap_tcp_from_parent(const struct mki_bootstrap_ops *pops,
 /* Pick the local address to listen on (MK_BOOTSTRAP_IFNAME).  Exposed for
  * the unit tests. */
 mkResult_t mki_tcp_pick_address(union mki_sockaddr *addr);
+/* The same rule for any interface list: spec is a comma list of name
+ * prefixes ("" = the first non-loopback interface up, else lo; a leading ^
+ * excludes, preferring non-loopback); var names it in messages; fail is
+ * the result when nothing matches. */
+mkResult_t mki_sock_pick_address(const char *spec, const char *var,
+                                 mkResult_t fail, union mki_sockaddr *addr);
 /* Format an address as "host:port" (for messages). */
 const char *mki_sockaddr_str(const union mki_sockaddr *addr, char *buf,
                              size_t len);

@@ -84,7 +84,13 @@ static int ifname_matches(const char *name, const char *spec)
 
 mkResult_t mki_tcp_pick_address(union mki_sockaddr *addr)
 {
-    const char *spec = mki_param_str(MKI_P_BOOTSTRAP_IFNAME);
+    return mki_sock_pick_address(mki_param_str(MKI_P_BOOTSTRAP_IFNAME),
+                                 "MK_BOOTSTRAP_IFNAME", mkErrBootstrap, addr);
+}
+
+mkResult_t mki_sock_pick_address(const char *spec, const char *var,
+                                 mkResult_t fail, union mki_sockaddr *addr)
+{
     struct ifaddrs *ifs, *it, *lo = NULL, *pick = NULL;
     if (getifaddrs(&ifs) < 0)
         return mki_error(NULL, mkErrSystem, "getifaddrs: %s", strerror(errno));
@@ -109,15 +115,15 @@ mkResult_t mki_tcp_pick_address(union mki_sockaddr *addr)
     if (!pick && (!spec[0] || spec[0] == '^')) pick = lo;
     if (!pick) {
         freeifaddrs(ifs);
-        return mki_error(NULL, mkErrBootstrap, "no network interface %s is up; "
-                         "check MK_BOOTSTRAP_IFNAME (see `ip addr`)",
-                         spec[0] ? spec : "at all");
+        return mki_error(NULL, fail, "no network interface %s is up with an "
+                         "address; check %s (see `ip addr`)",
+                         spec[0] ? spec : "at all", var);
     }
     memset(addr, 0, sizeof(*addr));
     memcpy(addr, pick->ifa_addr, pick->ifa_addr->sa_family == AF_INET6
                                      ? sizeof(struct sockaddr_in6)
                                      : sizeof(struct sockaddr_in));
-    MKI_TRACE(MKI_SUB_BOOT, "bootstrap interface %s", pick->ifa_name);
+    MKI_TRACE(MKI_SUB_BOOT, "%s: interface %s", var, pick->ifa_name);
     freeifaddrs(ifs);
     return mkSuccess;
 }

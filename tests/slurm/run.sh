@@ -104,11 +104,14 @@ wait_for 5 "munged listening" test -S "$sock" || exit 1
 node_line=$(slurmd -C 2>/dev/null | grep '^NodeName=')
 node=$(printf '%s\n' "$node_line" | sed 's/^NodeName=\([^ ]*\).*/\1/')
 [ -n "$node" ] || { say "slurmd -C printed no node line"; exit 1; }
-# Two free TCP ports for slurmctld and slurmd.
+# Two free TCP ports for slurmctld and slurmd, below the kernel's
+# ephemeral range (32768 and up by default), so that no client connection
+# of a test running beside this one can take them between the check and the
+# bind; a port in any state (also TIME_WAIT) counts as taken.
 port_free() {
-    ! (ss -Hltn 2>/dev/null || netstat -ltn 2>/dev/null) | grep -q "[:.]$1 "
+    ! (ss -Hatn 2>/dev/null || netstat -atn 2>/dev/null) | grep -q "[:.]$1 "
 }
-base=$(( 20000 + ($$ * 7) % 20000 ))
+base=$(( 20000 + ($$ * 7) % 12000 ))
 while ! port_free $base || ! port_free $((base + 1)); do base=$((base + 2)); done
 
 cat >"$conf" <<EOF

@@ -94,6 +94,13 @@ static mkResult_t post_cur(struct mki_proxy *p, int *posted)
     const struct mki_fifo_cmd *c = &p->cur;
     struct mki_net_signal sig = {c->sig_op, c->region, c->sig_off, c->sig_val};
     *posted = 0;
+    MKI_TRACE(MKI_SUB_PROXY, "%llu us: command %llu: kind %u to rank %u, "
+              "%llu bytes %llu -> %llu, signal op %u at %llu value 0x%llx",
+              (unsigned long long)(mki_now_ns() / 1000),
+              (unsigned long long)p->consumed, c->kind, c->peer,
+              (unsigned long long)c->bytes, (unsigned long long)c->loff,
+              (unsigned long long)c->roff, c->sig_op,
+              (unsigned long long)c->sig_off, (unsigned long long)c->sig_val);
     if ((c->kind == MKI_CMD_SIGNAL && !p->a.tops->post_signal) ||
         (c->kind != MKI_CMD_SIGNAL && !p->a.tops->post_write))
         return mki_error(NULL, mkErrUnsupported, "the %s transport cannot "

@@ -385,7 +385,9 @@ static mkResult_t rc_post_sig(struct rp_ctx *c, int p,
     struct mki_nic_wr wr = {
         .ep = p, .raddr = pe->mr[s->region].base + s->offset,
         .rkey = (uint32_t)pe->mr[s->region].key};
-    if (s->op == MKI_SIG_SET) {
+    /* MAX as a store: this QP delivers in order and the values of one
+     * counter are posted in increasing order (transport.h). */
+    if (s->op == MKI_SIG_SET || s->op == MKI_SIG_MAX) {
         wr.opcode = MKI_NIC_WRITE;
         wr.laddr = (uint64_t)(uintptr_t)&s->value;
         wr.len = 8;

@@ -157,6 +157,12 @@ static mkResult_t pick_address(union mki_sockaddr *addr)
 
 /* ---- init / reg / close ------------------------------------------- */
 
+static void bounce_free(struct sk_ctx *c, char *b)
+{
+    if (b && c->a.host_free) c->a.host_free(c->a.dev_ctx, b);
+    else free(b);
+}
+
 static void sk_close(void *ctx)
 {
     struct sk_ctx *c = ctx;
@@ -166,8 +172,8 @@ static void sk_close(void *ctx)
         for (int i = 0; pe->conns && i < c->nconn; i++) {
             struct sk_conn *k = &pe->conns[i];
             conn_close(k);
-            free(k->sbounce);
-            free(k->rbounce);
+            bounce_free(c, k->sbounce);
+            bounce_free(c, k->rbounce);
             while (k->head) {
                 struct sk_out *o = k->head;
                 k->head = o->next;
@@ -544,11 +550,16 @@ static void advance(struct sk_ctx *c, struct sk_conn *k, size_t s)
     }
 }
 
-/* A connection carries both directions: one bounce buffer for each. */
+/* A connection carries both directions: one bounce buffer for each,
+ * page-locked through the runtime's hook when it has one. */
 static mkResult_t need_bounce(struct sk_ctx *c, char **b)
 {
-    if (!*b && !(*b = malloc(STAGE)))
-        return fail(c, mkErrNoMemory, "out of host memory");
+    if (*b) return mkSuccess;
+    *b = c->a.host_alloc ? c->a.host_alloc(c->a.dev_ctx, STAGE) : malloc(STAGE);
+    if (!*b)
+        return fail(c, mkErrNoMemory, "out of %shost memory for a %u-byte "
+                    "bounce buffer", c->a.host_alloc ? "page-locked " : "",
+                    STAGE);
     return mkSuccess;
 }
 
@@ -666,6 +677,11 @@ static mkResult_t frame_landed(struct sk_ctx *c, struct sk_conn *k)
     if (complete && h->sig_op != MKI_SIG_NONE) {
         struct mki_net_signal s = {h->sig_op, h->sig_region, h->sig_off,
                                    h->sig_val};
+        MKI_TRACE(MKI_SUB_NET, "%llu us: socket: command %llu from rank %u "
+                  "landed: signal op %u at %llu value 0x%llx",
+                  (unsigned long long)(mki_now_ns() / 1000),
+                  (unsigned long long)h->cmd, h->src, s.op, (unsigned long long)s.offset,
+                  (unsigned long long)s.value);
         if (c->kind[s.region] == MKI_MEM_HOST) {
             mki_signal_apply(c->base[s.region], &s);
         } else {

@@ -74,7 +74,8 @@ int mki_signal_ok(const struct mki_net_signal *s, const uint64_t *sizes,
                   int nregions)
 {
     if (s->op == MKI_SIG_NONE) return 1;
-    if (s->op != MKI_SIG_SET && s->op != MKI_SIG_ADD) return 0;
+    if (s->op != MKI_SIG_SET && s->op != MKI_SIG_ADD && s->op != MKI_SIG_MAX)
+        return 0;
     if ((int)s->region >= nregions || (s->offset & 7)) return 0;
     return mki_span_ok(s->offset, 8, sizes[s->region]);
 }

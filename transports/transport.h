@@ -34,9 +34,12 @@
  *
  * Signals: a counter of 8 bytes at an 8-aligned offset inside a registered
  * region of the destination.  MKI_SIG_SET stores the value, MKI_SIG_ADD
- * adds it; either is done with release semantics after the data it covers
- * is in place (host: __atomic_store_n / __atomic_fetch_add RELEASE; the GPU
- * reads it with ld.acquire.sys from mapped memory).
+ * adds it, MKI_SIG_MAX stores it only if it is greater than the counter
+ * (for counters that only grow, whose commands may land out of order:
+ * the kernels' chunk targets); each is done with release semantics after
+ * the data it covers is in place (host: __atomic_* RELEASE; the GPU reads
+ * it with ld.acquire.sys).  A transport that delivers one peer's commands
+ * in order (RC: one QP per peer) may carry MAX as a plain store.
  *   - the signal of post_write covers that write's bytes;
  *   - post_signal covers every write this rank posted to that peer before
  *     it (a fence), whatever the transport's delivery order.
@@ -49,11 +52,13 @@
 #include <stdint.h>
 #include "mkernel.h"
 #include "bootstrap/bootstrap.h"
+#include "../kernels/common/fifo.h"
 
 #define MKI_TRANSPORT_VERSION 1
 #define MKI_NET_MAX_REGIONS 4
 
-enum mki_sig_op { MKI_SIG_NONE = 0, MKI_SIG_SET = 1, MKI_SIG_ADD = 2 };
+/* enum mki_sig_op (NONE, SET, ADD, MAX): kernels/common/fifo.h, which the
+ * GPU side shares. */
 
 /* A region as a peer sees it: offsets in [0, size) are valid; key is the
  * transport's name for it (the rkey for verbs; sockets need only size). */
@@ -97,6 +102,13 @@ struct mki_net_args {
     mkResult_t (*copy_device)(void *dev_ctx, void *dst, const void *src,
                               size_t n, int to_device);
     void *dev_ctx;
+    /* Page-locked host memory for the buffers that copy_device fills or
+     * drains (NULL: malloc/free).  A copy between device memory and
+     * pageable memory goes through the driver's staging, which can wait
+     * behind another thread's pageable copy that waits for a kernel that
+     * waits for this proxy (seen on H200: 5 s stalls at 252 KB frames). */
+    void *(*host_alloc)(void *dev_ctx, size_t n);
+    void (*host_free)(void *dev_ctx, void *p);
 };
 
 struct mki_transport_ops {
@@ -163,6 +175,13 @@ static inline void mki_signal_apply(void *base, const struct mki_net_signal *s)
         __atomic_store_n(p, s->value, __ATOMIC_RELEASE);
     else if (s->op == MKI_SIG_ADD)
         __atomic_fetch_add(p, s->value, __ATOMIC_RELEASE);
+    else if (s->op == MKI_SIG_MAX) {
+        uint64_t old = __atomic_load_n(p, __ATOMIC_RELAXED);
+        while (old < s->value &&
+               !__atomic_compare_exchange_n(p, &old, s->value, 0,
+                                            __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+            ;
+    }
 }
 
 /* Validate a signal against a region table (count regions of sizes). */

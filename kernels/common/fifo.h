@@ -37,11 +37,17 @@ enum mki_fifo_kind {
     MKI_CMD_FLUSH = 4          /* done advances once all before it are done */
 };
 
+/* How a signal changes its counter (transports/transport.h says what
+ * each transport guarantees). */
+enum mki_sig_op {
+    MKI_SIG_NONE = 0, MKI_SIG_SET = 1, MKI_SIG_ADD = 2, MKI_SIG_MAX = 3
+};
+
 /* A command as both sides see it (decoded). */
 struct mki_fifo_cmd {
     uint32_t kind;       /* enum mki_fifo_kind */
     uint32_t peer;       /* destination rank */
-    uint32_t sig_op;     /* MKI_SIG_SET / MKI_SIG_ADD (transport.h) */
+    uint32_t sig_op;     /* MKI_SIG_SET / _ADD / _MAX (transport.h) */
     uint32_t region;     /* registered region index (both ends) */
     uint64_t loff, roff, bytes;
     uint64_t sig_off, sig_val;

@@ -138,7 +138,10 @@ static mkResult_t post_one(struct rank_arg *a, void *ctx, int peer, int k,
     uint64_t in = CTRS + a->inbox * (uint64_t)a->rank;
     if (k < M) {
         uint64_t o = block_off(a, k);
-        struct mki_net_signal s = {k % 2 ? MKI_SIG_SET : MKI_SIG_ADD, 0,
+        /* odd k: SET or MAX of k + 100 into a zero counter; even: ADD 1 */
+        uint32_t op = k % 2 ? (k % 4 == 1 ? MKI_SIG_SET : MKI_SIG_MAX)
+                            : MKI_SIG_ADD;
+        struct mki_net_signal s = {op, 0,
                                    ((uint64_t)a->rank * 512 + (uint64_t)k) * 8,
                                    want(k)};
         return a->t->post_write(ctx, peer, 0, out + o, in + o, a->sizes[k], &s,
@@ -384,6 +387,19 @@ static int run_error(const struct mki_transport_ops *t, int status,
 int main(void)
 {
     alarm(120);
+    /* MAX keeps the greatest value whatever the arrival order */
+    uint64_t word = 0;
+    struct mki_net_signal m5 = {MKI_SIG_MAX, 0, 0, 5}, m3 = {MKI_SIG_MAX, 0, 0, 3};
+    mki_signal_apply(&word, &m5);
+    mki_signal_apply(&word, &m3);
+    CHECK(word == 5);
+    m3.value = 9;
+    mki_signal_apply(&word, &m3);
+    CHECK(word == 9);
+    uint64_t sz = 64;
+    struct mki_net_signal m7 = {MKI_SIG_MAX, 0, 8, 7}, bad = {4, 0, 8, 7};
+    CHECK(mki_signal_ok(&m7, &sz, 1) == 1);
+    CHECK(mki_signal_ok(&bad, &sz, 1) == 0);
     CHECK(run_protocol(&mki_transport_fake_rc, 4, 0) == 0);
     CHECK(run_protocol(&mki_transport_fake_srd, 4, 0) == 0);
     /* SRD into "device" memory: signals go through the runtime's hook */

@@ -31,12 +31,19 @@
  * register copies), tma (the local copies by TMA too) or reg (register
  * loads/stores everywhere; SEND is 8 warps).  A source that is not 16-byte
  * aligned (odd counts) always goes by registers.
+ *
+ * A peer on another (virtual) node is a slower source of chunks: its
+ * slots and counters are in the net buffer (host memory, devrt.h); SEND
+ * copies a chunk into a staging slot there and pushes one
+ * MKI_CMD_WRITE_SIGNAL to the proxy, credits go back as MKI_CMD_SIGNAL.
+ * Every wait and role stays as on one node.
  */
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "common/devrt.cuh"
+#include "common/fifo.cuh"
 
 using namespace mki;
 
@@ -99,6 +106,96 @@ __device__ __forceinline__ uint64_t *sig(char *ws, uint64_t off)
     return reinterpret_cast<uint64_t *>(ws + off);
 }
 
+__device__ __forceinline__ bool remote(const mki_coll_params &p, int q)
+{
+    return (p.net_mask >> q) & 1u;
+}
+
+/* Where this rank keeps what it shares with rank q: the workspace for a
+ * rank of this node, the net buffer for a remote one; and the offsets of
+ * the credit counter written by q (q receives from me), the arrive
+ * counter of chunks from q, and a slot of q (index = q, or nranks + q for
+ * my staging towards a remote q). */
+__device__ __forceinline__ char *home(const mki_coll_params &p, int q)
+{
+    return remote(p, q) ? p.nb : p.ws[p.me];
+}
+__device__ __forceinline__ uint64_t credit_at(const mki_coll_params &p, int q, int phase, int ch)
+{
+    return remote(p, q) ? mki_nb_credit(phase, q, ch) : mki_ws_credit(phase, q, ch);
+}
+__device__ __forceinline__ uint64_t arrive_at(const mki_coll_params &p, int q, int phase, int ch,
+                                              int slot)
+{
+    return remote(p, q) ? mki_nb_arrive(phase, q, ch, slot) : mki_ws_arrive(phase, q, ch);
+}
+__device__ __forceinline__ uint64_t slot_at(const mki_coll_params &p, int q, int phase, int idx,
+                                            int ch, int slot)
+{
+    return remote(p, q) ? mki_nb_slot(phase, idx, ch, slot, p.nranks, p.nb_slot)
+                        : mki_ws_slot(phase, idx, ch, slot, p.nranks, p.slot_bytes);
+}
+
+/* Push one command to the proxy (one thread).  A full ring that never
+ * drains or a failed proxy is recorded like a failed wait and quits the
+ * CTA; the role sees quit at its next wait. */
+__device__ __noinline__ bool net_push(const ctx &x, const mki_fifo_cmd &c,
+                                      const wait_site &w)
+{
+    const mki_coll_params &p = *x.p;
+    unsigned long long ticket;
+    const int r = mki_fifo_push(p.fifo, c, globaltimer() + p.timeout_ns, &ticket);
+    if (r == MKI_FIFO_OK) return true;
+    fail(p, r == MKI_FIFO_TIMEOUT ? MKI_ERR_TIMEOUT : MKI_ERR_PROXY, w, 0, 0);
+    *x.quit = 1;
+    return false;
+}
+
+/* Tell rank q that I consumed its chunk `target` of (phase, ch) (one
+ * thread): a release store over NVLink, a SIGNAL command for a remote q. */
+__device__ __forceinline__ void raise_credit(const ctx &x, int q, int phase, uint64_t v,
+                                             const wait_site &w)
+{
+    const mki_coll_params &p = *x.p;
+    if (!remote(p, q)) {
+        st_release_sys(sig(p.ws[q], mki_ws_credit(phase, p.me, x.c)), v);
+        return;
+    }
+    const mki_fifo_cmd c = {MKI_CMD_SIGNAL, (uint32_t)q, MKI_SIG_MAX, 1, 0, 0, 0,
+                            mki_nb_credit(phase, p.me, x.c), v};
+    (void)net_push(x, c, w);
+}
+
+/* Deliver n bytes at src as chunk `target` into slot `slot` of phase
+ * `phase` that rank q keeps for me, then raise q's arrive counter.  The
+ * whole role calls it.  A remote q gets the bytes staged in my workspace
+ * (source index nranks + q) and one WRITE_SIGNAL; the system fence of
+ * send_bytes and the role barrier order the staging before the push. */
+__device__ void deliver(const ctx &x, tma_pipe *tp, int tid, int nthr, int bar,
+                        int phase, int q, int slot, const char *src, uint64_t n,
+                        uint64_t target, const wait_site &w)
+{
+    const mki_coll_params &p = *x.p;
+    if (!remote(p, q)) {
+        send_bytes(tp, p.ws[q] + mki_ws_slot(phase, p.me, x.c, slot, p.nranks, p.slot_bytes),
+                   src, n, tid, nthr);
+        role_sync(bar, nthr);
+        if (tid == 0) st_release_sys(sig(p.ws[q], mki_ws_arrive(phase, p.me, x.c)), target);
+        return;
+    }
+    /* Register stores into mapped host memory (no TMA there). */
+    const uint64_t loff = mki_nb_slot(phase, p.nranks + q, x.c, slot, p.nranks, p.nb_slot);
+    copy_bytes(p.nb + loff, src, n, tid, nthr);
+    __threadfence_system();
+    role_sync(bar, nthr);
+    if (tid == 0) {
+        const mki_fifo_cmd c = {MKI_CMD_WRITE_SIGNAL, (uint32_t)q, MKI_SIG_MAX, 1, loff,
+                                mki_nb_slot(phase, p.me, x.c, slot, p.nranks, p.nb_slot), n,
+                                mki_nb_arrive(phase, p.me, x.c, slot), target};
+        (void)net_push(x, c, w);
+    }
+}
+
 /* Bytes and byte offset (in src for SEND, in dst for RECV) of the block
  * that travels between this rank and peer q. */
 __device__ __forceinline__ void block_of(const mki_coll_params &p, int q,
@@ -151,15 +248,13 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
             if (k >= mki_nchunks(len, S)) continue;
             const uint64_t at = off + k * S, n = len - k * S < S ? len - k * S : S;
             if (k >= MKI_NSLOTS) {
-                const uint64_t *cr = sig(p.ws[p.me], mki_ws_credit(0, q, x.c));
+                const uint64_t *cr = sig(home(p, q), credit_at(p, q, 0, x.c));
                 if (!role_wait(x, bar, nthr, tid, cr, mki_sig_target(x.e, k - MKI_NSLOTS),
                                wait_site{q, x.c, (int)k, 0}))
                     return;
             }
-            char *slot = p.ws[q] + mki_ws_slot(0, p.me, x.c, (int)(k % MKI_NSLOTS), p.nranks, S);
-            send_bytes(tp, slot, p.src + boff + at, n, tid, nthr);
-            role_sync(bar, nthr);
-            if (tid == 0) st_release_sys(sig(p.ws[q], mki_ws_arrive(0, p.me, x.c)), mki_sig_target(x.e, k));
+            deliver(x, tp, tid, nthr, bar, 0, q, (int)(k % MKI_NSLOTS), p.src + boff + at, n,
+                    mki_sig_target(x.e, k), wait_site{q, x.c, (int)k, 0});
         }
     /* Return only when every chunk sent has been consumed. */
     for (int j = 1; j < p.nranks; j++) {
@@ -169,7 +264,7 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
         mki_chan_part(b, p.nch, x.c, &off, &len);
         uint64_t nk = mki_nchunks(len, S);
         if (nk == 0) continue;
-        if (!role_wait(x, bar, nthr, tid, sig(p.ws[p.me], mki_ws_credit(0, q, x.c)),
+        if (!role_wait(x, bar, nthr, tid, sig(home(p, q), credit_at(p, q, 0, x.c)),
                        mki_sig_target(x.e, nk - 1), wait_site{q, x.c, (int)nk - 1, 0}))
             return;
     }
@@ -210,14 +305,17 @@ __device__ void recv_role(const ctx &x, int tid, int nthr, int bar, int phase, i
             mki_chan_part(b, p.nch, x.c, &off, &len);
             if (k >= mki_nchunks(len, S)) continue;
             const uint64_t at = off + k * S, n = len - k * S < S ? len - k * S : S;
-            if (!role_wait(x, bar, nthr, tid, sig(p.ws[p.me], mki_ws_arrive(phase, q, x.c)),
+            const int sl = (int)(k % MKI_NSLOTS);
+            if (!role_wait(x, bar, nthr, tid, sig(home(p, q), arrive_at(p, q, phase, x.c, sl)),
                            mki_sig_target(x.e, k), wait_site{q, x.c, (int)k, phase}))
                 return;
             const uint64_t doff = p.op == MKI_COLL_ALLREDUCE ? boff : (uint64_t)q * b;
-            const char *slot = p.ws[p.me] + mki_ws_slot(phase, q, x.c, (int)(k % MKI_NSLOTS), p.nranks, S);
-            local_bytes(tp, p.dst + doff + at, slot, n, tid, nthr);
+            const char *slot = home(p, q) + slot_at(p, q, phase, q, x.c, sl);
+            /* from mapped host memory by registers, not TMA */
+            local_bytes(remote(p, q) ? NULL : tp, p.dst + doff + at, slot, n, tid, nthr);
             role_sync(bar, nthr);
-            if (tid == 0) st_release_sys(sig(p.ws[q], mki_ws_credit(phase, p.me, x.c)), mki_sig_target(x.e, k));
+            if (tid == 0)
+                raise_credit(x, q, phase, mki_sig_target(x.e, k), wait_site{q, x.c, (int)k, phase});
         }
 }
 
@@ -317,13 +415,15 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar)
         int nin = 0;
         for (int j = 1; j < p.nranks; j++) {
             const int q = (p.me + j) % p.nranks;
-            if (tid == 0) wait_geq(p, sig(p.ws[p.me], mki_ws_arrive(0, q, x.c)),
+            if (tid == 0) wait_geq(p, sig(home(p, q), arrive_at(p, q, 0, x.c, slot)),
                                    mki_sig_target(x.e, k), wait_site{q, x.c, (int)k, 0}, x.quit);
             if (tid == 0 && push && k >= MKI_NSLOTS)
-                wait_geq(p, sig(p.ws[p.me], mki_ws_credit(1, q, x.c)),
+                wait_geq(p, sig(home(p, q), credit_at(p, q, 1, x.c)),
                          mki_sig_target(x.e, k - MKI_NSLOTS), wait_site{q, x.c, (int)k, 1}, x.quit);
-            in[nin] = reinterpret_cast<const T *>(p.ws[p.me] + mki_ws_slot(0, q, x.c, slot, p.nranks, S));
-            rem[nin] = reinterpret_cast<T *>(p.ws[q] + mki_ws_slot(1, p.me, x.c, slot, p.nranks, S));
+            in[nin] = reinterpret_cast<const T *>(home(p, q) + slot_at(p, q, 0, q, x.c, slot));
+            /* push never runs across nodes (coll.c picks TMA there) */
+            rem[nin] = push ? reinterpret_cast<T *>(p.ws[q] + mki_ws_slot(1, p.me, x.c, slot, p.nranks, S))
+                            : NULL;
             nin++;
         }
         role_sync(bar, nthr);
@@ -336,7 +436,7 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar)
         if (tid == 0) {
             for (int j = 1; j < p.nranks; j++) {
                 const int q = (p.me + j) % p.nranks;
-                st_release_sys(sig(p.ws[q], mki_ws_credit(0, p.me, x.c)), mki_sig_target(x.e, k));
+                raise_credit(x, q, 0, mki_sig_target(x.e, k), wait_site{q, x.c, (int)k, 0});
                 if (push) st_release_sys(sig(p.ws[q], mki_ws_arrive(1, p.me, x.c)), mki_sig_target(x.e, k));
             }
             if (ar && !push) {
@@ -348,7 +448,7 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar)
     if (!push || nk == 0) return;
     for (int j = 1; j < p.nranks; j++) {
         const int q = (p.me + j) % p.nranks;
-        if (!role_wait(x, bar, nthr, tid, sig(p.ws[p.me], mki_ws_credit(1, q, x.c)),
+        if (!role_wait(x, bar, nthr, tid, sig(home(p, q), credit_at(p, q, 1, x.c)),
                        mki_sig_target(x.e, nk - 1), wait_site{q, x.c, (int)nk - 1, 1}))
             return;
     }
@@ -376,18 +476,16 @@ __device__ void send2_role(const ctx &x, int tid, int nthr, int bar)
         for (int j = 1; j < p.nranks; j++) {
             const int q = (p.me + j) % p.nranks;
             if (k >= MKI_NSLOTS &&
-                !role_wait(x, bar, nthr, tid, sig(p.ws[p.me], mki_ws_credit(1, q, x.c)),
+                !role_wait(x, bar, nthr, tid, sig(home(p, q), credit_at(p, q, 1, x.c)),
                            mki_sig_target(x.e, k - MKI_NSLOTS), wait_site{q, x.c, (int)k, 1}))
                 return;
-            char *slot = p.ws[q] + mki_ws_slot(1, p.me, x.c, (int)(k % MKI_NSLOTS), p.nranks, S);
-            send_bytes(&pipe, slot, p.dst + boff + at, n, tid, nthr);
-            role_sync(bar, nthr);
-            if (tid == 0) st_release_sys(sig(p.ws[q], mki_ws_arrive(1, p.me, x.c)), mki_sig_target(x.e, k));
+            deliver(x, &pipe, tid, nthr, bar, 1, q, (int)(k % MKI_NSLOTS), p.dst + boff + at, n,
+                    mki_sig_target(x.e, k), wait_site{q, x.c, (int)k, 1});
         }
     }
     for (int j = 1; j < p.nranks && nk > 0; j++) {
         const int q = (p.me + j) % p.nranks;
-        if (!role_wait(x, bar, nthr, tid, sig(p.ws[p.me], mki_ws_credit(1, q, x.c)),
+        if (!role_wait(x, bar, nthr, tid, sig(home(p, q), credit_at(p, q, 1, x.c)),
                        mki_sig_target(x.e, nk - 1), wait_site{q, x.c, (int)nk - 1, 1}))
             return;
     }
@@ -401,7 +499,9 @@ __device__ bool enter(const mki_coll_params &p, int c, volatile int *quit, uint6
         *e_sh = *sig(p.ws[p.me], MKI_WS_SEQ + 8ull * (uint64_t)c) + 1;
         uint64_t ab = ld_relaxed_sys(sig(p.ws[p.me], MKI_WS_ABORT));
         if (ab != 0) {
-            fail(p, MKI_ERR_REMOTE, wait_site{(int)ab - 1, c, -1, -1}, 0, 0);
+            int who = (int)ab - 1;
+            if (p.net_mask && who >= 0 && who < MKI_MAXLOCAL) who = p.glob[who];
+            fail(p, MKI_ERR_REMOTE, wait_site{who, c, -1, -1}, 0, 0);
             *quit = 1;
         }
     }

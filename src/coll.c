@@ -13,6 +13,7 @@
 
 #include "mki.h"
 #include "mem.h"
+#include "net.h"
 
 int mki_coll_launch(const struct mki_coll_params *p, cudaStream_t s,
                     const char **why);
@@ -69,6 +70,37 @@ static mkResult_t coll_mover(struct mkComm *comm, int *mover)
         return mki_error(comm, mkErrInvalidArgument, "MK_COLL_MOVER=%s; use "
                          "tma-send, tma or reg", mv);
     return mkSuccess;
+}
+
+/* Chunk bytes: one node keeps d->slot_bytes; across nodes the workspace
+ * slots are indexed by communicator rank and the chunk must fit the net
+ * buffer's slots too (devrt.h). */
+static uint64_t coll_slot_bytes(const struct mkComm *comm)
+{
+    if (comm->nnodes == 1) return comm->dev->slot_bytes;
+    uint64_t s = mki_ws_slot_bytes(comm->dev->ws_bytes, comm->nranks);
+    return s < comm->net->nb_slot ? s : comm->net->nb_slot;
+}
+
+/* Peers by communicator rank: the mapped workspace of a rank of my node,
+ * NULL and a bit of net_mask for a rank on another node. */
+static void coll_peers(const struct mkComm *comm, struct mki_coll_params *p)
+{
+    const struct mki_devrt *d = comm->dev;
+    p->net_mask = 0;
+    for (int q = 0; q < comm->nranks; q++) p->ws[q] = NULL;
+    for (int l = 0; l < d->nlocal; l++) {
+        p->glob[l] = d->comm_rank[l];
+        p->ws[d->comm_rank[l]] = d->peer_ws[l];
+    }
+    for (int q = 0; q < comm->nranks; q++)
+        if (p->ws[q] == NULL) p->net_mask |= 1u << q;
+    p->me_local = d->me;
+    if (p->net_mask) {
+        p->fifo = comm->net->fifo_dev;
+        p->nb = comm->net->nb_dev;
+        p->nb_slot = comm->net->nb_slot;
+    }
 }
 
 /* What one collective call reads and writes. */
@@ -166,16 +198,22 @@ static mkResult_t check_call(struct mkComm *comm, struct coll_call *c)
     if (broken != mkSuccess)
         return mki_comm_broken(comm, broken, c->func);
     MKI_CHECK(mki_devrt_require(comm, c->func));
-    if (comm->nnodes != 1 || comm->nranks > MKI_MAXLOCAL)
-        return mki_error(comm, mkErrUnsupported, "%s: collectives run among "
-                         "the ranks of one node (at most %d) for now; this "
-                         "communicator has %d ranks on %d nodes", c->func,
-                         MKI_MAXLOCAL, comm->nranks, comm->nnodes);
-    if (comm->dev->slot_bytes == 0)
+    if (comm->nranks > MKI_MAXLOCAL)
+        return mki_error(comm, mkErrUnsupported, "%s: collectives run on at "
+                         "most %d ranks in all for now; this communicator "
+                         "has %d ranks on %d nodes (split it with "
+                         "mkCommSplit)", c->func, MKI_MAXLOCAL, comm->nranks,
+                         comm->nnodes);
+    if (comm->nnodes > 1 && (comm->net == NULL || comm->net->dev == NULL))
+        return mki_error(comm, mkErrUnsupported, "%s: this communicator "
+                         "spans %d nodes but has no inter-node path on the "
+                         "GPU (see MK_TRANSPORT and the errors of its "
+                         "creation)", c->func, comm->nnodes);
+    if (coll_slot_bytes(comm) == 0)
         return mki_error(comm, mkErrUnsupported, "%s: the workspace (%zu "
-                         "bytes) is too small for %d local ranks; raise "
+                         "bytes) is too small for %d ranks%s; raise "
                          "MK_WORKSPACE_SIZE", c->func, comm->dev->ws_bytes,
-                         comm->nranks);
+                         comm->nranks, comm->nnodes > 1 ? " in all" : "");
     if (c->count == 0) return mkSuccess;
     int es = dtype_size(c->dtype);
     MKI_CHECK(check_pointer(comm, c->func, "sendbuf", c->sendbuf, es));
@@ -209,13 +247,17 @@ static mkResult_t coll_run(mkComm_t comm, struct coll_call *c,
     int nch = 1, mover = MKI_COLL_MOVER_TMA_SEND;
     MKI_CHECK(coll_ctas(comm, block_bytes(comm, c), &nch));
     MKI_CHECK(coll_mover(comm, &mover));
+    coll_peers(comm, &p);
+    /* Register stores push all-reduce results straight into peers'
+     * slots, which a remote rank does not have: TMA (SEND2) there. */
+    if (p.net_mask && c->op == MKI_COLL_ALLREDUCE && mover == MKI_COLL_MOVER_REG)
+        mover = MKI_COLL_MOVER_TMA_SEND;
     p.nch = nch;
     p.mover = mover;
     p.count = c->count;
     p.src = c->sendbuf;
     p.dst = c->recvbuf;
-    for (int l = 0; l < comm->nranks; l++) p.ws[l] = d->peer_ws[l];
-    p.slot_bytes = d->slot_bytes;
+    p.slot_bytes = coll_slot_bytes(comm);
     p.timeout_ns = (uint64_t)comm->cfg.timeoutMs * 1000000ull;
     p.err = d->rec_dev;
     int prev = 0;

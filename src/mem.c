@@ -70,9 +70,18 @@ mkResult_t mki_err_record_format(const struct mki_err_record *r,
         snprintf(buf, len, "no error recorded");
         return mkSuccess;
     }
-    int me = rank_of(comm_rank, nlocal, r->rank);
-    int peer = rank_of(comm_rank, nlocal, r->peer);
+    int me = r->global ? r->rank : rank_of(comm_rank, nlocal, r->rank);
+    int peer = r->global ? r->peer : rank_of(comm_rank, nlocal, r->peer);
     const char *op = mki_coll_op_name(r->op);
+    if (r->kind == MKI_ERR_PROXY) {
+        snprintf(buf, len, "%s (call %llu) on rank %d stopped: this rank's "
+                 "inter-node proxy failed while sending to rank %d (channel "
+                 "%d, chunk %d); the transport's error is logged at WARN; "
+                 "destroy this communicator", op,
+                 (unsigned long long)r->epoch, me, peer, r->channel,
+                 r->chunk);
+        return mkErrTransport;
+    }
     if (r->kind == MKI_ERR_TIMEOUT) {
         snprintf(buf, len, "%s (call %llu) on rank %d timed out waiting for "
                  "rank %d: channel %d, chunk %d, phase %d, expected signal "
@@ -188,17 +197,17 @@ static mkResult_t map_peers(struct mkComm *comm, const struct ipc_info *all)
     return res;
 }
 
-/* SMs each rank of my node may give a collective: the smallest of the
- * ranks' budgets (MK_SM_BUDGET, else the GPU's SMs shared evenly by the
- * ranks on it), so every rank picks the same CTA count for a call. */
+/* SMs each rank may give a collective: the smallest of all ranks'
+ * budgets (MK_SM_BUDGET, else the GPU's SMs shared evenly by the ranks on
+ * it, whatever virtual node they belong to), so every rank of the
+ * communicator, on every node, picks the same CTA count for a call. */
 static int node_budget(struct mkComm *comm, const struct ipc_info *all)
 {
     int best = 1 << 30;
     for (int r = 0; r < comm->nranks; r++) {
-        if (all[r].node != comm->node) continue;
         int share = 0;
         for (int q = 0; q < comm->nranks; q++)
-            share += all[q].node == comm->node && !strcmp(all[q].bus, all[r].bus) &&
+            share += !strcmp(all[q].bus, all[r].bus) &&
                      all[q].host_hash == all[r].host_hash;
         int b = all[r].sm_budget > 0 ? all[r].sm_budget
                                      : all[r].sm_count / (share > 0 ? share : 1);

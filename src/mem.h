@@ -66,7 +66,9 @@ mkResult_t mki_devrt_require(struct mkComm *comm, const char *func);
 
 /* Decode an error record into text naming op, ranks, channel, chunk,
  * expected and seen values; comm_rank maps local indices (may be NULL).
- * Returns mkErrTimeout or mkErrRemote (mkSuccess when !valid). */
+ * Returns mkErrTimeout, mkErrRemote or mkErrTransport (a failed proxy);
+ * mkSuccess when !valid.  A record with global set names communicator
+ * ranks already (kernels across nodes). */
 mkResult_t mki_err_record_format(const struct mki_err_record *r,
                                  const int *comm_rank, int nlocal, char *buf,
                                  size_t len);

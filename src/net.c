@@ -47,6 +47,11 @@ struct mki_net_dev {
     uint64_t *word;               /* pinned: the signal value in flight */
     uint64_t *head;               /* device: producers' ticket counter */
     int fifo_pinned;              /* the FIFO came from cudaHostAlloc */
+    /* Last value raised at each counter of the workspace's signal area
+     * (offsets below MKI_WS_DATA, zeroed at creation): the proxy is the
+     * sole writer of the counters it raises, so it never reads them. */
+    char *base;
+    uint64_t shadow[MKI_WS_DATA / 8];
 };
 
 static __thread int hook_dev = -1;
@@ -81,6 +86,26 @@ static mkResult_t copy_sync(struct mki_net_dev *d, void *dst, const void *src,
     return mkSuccess;
 }
 
+static void *net_host_alloc(void *ctx, size_t n)
+{
+    struct mki_net_dev *d = ctx;
+    void *p = NULL;
+    if (hook_enter(d) != mkSuccess) return NULL;
+    cudaError_t e = cudaHostAlloc(&p, n, cudaHostAllocPortable);
+    if (e != cudaSuccess) {
+        mki_error(NULL, mkErrNoMemory, "proxy: cudaHostAlloc(%zu): %s", n,
+                  cudaGetErrorString(e));
+        return NULL;
+    }
+    return p;
+}
+
+static void net_host_free(void *ctx, void *p)
+{
+    (void)ctx;
+    if (p) (void)cudaFreeHost(p);
+}
+
 static mkResult_t net_copy_device(void *ctx, void *dst, const void *src,
                                   size_t n, int to_device)
 {
@@ -91,24 +116,38 @@ static mkResult_t net_copy_device(void *ctx, void *dst, const void *src,
 }
 
 /* The data copies before it completed on return (copy_sync), so one
- * aligned 8-byte copy after them is the release store.  ADD reads, adds
- * and writes back: correct only because this proxy is the sole writer of
- * the counters it raises (kernels only read them; a rank's signals all
- * arrive through its own proxy).  That a spinning ld.acquire.sys sees the
- * data once it sees this word is untested. */
+ * aligned 8-byte copy after them is the release store.  ADD and MAX
+ * compute the new value from the shadow of the counter (the last value
+ * this proxy stored there): correct because this proxy is the sole writer
+ * of the counters it raises (kernels only read them; a rank's signals all
+ * arrive through its own proxy).  A counter outside the signal area (no
+ * shadow) is read back first.  That a spinning ld.acquire.sys sees the
+ * data once it sees this word is tested by the collectives across virtual
+ * nodes (tests/gpu/run.sh). */
 static mkResult_t net_raise_device_signal(void *ctx, void *addr, uint32_t op,
                                           uint64_t value)
 {
     struct mki_net_dev *d = ctx;
     MKI_CHECK(hook_enter(d));
-    if (op == MKI_SIG_ADD) {
-        MKI_CHECK(copy_sync(d, d->word, addr, 8, cudaMemcpyDeviceToHost));
-        value += *d->word;
-    } else if (op != MKI_SIG_SET) {
+    if (op != MKI_SIG_SET && op != MKI_SIG_ADD && op != MKI_SIG_MAX)
         return mkSuccess;
+    uintptr_t off = (uintptr_t)addr - (uintptr_t)d->base;
+    uint64_t *sh = NULL;
+    if (d->base && (uintptr_t)addr >= (uintptr_t)d->base && off < MKI_WS_DATA)
+        sh = &d->shadow[off / 8];
+    uint64_t cur = 0;
+    if (sh) {
+        cur = *sh;
+    } else if (op != MKI_SIG_SET) {
+        MKI_CHECK(copy_sync(d, d->word, addr, 8, cudaMemcpyDeviceToHost));
+        cur = *d->word;
     }
+    if (op == MKI_SIG_MAX && cur >= value) return mkSuccess;
+    if (op == MKI_SIG_ADD) value += cur;
     *d->word = value;
-    return copy_sync(d, addr, d->word, 8, cudaMemcpyHostToDevice);
+    MKI_CHECK(copy_sync(d, addr, d->word, 8, cudaMemcpyHostToDevice));
+    if (sh) *sh = value;
+    return mkSuccess;
 }
 
 /* ---- CUDA resources (stream, pinned word, mapped FIFO) ---------------- */
@@ -204,6 +243,48 @@ static mkResult_t region_setup(struct mkComm *comm, struct mki_net *n)
     return mkSuccess;
 }
 
+/* Region 1: the kernels' net buffer, host memory the proxy moves without
+ * CUDA calls (devrt.h says why). */
+static mkResult_t nb_setup(struct mkComm *comm, struct mki_net *n)
+{
+    n->nb_slot = mki_nb_stride(comm->nranks);
+    n->nb_bytes = mki_nb_bytes(comm->nranks, n->nb_slot);
+    if (n->dev) {
+        cudaError_t e = cudaSetDevice(comm->cuda_dev);
+        if (e == cudaSuccess)
+            e = cudaHostAlloc((void **)&n->nb, n->nb_bytes,
+                              cudaHostAllocMapped | cudaHostAllocPortable);
+        if (e == cudaSuccess) {
+            n->nb_pinned = 1;
+            memset(n->nb, 0, n->nb_bytes);
+            e = cudaHostGetDevicePointer((void **)&n->nb_dev, n->nb, 0);
+        }
+        if (e != cudaSuccess)
+            return mki_error(comm, e == cudaErrorMemoryAllocation
+                             ? mkErrNoMemory : mkErrCuda, "inter-node path: "
+                             "cannot allocate the %zu-byte page-locked net "
+                             "buffer: %s", n->nb_bytes, cudaGetErrorString(e));
+        return mkSuccess;
+    }
+    void *p = mmap(NULL, n->nb_bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return mki_error(comm, mkErrNoMemory, "inter-node path: cannot map "
+                         "the %zu-byte net buffer: %s", n->nb_bytes,
+                         strerror(errno));
+    n->nb = p;
+    return mkSuccess;
+}
+
+static void nb_free(struct mki_net *n)
+{
+    /* After mkCommAbort a kernel may still read it: leave it mapped. */
+    if (!n->nb || n->aborted) return;
+    if (n->nb_pinned) (void)cudaFreeHost(n->nb);
+    else (void)munmap(n->nb, n->nb_bytes);
+    n->nb = n->nb_dev = NULL;
+}
+
 /* ---- transport choice --------------------------------------------------- */
 
 static mkResult_t find_peers(struct mkComm *comm, struct mki_net *n)
@@ -268,6 +349,8 @@ static mkResult_t open_transport(struct mkComm *comm, struct mki_net *n)
     if (n->dev) {
         a.copy_device = net_copy_device;
         a.raise_device_signal = net_raise_device_signal;
+        a.host_alloc = net_host_alloc;
+        a.host_free = net_host_free;
         a.dev_ctx = n->dev;
     }
     MKI_INFO(MKI_SUB_NET, "inter-node path: trying MK_TRANSPORT=\"%s\" for %d "
@@ -289,6 +372,12 @@ static mkResult_t wire(struct mkComm *comm, struct mki_net *n)
                          "transport cannot register the %zu-byte %s region: "
                          "%s", n->tops->name, n->region_bytes,
                          n->kind == MKI_MEM_DEVICE ? "GPU" : "host",
+                         mki_thread_error());
+    if (n->tops->reg_mem(n->tctx, n->nb, n->nb_bytes, MKI_MEM_HOST,
+                         &n->nb_id) != mkSuccess || n->nb_id != 1)
+        return mki_error(comm, mkErrTransport, "inter-node path: the %s "
+                         "transport cannot register the %zu-byte net buffer "
+                         "as region 1: %s", n->tops->name, n->nb_bytes,
                          mki_thread_error());
     if (n->tops->connect(n->tctx) != mkSuccess)
         return mki_error(comm, mkErrTransport, "inter-node path: %s connect: "
@@ -383,6 +472,8 @@ static mkResult_t build(struct mkComm *comm, struct mki_net *n)
     if (comm->dev) MKI_CHECK(dev_setup(comm, n));
     MKI_CHECK(open_transport(comm, n));
     MKI_CHECK(region_setup(comm, n));
+    if (n->dev && n->kind == MKI_MEM_DEVICE) n->dev->base = n->region;
+    MKI_CHECK(nb_setup(comm, n));
     MKI_CHECK(wire(comm, n));
     if (!n->fifo && mki_fifo_alloc(n->nslots, &n->fifo) != mkSuccess)
         return mki_error(comm, mkErrNoMemory, "%s", mki_thread_error());
@@ -448,6 +539,7 @@ void mki_net_destroy(struct mkComm *comm)
     if (n->tctx) n->tops->close(n->tctx);
     if (n->region && n->kind == MKI_MEM_HOST)
         (void)munmap(n->region, n->region_bytes);
+    nb_free(n);
     dev_free(n);
     if (n->fifo) mki_fifo_free(n->fifo);
     free(n->peers);

@@ -42,6 +42,14 @@ struct mki_net {
     size_t region_bytes;
     enum mki_mem_kind kind;
     int region_id;
+    /* Region 1 on every rank: the net buffer of the kernels (devrt.h),
+     * page-locked and mapped with a GPU (nb_dev: the device view), plain
+     * host memory without; nb_slot: its slot stride. */
+    char *nb, *nb_dev;
+    size_t nb_bytes;
+    uint64_t nb_slot;
+    int nb_id;
+    int nb_pinned;
     /* The ring: host view, and the view a kernel gets (zero without GPU). */
     struct mki_fifo_hdr *fifo;
     uint32_t nslots;

@@ -83,15 +83,21 @@ __device__ __noinline__ void fail(const mki_coll_params &p, int kind,
         r->expected = expected;
         r->seen = seen;
         r->epoch = p.epoch;
+        r->global = p.net_mask != 0;
         __threadfence_system();
         r->valid = 1;
         __threadfence_system();
     }
-    if (kind == MKI_ERR_TIMEOUT)
+    /* Abort words hold local indices; ranks on other nodes (ws NULL) are
+     * not reached: they time out waiting for this one. */
+    if (kind == MKI_ERR_TIMEOUT || kind == MKI_ERR_PROXY) {
+        const uint64_t who = (uint64_t)(p.net_mask ? p.me_local : p.me) + 1;
         for (int q = 0; q < p.nranks; q++) {
+            if (p.ws[q] == NULL) continue;
             uint64_t *a = ws_at<uint64_t>(p.ws[q], MKI_WS_ABORT);
-            if (ld_relaxed_sys(a) == 0) st_relaxed_sys(a, (uint64_t)p.me + 1);
+            if (ld_relaxed_sys(a) == 0) st_relaxed_sys(a, who);
         }
+    }
     __threadfence_system();
 }
 
@@ -118,6 +124,7 @@ __device__ __noinline__ bool wait_geq(const mki_coll_params &p,
         if (ab != 0) {
             wait_site r = w;
             r.peer = (int)ab - 1;
+            if (p.net_mask && r.peer >= 0 && r.peer < MKI_MAXLOCAL) r.peer = p.glob[r.peer];
             fail(p, MKI_ERR_REMOTE, r, target, v);
             *quit = 1;
             return false;

@@ -6,8 +6,10 @@
  * Workspace of one rank (MK_WORKSPACE_SIZE bytes, cudaMalloc, mapped by
  * every local peer through CUDA IPC):
  *
- *   0       abort word   (0: healthy; r + 1: rank r raised it)
+ *   0       abort word   (0: healthy; l + 1: the rank of local index l
+ *                         raised it)
  *   8       claim word   (the first failing waiter of this rank takes it)
+ *   128     16 words free for tools (mkbench net)
  *   256     seq[MKI_MAXCH]             op counter of each channel (local)
  *   4096    arrive[2][MKI_MAXLOCAL][MKI_MAXCH]   written by the sender
  *   8192    credit[2][MKI_MAXLOCAL][MKI_MAXCH]   written by the receiver
@@ -19,12 +21,38 @@
  * targets (e << 32) | (k + 1) for its chunk k: counters only ever grow,
  * nothing is reset between calls, and the host passes nothing that a CUDA
  * graph replay would freeze (the sequence lives in device memory).
+ *
+ * Across (virtual) nodes, for communicators of at most MKI_MAXLOCAL ranks
+ * in all: ranks are indexed by communicator rank; ws[q] is NULL for a rank
+ * q on another node (bit q of net_mask).  Everything shared with a remote
+ * rank lives in the net buffer `nb`: page-locked host memory mapped into
+ * the GPU and registered as region 1 of the transport, so the proxy moves
+ * it with no CUDA call (a proxy that calls cudaMemcpy can stall behind the
+ * application's own pageable copies, which wait for the very kernel that
+ * waits for the proxy: seen on H200).
+ *
+ *   0       credit[2][MKI_MAXLOCAL][MKI_MAXCH]             from remote receivers
+ *   4096    arrive[2][MKI_MAXLOCAL][MKI_MAXCH][MKI_NSLOTS]  from remote senders
+ *   65536   slots[2][2 * nranks][MKI_MAXCH][MKI_NSLOTS] of nb_slot bytes:
+ *           index q < nranks receives from rank q, nranks + q stages what
+ *           goes to rank q
+ *
+ * The sender copies a chunk into its staging slot and pushes one
+ * MKI_CMD_WRITE_SIGNAL (the proxy writes it into the receiver's slot and
+ * raises its arrive counter of that slot with MKI_SIG_MAX).  Commands may
+ * land out of order (several connections, SRD), hence one arrive counter
+ * per slot: only one chunk per slot is ever in flight (the sender waits
+ * for the credit of the chunk before), so each counter grows in order.
+ * Credits go back as MKI_CMD_SIGNAL (MAX too): the receiver consumes in
+ * order, so credit k covers every chunk up to k.
  */
 #ifndef MKI_DEVRT_H
 #define MKI_DEVRT_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "fifo.h"
 
 #ifdef __CUDACC__
 #define MKI_HD __host__ __device__ __forceinline__
@@ -37,11 +65,16 @@
 #define MKI_NSLOTS 4       /* pipeline depth of each (peer, channel)     */
 #define MKI_WS_ABORT 0
 #define MKI_WS_CLAIM 8
+#define MKI_WS_BENCH 128
 #define MKI_WS_SEQ 256
 #define MKI_WS_ARRIVE 4096
 #define MKI_WS_CREDIT 8192
 #define MKI_WS_DATA 65536
 #define MKI_SLOT_MAX (1u << 20)
+#define MKI_NB_CREDIT 0
+#define MKI_NB_ARRIVE 4096
+#define MKI_NB_DATA 65536
+#define MKI_NB_TARGET (64ull << 20) /* slot bytes of a net buffer, about */
 #define MKI_SLOT_ALIGN 4096
 
 /* Collective ids (also in error records). */
@@ -64,7 +97,10 @@ enum mki_dtype { MKI_BF16 = 0, MKI_F16 = 1, MKI_F32 = 2 };
 
 /* Error record, in host-mapped memory; the device writes every field and
  * then valid = 1 (after a system fence). */
-enum mki_err_kind { MKI_ERR_NONE = 0, MKI_ERR_TIMEOUT = 1, MKI_ERR_REMOTE = 2 };
+enum mki_err_kind {
+    MKI_ERR_NONE = 0, MKI_ERR_TIMEOUT = 1, MKI_ERR_REMOTE = 2,
+    MKI_ERR_PROXY = 3  /* this rank's proxy failed while a kernel pushed */
+};
 struct mki_err_record {
     volatile uint32_t valid;
     int32_t kind;      /* enum mki_err_kind */
@@ -77,6 +113,9 @@ struct mki_err_record {
     uint64_t expected; /* the target of the wait */
     uint64_t seen;     /* the counter's value at expiry */
     uint64_t epoch;    /* host epoch of the operation */
+    int32_t global;    /* 1: rank and peer are communicator ranks, 0:
+                        * local indices (the host maps them) */
+    int32_t pad;
 };
 
 /* Parameters of one collective launch (by value, __grid_constant__). */
@@ -92,6 +131,13 @@ struct mki_coll_params {
     uint64_t timeout_ns;
     uint64_t epoch;             /* host epoch: names the call in errors */
     struct mki_err_record *err; /* device view of the host-mapped record */
+    /* Across nodes (see the top): 0 on one node. */
+    uint32_t net_mask;          /* bit q: rank q is reached by the proxy */
+    char *nb;                   /* my net buffer (device view) */
+    uint64_t nb_slot;           /* its slot stride (>= slot_bytes) */
+    int32_t me_local;           /* my local index (abort words) */
+    int32_t glob[MKI_MAXLOCAL]; /* communicator rank of local index l */
+    struct mki_fifo_dev fifo;   /* the proxy's ring (net_mask only) */
 };
 
 /* ---- arithmetic shared by host tests and kernels -------------------- */
@@ -154,6 +200,35 @@ MKI_HD uint64_t mki_ws_slot_bytes(uint64_t ws_bytes, int nlocal)
     uint64_t n = 2ull * (uint64_t)nlocal * MKI_MAXCH * MKI_NSLOTS;
     uint64_t s = (ws_bytes - MKI_WS_DATA) / n / MKI_SLOT_ALIGN * MKI_SLOT_ALIGN;
     return s > MKI_SLOT_MAX ? MKI_SLOT_MAX : s;
+}
+
+/* The net buffer (see the top). */
+MKI_HD uint64_t mki_nb_credit(int phase, int dst, int ch)
+{
+    return MKI_NB_CREDIT + 8ull * (((uint64_t)phase * MKI_MAXLOCAL + (uint64_t)dst) * MKI_MAXCH + (uint64_t)ch);
+}
+MKI_HD uint64_t mki_nb_arrive(int phase, int src, int ch, int slot)
+{
+    return MKI_NB_ARRIVE + 8ull * ((((uint64_t)phase * MKI_MAXLOCAL + (uint64_t)src) * MKI_MAXCH + (uint64_t)ch) * MKI_NSLOTS + (uint64_t)slot);
+}
+MKI_HD uint64_t mki_nb_slot(int phase, int idx, int ch, int slot, int nranks,
+                            uint64_t stride)
+{
+    uint64_t i = (((uint64_t)phase * 2ull * (uint64_t)nranks + (uint64_t)idx) * MKI_MAXCH + (uint64_t)ch) * MKI_NSLOTS + (uint64_t)slot;
+    return MKI_NB_DATA + i * stride;
+}
+/* Slot stride of a net buffer for nranks ranks (about MKI_NB_TARGET of
+ * slots, 4 KB aligned, at most MKI_SLOT_MAX) and the buffer's bytes. */
+MKI_HD uint64_t mki_nb_stride(int nranks)
+{
+    uint64_t n = 2ull * 2ull * (uint64_t)nranks * MKI_MAXCH * MKI_NSLOTS;
+    uint64_t s = MKI_NB_TARGET / n / MKI_SLOT_ALIGN * MKI_SLOT_ALIGN;
+    if (s < MKI_SLOT_ALIGN) s = MKI_SLOT_ALIGN;
+    return s > MKI_SLOT_MAX ? MKI_SLOT_MAX : s;
+}
+MKI_HD uint64_t mki_nb_bytes(int nranks, uint64_t stride)
+{
+    return MKI_NB_DATA + 2ull * 2ull * (uint64_t)nranks * MKI_MAXCH * MKI_NSLOTS * stride;
 }
 
 #endif /* MKI_DEVRT_H */

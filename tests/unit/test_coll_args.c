@@ -105,6 +105,35 @@ static void test_record(void)
     CHECK_RES(mki_err_record_format(&r, NULL, 0, buf, sizeof(buf)), mkErrRemote);
     CHECK_CONTAINS(buf, "mkAllGather");
     CHECK_CONTAINS(buf, "rank 1 failed or aborted");
+    /* across nodes the kernel names communicator ranks itself */
+    r.global = 1;
+    r.rank = 5;
+    r.peer = 2;
+    CHECK_RES(mki_err_record_format(&r, map, 2, buf, sizeof(buf)), mkErrRemote);
+    CHECK_CONTAINS(buf, "on rank 5 stopped: rank 2 failed");
+    r.kind = MKI_ERR_PROXY;
+    CHECK_RES(mki_err_record_format(&r, map, 2, buf, sizeof(buf)), mkErrTransport);
+    CHECK_CONTAINS(buf, "inter-node proxy failed while sending to rank 2");
+}
+
+/* The cross-node net buffer: counters, receive slots and staging slots
+ * never overlap and fit the buffer; the bench words fit the workspace. */
+static void test_net_layout(void)
+{
+    for (int n = 2; n <= MKI_MAXLOCAL; n++) {
+        uint64_t st = mki_nb_stride(n), bytes = mki_nb_bytes(n, st);
+        CHECK(st >= MKI_SLOT_ALIGN && st % MKI_SLOT_ALIGN == 0 && st <= MKI_SLOT_MAX);
+        CHECK(bytes <= MKI_NB_DATA + MKI_NB_TARGET);
+        CHECK(mki_nb_credit(1, MKI_MAXLOCAL - 1, MKI_MAXCH - 1) + 8 <= MKI_NB_ARRIVE);
+        CHECK(mki_nb_arrive(1, MKI_MAXLOCAL - 1, MKI_MAXCH - 1, MKI_NSLOTS - 1) + 8 <= MKI_NB_DATA);
+        CHECK(mki_nb_arrive(0, 1, 0, 1) - mki_nb_arrive(0, 1, 0, 0) == 8);
+        /* last receive slot of phase 0 ends where the staging begins */
+        CHECK(mki_nb_slot(0, n - 1, MKI_MAXCH - 1, MKI_NSLOTS - 1, n, st) + st ==
+              mki_nb_slot(0, n, 0, 0, n, st));
+        CHECK(mki_nb_slot(1, 2 * n - 1, MKI_MAXCH - 1, MKI_NSLOTS - 1, n, st) + st == bytes);
+    }
+    CHECK(mki_nb_stride(2) == 64u << 10);
+    CHECK(MKI_WS_BENCH >= MKI_WS_CLAIM + 8 && MKI_WS_BENCH + 16 * 8 <= MKI_WS_SEQ);
 }
 
 typedef mkResult_t (*coll_fn)(const void *, void *, size_t, mkDataType_t,
@@ -172,6 +201,7 @@ int main(void)
     test_split();
     test_layout();
     test_record();
+    test_net_layout();
     test_args();
     TEST_DONE();
 }

@@ -77,6 +77,8 @@ struct mki_agg {
     agg_write64_fn write64;
     void *scratch;                    /* unfused sequence: gathered A */
     size_t scratch_bytes;
+    void *padbuf;                     /* unfused, unequal shards: every */
+    size_t padbuf_bytes;              /* shard padded to the largest */
     int nshapes;
     struct agg_shape shapes[AGG_SHAPES]; /* checked on every rank */
     uint64_t shape_hash[AGG_SHAPES];
@@ -375,6 +377,7 @@ void mki_ag_gemm_free(struct mkComm *comm)
             if (g->fork) (void)cudaEventDestroy(g->fork);
             unmap_arenas(comm, g);
             if (g->scratch) (void)cudaFree(g->scratch);
+            if (g->padbuf) (void)cudaFree(g->padbuf);
             (void)cudaSetDevice(prev);
         }
     }
@@ -463,6 +466,59 @@ static mkResult_t gemm_on(struct mkComm *comm, const struct agg_call *c,
                      : mkErrCuda, AGG_FUNC ": %s", msg);
 }
 
+/* A device buffer of at least want bytes (kept between calls). */
+static mkResult_t ensure_buf(struct mkComm *comm, void **p, size_t *have,
+                             size_t want, cudaStream_t stream, const char *what)
+{
+    if (*have >= want) return mkSuccess;
+    cudaError_t e = cudaStreamSynchronize(stream);
+    if (*p) (void)cudaFree(*p);
+    *p = NULL;
+    *have = 0;
+    if (e == cudaSuccess) e = cudaMalloc(p, want);
+    if (e != cudaSuccess)
+        return mki_error(comm, mkErrNoMemory, AGG_FUNC ": cannot allocate %zu "
+                         "bytes for %s: %s", want, what, cudaGetErrorString(e));
+    *have = want;
+    return mkSuccess;
+}
+
+/* Unequal shards without the fused kernel: gather every shard padded to
+ * the largest (in place, this rank's copied into its padded block first),
+ * then pack the rows into dst. */
+static mkResult_t gather_unequal(struct mkComm *comm, struct mki_agg *g,
+                                 const struct agg_call *c, void *dst,
+                                 cudaStream_t stream)
+{
+    size_t es = (size_t)c->es, row = (size_t)c->k * es;
+    int64_t mmax = 0;
+    for (int r = 0; r < comm->nranks; r++)
+        if (c->m_all[r] > mmax) mmax = c->m_all[r];
+    if (mmax == 0) return mkSuccess;
+    size_t block = (size_t)mmax * row;
+    MKI_CHECK(ensure_buf(comm, &g->padbuf, &g->padbuf_bytes,
+                         block * (size_t)comm->nranks, stream,
+                         "the padded shards"));
+    char *pad = g->padbuf, *out = dst;
+    cudaError_t e = cudaSuccess;
+    if (c->m_local > 0)
+        e = cudaMemcpyAsync(pad + (size_t)comm->rank * block, c->a,
+                            (size_t)c->m_local * row, cudaMemcpyDeviceToDevice,
+                            stream);
+    if (e != cudaSuccess) return cuda_err(comm, "copying this rank's rows", e);
+    MKI_CHECK(mkAllGather(pad + (size_t)comm->rank * block, pad, block / es,
+                          c->dtype, comm, stream));
+    size_t at = 0;
+    for (int r = 0; r < comm->nranks; r++) {
+        size_t n = (size_t)c->m_all[r] * row;
+        if (n) e = cudaMemcpyAsync(out + at, pad + (size_t)r * block, n,
+                                   cudaMemcpyDeviceToDevice, stream);
+        if (e != cudaSuccess) return cuda_err(comm, "packing the gathered rows", e);
+        at += n;
+    }
+    return mkSuccess;
+}
+
 static mkResult_t run_unfused(struct mkComm *comm, struct mki_agg *g,
                               const struct agg_call *c, cudaStream_t stream)
 {
@@ -476,30 +532,20 @@ static mkResult_t run_unfused(struct mkComm *comm, struct mki_agg *g,
         }
         return gemm_on(comm, c, c->a, 0, stream);
     }
-    if (c->m_all)
-        for (int r = 1; r < comm->nranks; r++)
-            if (c->m_all[r] != c->m_all[0])
-                return mki_error(comm, mkErrUnsupported, AGG_FUNC ": unequal "
-                                 "shards need the fused path (one node, at most "
-                                 "%d ranks, a GPU per rank or MPS)", MKI_MAXLOCAL);
+    int unequal = 0;
+    for (int r = 1; c->m_all && r < comm->nranks; r++)
+        unequal |= c->m_all[r] != c->m_all[0];
     void *dst = c->ga;
-    if (!dst) {
-        if (g->scratch_bytes < gbytes) {
-            cudaError_t e = cudaStreamSynchronize(stream);
-            if (g->scratch) (void)cudaFree(g->scratch);
-            g->scratch = NULL;
-            g->scratch_bytes = 0;
-            if (e == cudaSuccess) e = cudaMalloc(&g->scratch, gbytes);
-            if (e != cudaSuccess)
-                return mki_error(comm, mkErrNoMemory, AGG_FUNC ": cannot "
-                                 "allocate %zu bytes for the gathered A: %s",
-                                 gbytes, cudaGetErrorString(e));
-            g->scratch_bytes = gbytes;
-        }
+    if (!dst && gbytes) {
+        MKI_CHECK(ensure_buf(comm, &g->scratch, &g->scratch_bytes, gbytes,
+                             stream, "the gathered A"));
         dst = g->scratch;
     }
-    MKI_CHECK(mkAllGather(c->a, dst, (size_t)c->m_local * (size_t)c->k,
-                          c->dtype, comm, stream));
+    if (unequal)
+        MKI_CHECK(gather_unequal(comm, g, c, dst, stream));
+    else
+        MKI_CHECK(mkAllGather(c->a, dst, (size_t)c->m_local * (size_t)c->k,
+                              c->dtype, comm, stream));
     return gemm_on(comm, c, dst, 0, stream);
 }
 
@@ -674,8 +720,9 @@ static int choose_fused(struct mkComm *comm, const struct agg_call *c,
     if (comm->nranks == 1) { *why = "one rank: nothing to gather"; return 0; }
     if (comm->nnodes != 1 || comm->dev->nlocal != comm->nranks ||
         comm->nranks > MKI_MAXLOCAL) {
-        *why = "ranks on several nodes (the inter-node source of chunks is "
-               "not written yet)";
+        *why = "ranks on several nodes (the fused kernel has no remote "
+               "source of chunks yet; the all-gather crosses nodes through "
+               "the proxy)";
         return 0;
     }
     for (int l = 0; l < comm->nranks; l++)

@@ -103,10 +103,12 @@ struct mki_net_args {
                               size_t n, int to_device);
     void *dev_ctx;
     /* Page-locked host memory for the buffers that copy_device fills or
-     * drains (NULL: malloc/free).  A copy between device memory and
-     * pageable memory goes through the driver's staging, which can wait
-     * behind another thread's pageable copy that waits for a kernel that
-     * waits for this proxy (seen on H200: 5 s stalls at 252 KB frames). */
+     * drains (NULL: malloc/free), so those copies skip the driver's
+     * staging.  Any CUDA call of the proxy can still wait behind the
+     * application's own pageable copy on a stream that waits for the
+     * kernel that waits for this proxy (seen on H200: 5 s, until the
+     * deadline): the kernels' data therefore goes through host memory
+     * (region 1, kernels/common/devrt.h), and device regions serve tools. */
     void *(*host_alloc)(void *dev_ctx, size_t n);
     void (*host_free)(void *dev_ctx, void *p);
 };

@@ -1,6 +1,7 @@
 #!/bin/bash
 # quickstart-debian.sh - on a fresh Debian 12 (or Ubuntu 24.04) machine:
-# install what mkernel needs, build it in ./build, and run the demo.
+# install what mkernel needs, build it in ./build, and run the demo (one
+# rank per GPU: mkAllGatherGemm against the unfused sequence, verified).
 #
 #   tools/quickstart-debian.sh            (as root, or a user with sudo)
 #
@@ -35,11 +36,16 @@ cd build
 [ -f Makefile ] || ../configure --with-cuda="$CUDA_HOME"
 make -j"$(nproc)"
 
-echo "== running the demo"
+# One rank per local GPU (mkAllGatherGemm against mkAllGather + cuBLAS,
+# verified, with a table); without a GPU, two ranks show the communicator.
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+np=$ngpu
+[ "$np" -ge 1 ] || np=2
+echo "== running the demo on $np rank(s) ($ngpu GPU(s) found)"
 mpi_root=
 [ "$(id -u)" = 0 ] && mpi_root="--allow-run-as-root"
 if command -v mpirun >/dev/null; then
-    timeout 300 mpirun $mpi_root --oversubscribe -np 2 examples/demo
+    timeout 300 mpirun $mpi_root --oversubscribe -np "$np" examples/demo
 else
     timeout 300 examples/demo
 fi

@@ -23,7 +23,7 @@ $CC -std=c99 -O2 -Wall -Wextra -Ikernels/gemm tests/unit/test_gemm_args.c \
 # Device code: ptxas reports go to *.ptxas so spills can be checked.
 $NVCC $NVFLAGS -c kernels/gemm/gemm.cu -o $OUT/gemm.o 2> $OUT/gemm.ptxas &
 $NVCC $NVFLAGS -c tests/gpu/test_gemm.cu -o $OUT/test_gemm.o 2> $OUT/test_gemm.ptxas &
-$NVCC $NVFLAGS -c tools/mkbench/gemm.cu -o $OUT/bench_gemm.o 2> $OUT/bench_gemm.ptxas &
+$NVCC $NVFLAGS -DMKB_GEMM_MAIN -c tools/mkbench/gemm.cu -o $OUT/bench_gemm.o 2> $OUT/bench_gemm.ptxas &
 wait
 cat $OUT/*.ptxas | grep -E "error|warning" && exit 1 || true
 if grep -E "spill (stores|loads)" $OUT/*.ptxas | grep -v " 0 bytes spill stores, 0 bytes spill loads"; then

@@ -1,18 +1,29 @@
 #!/bin/bash
 # mkAllGatherGemm on the GPU machine: correctness on 2 GPUs and on 1 GPU
 # with 2 and 4 ranks under MPS, 200 back-to-back calls, the timeout of a
-# rank that never calls, and the benchmark (mkbench ag_gemm).
+# rank that never calls, and the benchmark (mkbench ag_gemm); where there
+# are GPUs for them, the same at 4 and 8 ranks, and on virtual nodes
+# (MK_NODE_SIZE, socket transport: the unfused path across nodes).
 #
 #   bash tests/gpu/ag_gemm.sh build           here (no GPU needed): library
 #                                             in build-gpu/agg-build, the
 #                                             programs in build-gpu/agg
-#   bash tests/gpu/ag_gemm.sh [test|bench|all] [mkbench args]   there
+#   bash tests/gpu/ag_gemm.sh [test|bench|all|scale] [mkbench args]   there
 #   bash tests/gpu/ag_gemm.sh plot TSV PNG [TITLE]   here: the bench plot
 #
-# Logs and JSON go to $OUT when set (else build-gpu/agg/out); each step
-# runs under its own timeout; a summary table ends the output.
+# test: 2 GPUs, MPS, 4 and 8 ranks, virtual nodes (2 GPUs as 2 nodes,
+# 1 GPU x 4 ranks as 2 x 2 under MPS, N GPUs as 2 x N/2); bench: mkbench at
+# 2 ranks (ag_gemm.json) and at one rank per GPU when there are more than
+# 2 GPUs, on one node (ag_gemm-npN.json) and on 2 virtual nodes
+# (ag_gemm-npN-2xH.json); all: both; scale: only what needs more than 2
+# GPUs or virtual nodes.  Logs and JSON go to $OUT when set (else
+# build-gpu/agg/out; MK_GPU_AGG names another folder than build-gpu/agg);
+# each step runs under its own timeout, cut to what is left before
+# MK_GPU_DEADLINE (epoch seconds, set by tests/gpu/all.sh; a step skipped
+# for time makes the exit status 3 if nothing failed); a summary table
+# ends the output.
 set -u
-B=build-gpu/agg
+B=${MK_GPU_AGG:-build-gpu/agg}
 what=${1:-all}; shift || true
 if [ "$what" = plot ]; then # plot TSV PNG [TITLE]: here, with gnuplot
     gnuplot -e "in='$1'; out='$2'; ttl='${3:-}'" - <<'GP'
@@ -61,58 +72,137 @@ if [ "$what" = build ]; then
     ls -la $B
     exit 0
 fi
+case $what in
+test)  base_tests=1; scale_tests=1; base_bench=0; scale_bench=0 ;;
+bench) base_tests=0; scale_tests=0; base_bench=1; scale_bench=1 ;;
+all)   base_tests=1; scale_tests=1; base_bench=1; scale_bench=1 ;;
+scale) base_tests=0; scale_tests=1; base_bench=0; scale_bench=1 ;;
+*) echo "usage: tests/gpu/ag_gemm.sh [build|test|bench|all|scale|plot] ..." >&2; exit 2 ;;
+esac
 O=${OUT:-$B/out}
 mkdir -p "$O"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export NCCL_NVLS_ENABLE=0 CUDA_MODULE_LOADING=EAGER
 export MK_TIMEOUT_MS=${MK_TIMEOUT_MS:-20000} MK_DEBUG=${MK_DEBUG:-WARN}
+# Node layout is set per step, never inherited from the caller.
+unset MK_NODE_SIZE MK_TRANSPORT
 MPI="mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH \
  -x NCCL_NVLS_ENABLE -x CUDA_MODULE_LOADING -x MK_DEBUG -x MK_TIMEOUT_MS -x MK_SM_SPLIT \
  -x CUDA_VISIBLE_DEVICES -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY"
+# -x for the optional variables that are set (the virtual-node steps).
+xopt() {
+    local v
+    for v in MK_NODE_SIZE MK_TRANSPORT MK_SOCKET_IFNAME; do
+        [ -n "${!v:-}" ] && printf ' -x %s' "$v"
+    done
+}
+layout() {
+    local v s=""
+    for v in MK_NODE_SIZE MK_TRANSPORT; do
+        [ -n "${!v:-}" ] && s="$s$v=${!v} "
+    done
+    printf '%s' "$s"
+}
 LOG=$O/ag_gemm.log
 SUMMARY=$O/ag_gemm-summary.txt
 : > "$LOG"; : > "$SUMMARY"
-status=0
+status=0 late=0
 step() { # NAME LIMIT NP ARGS...
     local name=$1 limit=$2 np=$3; shift 3
+    if [ -n "${MK_GPU_DEADLINE:-}" ] && [ $((MK_GPU_DEADLINE - $(date +%s))) -lt "$limit" ]; then
+        limit=$((MK_GPU_DEADLINE - $(date +%s)))
+    fi
+    if [ "$limit" -lt 10 ]; then
+        printf "%-42s %-7s (out of time: under 10 s left before MK_GPU_DEADLINE)\n" "$name" SKIP >> "$SUMMARY"
+        echo "--- $name: SKIP (out of time)" >> "$LOG"
+        late=1
+        return
+    fi
     local t0=$(date +%s) rc res=PASS
-    echo "=== $name (np $np): $*" >> "$LOG"
-    timeout -k 10 "$limit" $MPI -np "$np" "$@" >> "$LOG" 2>&1
+    echo "=== $name (np $np, limit ${limit}s, $(layout)CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-}): $*" >> "$LOG"
+    # shellcheck disable=SC2046 # $(xopt): zero or more "-x VAR" words
+    timeout -k 10 "$limit" $MPI $(xopt) -np "$np" "$@" >> "$LOG" 2>&1
     rc=$?
     [ $rc -ne 0 ] && res=FAIL && status=1
     { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && res=TIMEOUT
-    printf "%-30s %-7s %4d s (rc %d)\n" "$name" "$res" $(( $(date +%s) - t0 )) $rc >> "$SUMMARY"
+    printf "%-42s %-7s %4d s (rc %d)\n" "$name" "$res" $(( $(date +%s) - t0 )) $rc >> "$SUMMARY"
     local left
     left=$(pgrep -f "$B/(test_ag_gemm|mkbench_ag_gemm)" || true)
     if [ -n "$left" ]; then
         echo "LEFTOVER after $name: $left" >> "$SUMMARY"
+        status=1
         for p in $left; do kill -9 "$p" 2>/dev/null; done
     fi
 }
+devs() { seq -s, 0 $(($1 - 1)); } # devs 4 -> 0,1,2,3
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$LOG" 2>&1
-if [ "$what" != bench ]; then
+echo "$ngpu GPUs; ag_gemm.sh $what $*" >> "$LOG"
+if [ $base_tests = 1 ] && [ "$ngpu" -ge 2 ]; then
+    export CUDA_VISIBLE_DEVICES=0,1
+    step "2gpu correct" 60 2 $B/test_ag_gemm correct
+    step "2gpu stress 200 calls" 45 2 $B/test_ag_gemm stress
+    MK_TIMEOUT_MS=3000 step "2gpu nocall -> timeout" 40 2 $B/test_ag_gemm nocall
+fi
+if [ $scale_tests = 1 ]; then
     if [ "$ngpu" -ge 2 ]; then
-        step "2gpu correct" 60 2 $B/test_ag_gemm correct
-        step "2gpu stress 200 calls" 45 2 $B/test_ag_gemm stress
-        MK_TIMEOUT_MS=3000 step "2gpu nocall -> timeout" 40 2 $B/test_ag_gemm nocall
+        export CUDA_VISIBLE_DEVICES=0,1
+        MK_NODE_SIZE=1 MK_TRANSPORT=socket \
+            step "2gpu 2 nodes (MK_NODE_SIZE=1) correct" 90 2 $B/test_ag_gemm correct
     fi
+    for np in 4 8; do
+        [ "$ngpu" -ge $np ] || continue
+        CUDA_VISIBLE_DEVICES=$(devs $np)
+        export CUDA_VISIBLE_DEVICES
+        step "${np}gpu correct" 60 $np $B/test_ag_gemm correct
+        step "${np}gpu stress 200 calls" 45 $np $B/test_ag_gemm stress
+        MK_TIMEOUT_MS=3000 step "${np}gpu nocall -> timeout" 40 $np $B/test_ag_gemm nocall
+        h=$((np / 2))
+        MK_NODE_SIZE=$h MK_TRANSPORT=socket \
+            step "${np}gpu 2x$h (MK_NODE_SIZE=$h) correct" 90 $np $B/test_ag_gemm correct
+    done
+fi
+if [ $base_tests = 1 ] || [ $scale_tests = 1 ]; then
     export CUDA_VISIBLE_DEVICES=0 CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-agg CUDA_MPS_LOG_DIRECTORY=/tmp/mps-agg-log
     mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
     if nvidia-cuda-mps-control -d >> "$LOG" 2>&1; then
-        step "1gpu x2 MPS correct" 60 2 $B/test_ag_gemm correct
-        step "1gpu x4 MPS correct" 60 4 $B/test_ag_gemm correct
-        step "1gpu x4 MPS stress" 45 4 $B/test_ag_gemm stress
+        if [ $base_tests = 1 ]; then
+            step "1gpu x2 MPS correct" 60 2 $B/test_ag_gemm correct
+            step "1gpu x4 MPS correct" 60 4 $B/test_ag_gemm correct
+            step "1gpu x4 MPS stress" 45 4 $B/test_ag_gemm stress
+        fi
+        if [ $scale_tests = 1 ]; then
+            MK_NODE_SIZE=2 MK_TRANSPORT=socket \
+                step "1gpu x4 MPS 2x2 (MK_NODE_SIZE=2) correct" 90 4 $B/test_ag_gemm correct
+        fi
         echo quit | nvidia-cuda-mps-control
+        sleep 1
     else
-        echo "1gpu MPS                       SKIP    (nvidia-cuda-mps-control -d failed)" >> "$SUMMARY"
+        printf "%-42s %-7s (nvidia-cuda-mps-control -d failed)\n" "1gpu MPS" SKIP >> "$SUMMARY"
     fi
     unset CUDA_VISIBLE_DEVICES CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
     grep -E "FAIL|nocall|stress:" "$LOG" | head -30
 fi
-if [ "$what" != test ] && [ "$ngpu" -ge 2 ]; then
+if [ $base_bench = 1 ] && [ "$ngpu" -ge 2 ]; then
+    export CUDA_VISIBLE_DEVICES=0,1
     step "2gpu bench" 120 2 $B/mkbench_ag_gemm "$@"
-    sed -n '/^mkAllGatherGemm/,/^results/p' "$LOG"
 fi
+if [ $scale_bench = 1 ] && [ "$ngpu" -gt 2 ]; then
+    CUDA_VISIBLE_DEVICES=$(devs "$ngpu")
+    export CUDA_VISIBLE_DEVICES
+    step "${ngpu}gpu bench" 120 "$ngpu" $B/mkbench_ag_gemm "$@" --tag np$ngpu
+    if [ $((ngpu % 2)) = 0 ]; then
+        h=$((ngpu / 2))
+        MK_NODE_SIZE=$h MK_TRANSPORT=socket step "${ngpu}gpu 2x$h (MK_NODE_SIZE=$h) bench" 120 \
+            "$ngpu" $B/mkbench_ag_gemm --iters 10 "$@" --tag np$ngpu-2x$h
+    fi
+fi
+# Each benchmark's table under the name of its step (world size, layout).
+TABLE=$(awk '/^=== .*bench \(np / { hdr = $0; sub(/ \(np .*/, "", hdr); sub(/^=== /, "", hdr) }
+    /^mkAllGatherGemm / { on = 1; print "-- " hdr }
+    on && /^results:/ { on = 0; next }
+    on { print }' "$LOG")
+[ -n "$TABLE" ] && { echo; echo "$TABLE"; } >> "$SUMMARY"
 cat "$SUMMARY"
+[ $status = 0 ] && [ $late = 1 ] && status=3 # skipped for time: incomplete
 exit $status

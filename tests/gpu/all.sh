@@ -2,11 +2,51 @@
 # All GPU tests (and, with "bench", the benchmarks) on a Hopper machine,
 # from the binaries tests/gpu/build.sh left in build-gpu/ (nothing is
 # built here; a part whose binaries were not carried is skipped, saying
-# so).  Logs go to $OUT when set.  Ends with one summary table.
+# so).  Ends with one summary table.
 #
-#   bash tests/gpu/all.sh [tests|bench|all]
+#   bash tests/gpu/all.sh [tests|bench|all|scale]
+#
+# tests: collectives (sizes up to 16 MB), GEMM engine, mkAllGatherGemm, on
+#        2 GPUs, 1 GPU under MPS, and where there are GPUs for them at 4
+#        and 8 ranks and on virtual nodes (MK_NODE_SIZE, socket transport);
+# bench: the benchmarks (2 ranks, and one rank per GPU when more than 2);
+# all:   tests at full sizes and the benchmarks;
+# scale: only what needs more than 2 GPUs or virtual nodes (4- and 8-rank
+#        steps, virtual-node steps, benchmarks at one rank per GPU): what
+#        the 2-GPU runs have not recorded.
+#
+# Each part writes into its own folder of a scratch directory; at the end
+# $OUT (else build-gpu/out) gets at most 8 files: summary.txt (the table
+# printed last), all.log (every part's output and logs, one after the
+# other), gpu-out.tar.gz (everything: logs, JSON, TSV, plots) and up to 5
+# JSON files, those of more than 2 ranks first.
+# Time: the whole run stays within MK_GPU_BUDGET_S seconds (default 540):
+# every step's timeout is cut to what is left (MK_GPU_DEADLINE) and a step
+# that no longer fits is skipped, saying so, so that the results are
+# always packed within the machine's 10-minute call.  Exit status: 0 all
+# passed, 1 something failed, 3 nothing failed but steps were skipped for
+# time.
 set -u
+# tests/gpu/build.sh packs the binaries into one archive (a sixth of their
+# size, so that they fit what a device call carries): unpack it here.
+if [ -f build-gpu/bins.tar.xz ]; then
+    tar xJf build-gpu/bins.tar.xz || { echo "all.sh: cannot unpack build-gpu/bins.tar.xz" >&2; exit 1; }
+fi
 what=${1:-tests}
+case $what in tests|bench|all|scale) ;; *) echo "usage: tests/gpu/all.sh [tests|bench|all|scale]" >&2; exit 2 ;; esac
+RT=${MK_GPU_RT:-build-gpu/rt}
+AGG=${MK_GPU_AGG:-build-gpu/agg}
+GEMM=build-gpu/gemm
+DEST=${OUT:-build-gpu/out}
+mkdir -p "$DEST" && DEST=$(cd "$DEST" && pwd) || { echo "all.sh: cannot make $DEST" >&2; exit 1; }
+S=$(mktemp -d /tmp/mkgpu.XXXXXX) || { echo "all.sh: mktemp failed" >&2; exit 1; }
+T0=$(date +%s)
+BUDGET=${MK_GPU_BUDGET_S:-540}
+# Steps end by the deadline (their kill takes up to 10 s more); 20 s are
+# left for the last kill and the packing.
+export MK_GPU_DEADLINE=$((T0 + BUDGET - 20))
+ALL=$S/all.log
+: > "$ALL"
 status=0
 summary=()
 part() { # NAME DIR COMMAND...
@@ -16,23 +56,86 @@ part() { # NAME DIR COMMAND...
         summary+=("$(printf '%-10s SKIP (no %s: run tests/gpu/build.sh and carry it)' "$name" "$dir")")
         return
     fi
-    "$@"
+    local left=$((MK_GPU_DEADLINE - $(date +%s)))
+    if [ $left -lt 10 ]; then
+        summary+=("$(printf '%-10s SKIP (out of time: MK_GPU_BUDGET_S=%s)' "$name" "$BUDGET")")
+        [ $status = 0 ] && status=3
+        return
+    fi
+    local t0
+    t0=$(date +%s)
+    echo "##### $name: $* (OUT=$S/$name)" >> "$ALL"
+    mkdir -p "$S/$name"
+    # The parts cut their steps to the deadline; this timeout only backs
+    # that up (and bounds gemm.sh, which does not).
+    OUT=$S/$name timeout -k 5 $((left + 15)) "$@" >> "$ALL" 2>&1
     local rc=$?
-    [ $rc -ne 0 ] && status=1
-    summary+=("$(printf '%-10s %s (rc %d)' "$name" "$([ $rc = 0 ] && echo PASS || echo FAIL)" $rc)")
+    local res=PASS
+    case $rc in
+    0) ;;
+    3) res=INCOMPLETE; [ $status = 0 ] && status=3 ;; # steps skipped for time
+    124|137) res=TIMEOUT; status=1 ;;
+    *) res=FAIL; status=1 ;;
+    esac
+    summary+=("$(printf '%-10s %s (rc %d, %d s)' "$name" $res $rc $(($(date +%s) - t0)))")
+    echo "[$(($(date +%s) - T0)) s] $name: $res (rc $rc)"
 }
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+echo "all.sh $what: $ngpu GPUs, budget ${BUDGET} s, scratch $S, results to $DEST"
 case $what in
-tests) part coll build-gpu/rt bash tests/gpu/run.sh quick tests
-       part gemm build-gpu/gemm bash tests/gpu/gemm.sh test
-       part ag_gemm build-gpu/agg bash tests/gpu/ag_gemm.sh test ;;
-bench) part coll build-gpu/rt bash tests/gpu/run.sh full bench
-       part gemm build-gpu/gemm bash tests/gpu/gemm.sh bench
-       part ag_gemm build-gpu/agg bash tests/gpu/ag_gemm.sh bench ;;
-all)   part coll build-gpu/rt bash tests/gpu/run.sh full all
-       part gemm build-gpu/gemm bash tests/gpu/gemm.sh all
-       part ag_gemm build-gpu/agg bash tests/gpu/ag_gemm.sh all ;;
-*) echo "usage: tests/gpu/all.sh [tests|bench|all]" >&2; exit 2 ;;
+tests) part coll "$RT" bash tests/gpu/run.sh quick tests
+       part ag_gemm "$AGG" bash tests/gpu/ag_gemm.sh test
+       part demo build-gpu/demo bash tests/gpu/demo.sh run
+       part gemm "$GEMM" bash tests/gpu/gemm.sh test ;;
+bench) part coll "$RT" bash tests/gpu/run.sh full bench
+       part ag_gemm "$AGG" bash tests/gpu/ag_gemm.sh bench
+       part net build-gpu/net bash tests/gpu/net.sh run
+       part gemm "$GEMM" bash tests/gpu/gemm.sh bench ;;
+all)   part coll "$RT" bash tests/gpu/run.sh full all
+       part ag_gemm "$AGG" bash tests/gpu/ag_gemm.sh all
+       part demo build-gpu/demo bash tests/gpu/demo.sh run
+       part net build-gpu/net bash tests/gpu/net.sh run
+       part gemm "$GEMM" bash tests/gpu/gemm.sh all ;;
+scale) if [ "$ngpu" -lt 2 ]; then
+           summary+=("scale      SKIP ($ngpu GPUs: the scale steps need 2 or more)")
+       fi
+       part coll "$RT" bash tests/gpu/run.sh full scale
+       part ag_gemm "$AGG" bash tests/gpu/ag_gemm.sh scale
+       part demo build-gpu/demo bash tests/gpu/demo.sh run
+       part net build-gpu/net bash tests/gpu/net.sh run
+       summary+=("gemm       not run (scale: the GEMM engine is one GPU's)") ;;
 esac
-echo "== GPU summary"
-printf '%s\n' "${summary[@]}"
+
+# The table: parts, then each part's steps and benchmark tables.
+{
+    echo "== GPU summary ($what, $ngpu GPUs, $(($(date +%s) - T0)) s)"
+    printf '%s\n' "${summary[@]}"
+    for f in "$S"/coll/summary.txt "$S"/ag_gemm/ag_gemm-summary.txt; do
+        [ -s "$f" ] || continue
+        echo
+        echo "== $(basename "$(dirname "$f")")"
+        cat "$f"
+    done
+} > "$S/summary.txt"
+# The combined log: the parts' output (above), then every log they wrote.
+for f in "$S"/*/*.log "$S"/*/*.txt; do
+    [ -f "$f" ] || continue
+    printf '\n##### %s\n' "${f#$S/}" >> "$ALL"
+    cat "$f" >> "$ALL"
+done
+cp "$S/summary.txt" "$ALL" "$DEST"/
+(cd "$S" && tar czf "$DEST/gpu-out.tar.gz" --exclude=all.log --exclude=summary.txt -- * 2>/dev/null) ||
+    echo "all.sh: tar of $S failed" >&2
+# Up to 5 JSON files beside them: more than 2 ranks (-npN) first.
+n=0 copied=" "
+for f in "$S"/*/*-np*.json "$S"/*/*.json; do
+    [ -f "$f" ] || continue
+    case $copied in *" $f "*) continue ;; esac
+    [ $n -ge 5 ] && break
+    cp "$f" "$DEST"/ && n=$((n + 1)) copied="$copied$f "
+done
+echo
+cat "$S/summary.txt"
+echo "(in $DEST: summary.txt, all.log, gpu-out.tar.gz, $n JSON)"
+rm -rf "$S"
 exit $status

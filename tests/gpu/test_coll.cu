@@ -17,8 +17,9 @@
  *                                 waits: rank 0 gets mkErrRemote promptly
  *   test_coll badargs             host pointers, wrong alignment, overlap
  *
- * Input element j of rank r is gen(r, j): a multiple of 1/64 in [-1, 1),
- * so every sum of up to 4 inputs is exact in bf16, fp16 and fp32 and the
+ * Input element j of rank r is gen(r, j): a multiple of 1/64 in [-1/2,
+ * 1/2), so every sum of up to 8 inputs (a multiple of 1/64 of magnitude
+ * at most 4: at most 256/64) is exact in bf16, fp16 and fp32 and the
  * expected output is known bit for bit whatever the summation order.
  * Prints "PASS name" / "FAIL name: why"; exits 1 on any failure.
  */
@@ -87,7 +88,7 @@ __host__ __device__ static float gen(int r, uint64_t j)
     x ^= x >> 29;
     x *= 0x94d049bb133111ebull;
     x ^= x >> 32;
-    return (float)((int)(x & 127) - 64) / 64.0f;
+    return (float)((int)(x & 63) - 32) / 64.0f;
 }
 
 __host__ __device__ static uint32_t to_bits(float f, int dt)

@@ -180,7 +180,7 @@ void write_out(const std::vector<result> &res, const char *tag, int f16, int tra
         rec.dtype = f16 ? "fp16" : "bf16";
         rec.baseline = "nccl_allgather+cublas";
         rec.world_size = g_n;
-        rec.nodes = 1;
+        rec.nodes = g_comm->nnodes;
         rec.m = r.m;
         rec.n = r.n;
         rec.k = r.k;

@@ -158,13 +158,13 @@ void write_json(const std::vector<row> &rows, const char *path)
         const row &r = rows[i];
         char split[32];
         snprintf(split, sizeof split, "coll:%d", r.ctas);
-        fprintf(f, "  {\"op\": \"%s\", \"dtype\": \"%s\", \"world_size\": %d, \"nodes\": 1, "
+        fprintf(f, "  {\"op\": \"%s\", \"dtype\": \"%s\", \"world_size\": %d, \"nodes\": %d, "
                 "\"device\": \"%s\", \"bytes\": %zu, \"ours_ms\": %.6f, \"baseline\": \"nccl %d.%d.%d\", "
                 "\"baseline_ms\": %s, \"speedup\": %s, \"limit_ms\": null, \"ours_over_limit\": null, "
                 "\"busbw_gbs\": %.2f, \"baseline_busbw_gbs\": %s, \"ctas\": %d, \"sm_split\": \"%s\", "
                 "\"mover\": \"%s\", "
                 "\"commit\": \"%s\", \"date\": \"%s\"}%s\n",
-                r.op, r.dtype, g_n, dev, r.bytes, r.ours, v / 10000, v / 100 % 100, v % 100,
+                r.op, r.dtype, g_n, g_comm->nnodes, dev, r.bytes, r.ours, v / 10000, v / 100 % 100, v % 100,
                 r.base > 0 ? std::to_string(r.base).c_str() : "null",
                 r.base > 0 ? std::to_string(r.base / r.ours).c_str() : "null", r.bw,
                 r.base > 0 ? std::to_string(r.bbw).c_str() : "null", r.ctas, split, r.mover, commit, date,

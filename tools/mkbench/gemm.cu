@@ -275,3 +275,8 @@ extern "C" int mkb_gemm_main(int argc, char **argv)
     cublasDestroy(h);
     return 0;
 }
+
+#ifdef MKB_GEMM_MAIN
+/* Standalone (kernels/gemm/build.sh), as mkbench gemm otherwise. */
+int main(int argc, char **argv) { return mkb_gemm_main(argc, argv); }
+#endif

@@ -16,5 +16,6 @@ bash tests/gpu/net.sh build
 # unpacks: carry build-gpu/bins.tar.xz alone.
 tar cJf build-gpu/bins.tar.xz build-gpu/rt/test_coll build-gpu/rt/mkbench_coll \
     build-gpu/agg/test_ag_gemm build-gpu/agg/mkbench_ag_gemm build-gpu/demo/demo \
-    build-gpu/net/mkbench_net build-gpu/gemm/test_gemm build-gpu/gemm/bench_gemm
+    build-gpu/net/mkbench_net build-gpu/gemm/test_gemm build-gpu/gemm/bench_gemm \
+    build-gpu/gemm/test_gemm_args build-gpu/gemm/gemm.o
 ls -la build-gpu/bins.tar.xz

@@ -46,6 +46,8 @@ typedef int (*agg_write64_fn)(void *stream, unsigned long long addr,
                               unsigned long long value, unsigned flags);
 
 /* One call's arguments, as the user gave them. */
+#define AGG_MAX_RETIRED 8
+
 struct agg_call {
     const void *a, *b;
     void *c, *ga;
@@ -56,6 +58,7 @@ struct agg_call {
     mkDataType_t dtype;
     int64_t m_total; /* sum of the m_r */
     int es;
+    int capturing;   /* the stream is being captured into a CUDA graph */
 };
 
 /* What the first call of a shape tells every rank (bootstrap allgather). */
@@ -79,6 +82,8 @@ struct mki_agg {
     size_t scratch_bytes;
     void *padbuf;                     /* unfused, unequal shards: every */
     size_t padbuf_bytes;              /* shard padded to the largest */
+    void *retired[AGG_MAX_RETIRED];   /* outgrown inside a graph capture: */
+    int nretired;                     /* freed with the communicator */
     int nshapes;
     struct agg_shape shapes[AGG_SHAPES]; /* checked on every rank */
     uint64_t shape_hash[AGG_SHAPES];
@@ -378,6 +383,7 @@ void mki_ag_gemm_free(struct mkComm *comm)
             unmap_arenas(comm, g);
             if (g->scratch) (void)cudaFree(g->scratch);
             if (g->padbuf) (void)cudaFree(g->padbuf);
+            for (int i = 0; i < g->nretired; i++) (void)cudaFree(g->retired[i]);
             (void)cudaSetDevice(prev);
         }
     }
@@ -466,19 +472,44 @@ static mkResult_t gemm_on(struct mkComm *comm, const struct agg_call *c,
                      : mkErrCuda, AGG_FUNC ": %s", msg);
 }
 
-/* A device buffer of at least want bytes (kept between calls). */
-static mkResult_t ensure_buf(struct mkComm *comm, void **p, size_t *have,
-                             size_t want, cudaStream_t stream, const char *what)
+/* A device buffer of at least want bytes (kept between calls).  Inside a
+ * capture the stream cannot be synchronized and work captured or enqueued
+ * before may still use the old buffer: it is retired (freed with the
+ * communicator) and the new one allocated with the thread's capture mode
+ * relaxed for that one call (cudaMalloc is not a stream operation). */
+static mkResult_t ensure_buf(struct mkComm *comm, struct mki_agg *g, void **p,
+                             size_t *have, size_t want, cudaStream_t stream,
+                             const char *what, int capturing)
 {
     if (*have >= want) return mkSuccess;
-    cudaError_t e = cudaStreamSynchronize(stream);
-    if (*p) (void)cudaFree(*p);
-    *p = NULL;
-    *have = 0;
-    if (e == cudaSuccess) e = cudaMalloc(p, want);
-    if (e != cudaSuccess)
+    cudaError_t e = cudaSuccess;
+    if (capturing) {
+        if (*p && g->nretired == AGG_MAX_RETIRED)
+            return mki_error(comm, mkErrUnsupported, AGG_FUNC ": %s needs a "
+                             "larger buffer inside a CUDA graph capture once "
+                             "more than %d times; make one uncaptured call of "
+                             "the largest shape first", what, AGG_MAX_RETIRED);
+        if (*p) g->retired[g->nretired++] = *p;
+        *p = NULL;
+        *have = 0;
+        enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+        e = cudaThreadExchangeStreamCaptureMode(&mode);
+        if (e == cudaSuccess) {
+            e = cudaMalloc(p, want);
+            (void)cudaThreadExchangeStreamCaptureMode(&mode);
+        }
+    } else {
+        e = cudaStreamSynchronize(stream);
+        if (*p) (void)cudaFree(*p);
+        *p = NULL;
+        *have = 0;
+        if (e == cudaSuccess) e = cudaMalloc(p, want);
+    }
+    if (e != cudaSuccess) {
+        *p = NULL;
         return mki_error(comm, mkErrNoMemory, AGG_FUNC ": cannot allocate %zu "
                          "bytes for %s: %s", want, what, cudaGetErrorString(e));
+    }
     *have = want;
     return mkSuccess;
 }
@@ -486,6 +517,10 @@ static mkResult_t ensure_buf(struct mkComm *comm, void **p, size_t *have,
 /* Unequal shards without the fused kernel: gather every shard padded to
  * the largest (in place, this rank's copied into its padded block first),
  * then pack the rows into dst. */
+static mkResult_t gather_padded(struct mkComm *comm, const struct agg_call *c,
+                                char *pad, size_t block, char *out,
+                                cudaStream_t stream);
+
 static mkResult_t gather_unequal(struct mkComm *comm, struct mki_agg *g,
                                  const struct agg_call *c, void *dst,
                                  cudaStream_t stream)
@@ -496,10 +531,17 @@ static mkResult_t gather_unequal(struct mkComm *comm, struct mki_agg *g,
         if (c->m_all[r] > mmax) mmax = c->m_all[r];
     if (mmax == 0) return mkSuccess;
     size_t block = (size_t)mmax * row;
-    MKI_CHECK(ensure_buf(comm, &g->padbuf, &g->padbuf_bytes,
+    MKI_CHECK(ensure_buf(comm, g, &g->padbuf, &g->padbuf_bytes,
                          block * (size_t)comm->nranks, stream,
-                         "the padded shards"));
-    char *pad = g->padbuf, *out = dst;
+                         "the padded shards", c->capturing));
+    return gather_padded(comm, c, g->padbuf, block, dst, stream);
+}
+
+static mkResult_t gather_padded(struct mkComm *comm, const struct agg_call *c,
+                                char *pad, size_t block, char *out,
+                                cudaStream_t stream)
+{
+    size_t es = (size_t)c->es, row = (size_t)c->k * es;
     cudaError_t e = cudaSuccess;
     if (c->m_local > 0)
         e = cudaMemcpyAsync(pad + (size_t)comm->rank * block, c->a,
@@ -537,16 +579,18 @@ static mkResult_t run_unfused(struct mkComm *comm, struct mki_agg *g,
         unequal |= c->m_all[r] != c->m_all[0];
     void *dst = c->ga;
     if (!dst && gbytes) {
-        MKI_CHECK(ensure_buf(comm, &g->scratch, &g->scratch_bytes, gbytes,
-                             stream, "the gathered A"));
+        MKI_CHECK(ensure_buf(comm, g, &g->scratch, &g->scratch_bytes, gbytes,
+                             stream, "the gathered A", c->capturing));
         dst = g->scratch;
     }
+    mkResult_t r;
     if (unequal)
-        MKI_CHECK(gather_unequal(comm, g, c, dst, stream));
+        r = gather_unequal(comm, g, c, dst, stream);
     else
-        MKI_CHECK(mkAllGather(c->a, dst, (size_t)c->m_local * (size_t)c->k,
-                              c->dtype, comm, stream));
-    return gemm_on(comm, c, dst, 0, stream);
+        r = mkAllGather(c->a, dst, (size_t)c->m_local * (size_t)c->k,
+                        c->dtype, comm, stream);
+    if (r == mkSuccess) r = gemm_on(comm, c, dst, 0, stream);
+    return r;
 }
 
 /* ---- the fused call -------------------------------------------------- */
@@ -718,6 +762,12 @@ static int choose_fused(struct mkComm *comm, const struct agg_call *c,
                         struct mki_op_plan *p, const char **why)
 {
     if (comm->nranks == 1) { *why = "one rank: nothing to gather"; return 0; }
+    if (c->capturing) {
+        *why = "the stream is being captured into a CUDA graph (the fused "
+               "kernel numbers its chunk signals on the host, which a replay "
+               "would repeat)";
+        return 0;
+    }
     if (comm->nnodes != 1 || comm->dev->nlocal != comm->nranks ||
         comm->nranks > MKI_MAXLOCAL) {
         *why = "ranks on several nodes (the fused kernel has no remote "
@@ -750,7 +800,7 @@ MK_API mkResult_t mkAllGatherGemm(const void *A, const void *B, void *C,
 {
     MKI_CHECK(mki_comm_check(comm, AGG_FUNC));
     struct agg_call c = {A, B, C, gatheredA, m_local, m_all, n, k, transB,
-                         dtype, 0, 0};
+                         dtype, 0, 0, 0};
     mkResult_t broken = mki_comm_async_error(comm);
     if (broken != mkSuccess) return mki_comm_broken(comm, broken, AGG_FUNC);
     mkResult_t local = check_sizes(comm, &c);
@@ -764,11 +814,16 @@ MK_API mkResult_t mkAllGatherGemm(const void *A, const void *B, void *C,
     if (local == mkSuccess) {
         enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
         cudaError_t e = cudaStreamIsCapturing(stream, &cs);
-        if (e != cudaSuccess || cs != cudaStreamCaptureStatusNone)
-            local = mki_error(comm, mkErrUnsupported, AGG_FUNC ": the stream is"
-                              " being captured into a CUDA graph; this version "
-                              "numbers its chunk signals on the host, so a "
-                              "replay would repeat them: call it uncaptured");
+        if (e != cudaSuccess)
+            local = mki_error(comm, mkErrCuda, AGG_FUNC ": cannot query the "
+                              "stream's capture status: %s",
+                              cudaGetErrorString(e));
+        else if (cs == cudaStreamCaptureStatusInvalidated)
+            local = mki_error(comm, mkErrInvalidArgument, AGG_FUNC ": the "
+                              "stream's capture was invalidated by an earlier "
+                              "error; end it and capture again");
+        else
+            c.capturing = cs == cudaStreamCaptureStatusActive;
     }
     /* Every rank takes part in the shape check, even after a local error,
      * so no rank is left waiting in it. */

@@ -142,6 +142,7 @@ if [ $base_tests = 1 ] && [ "$ngpu" -ge 2 ]; then
     export CUDA_VISIBLE_DEVICES=0,1
     step "2gpu correct" 60 2 $B/test_ag_gemm correct
     step "2gpu stress 200 calls" 45 2 $B/test_ag_gemm stress
+    step "2gpu CUDA graph" 45 2 $B/test_ag_gemm graph
     MK_TIMEOUT_MS=3000 step "2gpu nocall -> timeout" 40 2 $B/test_ag_gemm nocall
 fi
 if [ $scale_tests = 1 ]; then
@@ -149,6 +150,8 @@ if [ $scale_tests = 1 ]; then
         export CUDA_VISIBLE_DEVICES=0,1
         MK_NODE_SIZE=1 MK_TRANSPORT=socket \
             step "2gpu 2 nodes (MK_NODE_SIZE=1) correct" 90 2 $B/test_ag_gemm correct
+        MK_NODE_SIZE=1 MK_TRANSPORT=socket \
+            step "2gpu 2 nodes (MK_NODE_SIZE=1) CUDA graph" 60 2 $B/test_ag_gemm graph
     fi
     for np in 4 8; do
         [ "$ngpu" -ge $np ] || continue

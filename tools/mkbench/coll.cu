@@ -8,7 +8,10 @@
  *
  * Sizes are bytes per rank (the send buffer of all-gather and all-reduce,
  * the receive buffer of reduce-scatter, one block of all-to-all).  Time:
- * median of per-call CUDA event times after warm-up.  Bandwidths as
+ * median of per-call CUDA event times after warm-up; random input; each
+ * call takes the next of several buffer sets of one pool, so that the sets
+ * cycled through span at least 256 MB (send + receive) and a small size
+ * is not served from L2 (both ours and NCCL, the same sets).  Bandwidths as
  * nccl-tests defines them: algbw = S / t with S the bytes of the larger
  * buffer (all-reduce: the buffer), busbw = algbw * (n-1)/n (all-reduce:
  * * 2(n-1)/n).  --sweep adds all-gather at 256 MB per rank for 1, 2, 4, 8,
@@ -83,7 +86,20 @@ struct call {
     void *r;
     size_t count;
     mkDataType_t t;
+    size_t stride; /* bytes between rotated buffer sets (0: none) */
+    int nrot;      /* sets cycled through, so small sizes miss in L2 */
 };
+
+/* Rotation: for a call of b bytes per rank, cycle through as many
+ * buffer sets of the pool as keep send + receive >= 256 MB (L2: 50 MB). */
+const size_t ROT_FOOTPRINT = (size_t)256 << 20;
+void rotate(call &c, size_t set_bytes, size_t pool)
+{
+    c.stride = set_bytes;
+    size_t want = (ROT_FOOTPRINT + 2 * set_bytes - 1) / (2 * set_bytes);
+    size_t fit = pool / set_bytes;
+    c.nrot = (int)std::max<size_t>(1, std::min(want, fit));
+}
 
 void run(const call &c)
 {
@@ -114,8 +130,13 @@ void run(const call &c)
 
 void run_fn(void *ctx, int rep)
 {
-    (void)rep;
-    run(*(const call *)ctx);
+    call c = *(const call *)ctx;
+    if (c.nrot > 1) {
+        size_t off = (size_t)(rep % c.nrot) * c.stride;
+        c.s = (const char *)c.s + off;
+        c.r = (char *)c.r + off;
+    }
+    run(c);
 }
 
 double time_call(call c, int iters)
@@ -242,11 +263,12 @@ extern "C" int mkb_coll_main(int argc, char **argv)
     mkDataType_t t = mk_type(dts);
     size_t es = t == mkFloat32 ? 4 : 2;
     void *s, *r;
-    MKB_CHECK(cudaMalloc(&s, maxb * g_n));
-    MKB_CHECK(cudaMalloc(&r, maxb * g_n));
+    const size_t pool = std::max(maxb * g_n, ROT_FOOTPRINT);
+    MKB_CHECK(cudaMalloc(&s, pool));
+    MKB_CHECK(cudaMalloc(&r, pool));
     unsigned long long seed = (unsigned long long)time(NULL) * 2654435761ull + g_rank;
     if (g_rank == 0) printf("random input, seed %llu (+ rank)\n", seed - g_rank);
-    fill_random<<<1024, 256, 0, g_st>>>(s, maxb * g_n / es, (int)es,
+    fill_random<<<1024, 256, 0, g_st>>>(s, pool / es, (int)es,
                                         t == mkBfloat16, seed);
     MKB_CHECK(cudaGetLastError());
     MKB_CHECK(cudaStreamSynchronize(g_st));
@@ -255,7 +277,8 @@ extern "C" int mkb_coll_main(int argc, char **argv)
         if (!strstr(ops, o.key)) continue;
         for (size_t b = minb; b <= maxb; b *= 4) {
             int it = b >= (256u << 20) ? iters / 2 + 1 : iters;
-            call c{o.kind, 1, s, r, b / es, t};
+            call c{o.kind, 1, s, r, b / es, t, 0, 1};
+            rotate(c, b * g_n, pool);
             double ours = time_call(c, it);
             c.ours = 0;
             double base = time_call(c, it);
@@ -273,7 +296,8 @@ extern "C" int mkb_coll_main(int argc, char **argv)
                 char v[8];
                 snprintf(v, sizeof v, "%d", k);
                 setenv("MK_COLL_CTAS", v, 1);
-                call c{0, 1, s, r, b / es, t};
+                call c{0, 1, s, r, b / es, t, 0, 1};
+                rotate(c, b * g_n, pool);
                 double ours = time_call(c, iters / 2 + 1);
                 rows.push_back({!strcmp(m, "reg") ? "allgather_ctas_reg"
                                 : !strcmp(m, "tma") ? "allgather_ctas_tma" : "allgather_ctas_tma_send",

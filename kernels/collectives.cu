@@ -23,6 +23,10 @@
  *   all-reduce      SEND: block q to its owner q; REDUCE: own block in fp32,
  *                   result -> dst and (phase 1) into every peer's slot;
  *                   RECV2: reduced blocks of the peers -> dst
+ *   all-reduce,     (small buffers, p.oneshot) as reduce-scatter with every
+ *   one phase       block the whole buffer: SEND: everything to every peer;
+ *                   REDUCE: own + every peer's copy -> dst, each chunk only
+ *                   after SEND delivered it everywhere (in place, dst is src)
  *
  * Roles are warp groups of one 512-thread CTA, each with its own named
  * barrier; see devrt.cuh for the waits and the failure path.  Bytes move
@@ -59,6 +63,7 @@ struct ctx {
     char *smem;      /* TMA staging (dynamic shared memory), or NULL */
     int pipes;       /* TMA pipes sharing smem (at most MKI_TMA_MAXPIPES) */
     volatile uint32_t *reduced; /* all-reduce with TMA: chunks reduced */
+    volatile uint32_t *sent;    /* one-shot all-reduce: chunks delivered */
     int tma_recv;    /* local copies by TMA too */
 };
 
@@ -202,7 +207,10 @@ __device__ __forceinline__ void block_of(const mki_coll_params &p, int q,
                                          uint64_t *off, uint64_t *bytes)
 {
     const uint64_t es = (uint64_t)p.esize;
-    if (p.op == MKI_COLL_ALLREDUCE) {
+    if (p.op == MKI_COLL_ALLREDUCE && p.oneshot) {
+        *off = 0;
+        *bytes = p.count * es;
+    } else if (p.op == MKI_COLL_ALLREDUCE) {
         uint64_t first, elems;
         mki_ar_block(p.count, p.nranks, q, &first, &elems);
         *off = first * es;
@@ -239,7 +247,7 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
         uint64_t nk = mki_nchunks(len, S);
         maxk = nk > maxk ? nk : maxk;
     }
-    for (uint64_t k = 0; k < maxk; k++)
+    for (uint64_t k = 0; k < maxk; k++) {
         for (int j = 1; j < p.nranks; j++) {
             const int q = (p.me + j) % p.nranks;
             uint64_t boff, b, off, len;
@@ -256,6 +264,11 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
             deliver(x, tp, tid, nthr, bar, 0, q, (int)(k % MKI_NSLOTS), p.src + boff + at, n,
                     mki_sig_target(x.e, k), wait_site{q, x.c, (int)k, 0});
         }
+        if (x.sent) { /* every copy of chunk k has read it: REDUCE may write */
+            role_sync(bar, nthr);
+            if (tid == 0) *x.sent = (uint32_t)k + 1;
+        }
+    }
     /* Return only when every chunk sent has been consumed. */
     for (int j = 1; j < p.nranks; j++) {
         const int q = (p.me + j) % p.nranks;
@@ -320,6 +333,15 @@ __device__ void recv_role(const ctx &x, int tid, int nthr, int bar, int phase, i
 }
 
 /* ---- reduction ------------------------------------------------------- */
+
+/* One-shot all-reduce: REDUCE's leader waits for SEND's progress (same
+ * CTA; SEND quits through *quit).  Out of line: it costs the reduction's
+ * registers nothing. */
+__device__ __noinline__ void wait_sent(volatile uint32_t *sent, uint32_t n,
+                                       volatile int *quit)
+{
+    while (*sent < n && !*quit) { }
+}
 
 template <typename T> struct num;
 template <> struct num<float> {
@@ -395,12 +417,12 @@ __device__ void reduce_chunk(T *out, const T *own, const T *const *in, int nin,
 /* REDUCE: the own block, summed over every rank's contribution.  For
  * all-reduce the result also goes to the peers: pushed here with register
  * stores (mover reg), or published to SEND2 through x.reduced (TMA). */
-template <typename T>
+template <typename T, bool OS>
 __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar)
 {
     const mki_coll_params &p = *x.p;
     const uint64_t S = p.slot_bytes;
-    const bool ar = p.op == MKI_COLL_ALLREDUCE, push = ar && x.reduced == NULL;
+    const bool ar = !OS && p.op == MKI_COLL_ALLREDUCE, push = ar && x.reduced == NULL;
     uint64_t boff, b, off, len;
     block_of(p, p.me, &boff, &b);
     mki_chan_part(b, p.nch, x.c, &off, &len);
@@ -426,6 +448,9 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar)
                             : NULL;
             nin++;
         }
+        /* one shot: src may be dst, so chunk k is overwritten only after
+         * SEND copied it to every peer */
+        if (OS && tid == 0) wait_sent(x.sent, (uint32_t)k + 1, x.quit);
         role_sync(bar, nthr);
         if (*x.quit) return;
         reduce_chunk<T>(reinterpret_cast<T *>(out + at), reinterpret_cast<const T *>(own + at),
@@ -535,7 +560,7 @@ mki_coll_copy_kernel(const __grid_constant__ mki_coll_params p)
     const int c = blockIdx.x;
     if (!enter(p, c, &quit, &e_sh)) return;
     ctx x{&p, c, e_sh, &quit, p.mover != MKI_COLL_MOVER_REG ? mki_coll_smem : NULL,
-          p.mover == MKI_COLL_MOVER_TMA ? 2 : 1, NULL, p.mover == MKI_COLL_MOVER_TMA};
+          p.mover == MKI_COLL_MOVER_TMA ? 2 : 1, NULL, NULL, p.mover == MKI_COLL_MOVER_TMA};
     const int t = threadIdx.x, ns = send_threads(p);
     if (t < ns) send_role(x, t, ns, 1);
     else recv_role(x, t - ns, MKI_COLL_THREADS - ns, 2, 0, 1);
@@ -560,28 +585,55 @@ mki_coll_reduce_kernel(const __grid_constant__ mki_coll_params p)
     const bool ar = p.op == MKI_COLL_ALLREDUCE;
     const int trecv = ar && p.mover == MKI_COLL_MOVER_TMA;
     ctx x{&p, c, e_sh, &quit, tma ? mki_coll_smem : NULL, ar ? 2 + trecv : 1,
-          ar && tma ? &reduced : NULL, trecv};
+          ar && tma ? &reduced : NULL, NULL, trecv};
     if (!ar) {
         const int ns = send_threads(p);
         if (t < ns) send_role(x, t, ns, 1);
-        else reduce_role<T>(x, t - ns, MKI_COLL_THREADS - ns, 2);
+        else reduce_role<T, false>(x, t - ns, MKI_COLL_THREADS - ns, 2);
     } else if (tma) {
         if (t < 32) send_role(x, t, 32, 1);
         else if (t < 64) send2_role(x, t - 32, 32, 4);
-        else if (t < 384) reduce_role<T>(x, t - 64, 320, 2);
+        else if (t < 384) reduce_role<T, false>(x, t - 64, 320, 2);
         else recv_role(x, t - 384, 128, 3, 1, 2);
     } else {
         if (t < 192) send_role(x, t, 192, 1);
-        else if (t < 384) reduce_role<T>(x, t - 192, 192, 2);
+        else if (t < 384) reduce_role<T, false>(x, t - 192, 192, 2);
         else recv_role(x, t - 384, 128, 3, 1, 0);
     }
     leave(p, c, &quit, x.e);
 }
 
-static const void *kernel_for(int op, int dtype)
+/* One-shot all-reduce (p.oneshot): SEND as for reduce-scatter with every
+ * block the whole buffer, then REDUCE of the whole buffer, each chunk
+ * after SEND delivered it everywhere. */
+template <typename T>
+__global__ void __launch_bounds__(MKI_COLL_THREADS, 1)
+mki_coll_oneshot_kernel(const __grid_constant__ mki_coll_params p)
+{
+    __shared__ volatile int quit;
+    __shared__ uint64_t e_sh;
+    __shared__ volatile uint32_t sent;
+    const int c = blockIdx.x;
+    if (threadIdx.x == 0) sent = 0;
+    if (!enter(p, c, &quit, &e_sh)) return;
+    const int t = threadIdx.x, tma = p.mover != MKI_COLL_MOVER_REG;
+    ctx x{&p, c, e_sh, &quit, tma ? mki_coll_smem : NULL, 1, NULL, &sent, 0};
+    const int ns = send_threads(p);
+    if (t < ns) send_role(x, t, ns, 1);
+    else reduce_role<T, true>(x, t - ns, MKI_COLL_THREADS - ns, 2);
+    leave(p, c, &quit, x.e);
+}
+
+static const void *kernel_for(int op, int dtype, int oneshot)
 {
     if (op == MKI_COLL_ALLGATHER || op == MKI_COLL_ALLTOALL)
         return (const void *)mki_coll_copy_kernel;
+    if (op == MKI_COLL_ALLREDUCE && oneshot) switch (dtype) {
+    case MKI_BF16: return (const void *)mki_coll_oneshot_kernel<__nv_bfloat16>;
+    case MKI_F16: return (const void *)mki_coll_oneshot_kernel<__half>;
+    case MKI_F32: return (const void *)mki_coll_oneshot_kernel<float>;
+    default: return NULL;
+    }
     switch (dtype) {
     case MKI_BF16: return (const void *)mki_coll_reduce_kernel<__nv_bfloat16>;
     case MKI_F16: return (const void *)mki_coll_reduce_kernel<__half>;
@@ -593,7 +645,7 @@ static const void *kernel_for(int op, int dtype)
 extern "C" int mki_coll_launch(const struct mki_coll_params *p, cudaStream_t s,
                                const char **why)
 {
-    const void *k = kernel_for(p->op, p->dtype);
+    const void *k = kernel_for(p->op, p->dtype, p->oneshot);
     if (!k) {
         *why = "no kernel for this operation and type";
         return -1;
@@ -612,13 +664,14 @@ extern "C" int mki_coll_launch(const struct mki_coll_params *p, cudaStream_t s,
 /* Load every collective kernel now (see probe.cu: never lazily). */
 extern "C" int mki_coll_preload(const char **why)
 {
-    const int ops[] = {MKI_COLL_ALLGATHER, MKI_COLL_REDUCESCATTER};
-    for (int o = 0; o < 2; o++)
+    const int ops[] = {MKI_COLL_ALLGATHER, MKI_COLL_REDUCESCATTER, MKI_COLL_ALLREDUCE};
+    for (int o = 0; o < 3; o++)
         for (int d = MKI_BF16; d <= MKI_F32; d++) {
+            const void *k = kernel_for(ops[o], d, o == 2);
             cudaFuncAttributes a;
-            cudaError_t err = cudaFuncGetAttributes(&a, kernel_for(ops[o], d));
+            cudaError_t err = cudaFuncGetAttributes(&a, k);
             if (err == cudaSuccess)
-                err = cudaFuncSetAttribute(kernel_for(ops[o], d),
+                err = cudaFuncSetAttribute(k,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            MKI_TMA_SMEM);
             if (err != cudaSuccess) {

@@ -221,10 +221,28 @@ static mkResult_t check_call(struct mkComm *comm, struct coll_call *c)
     return check_overlap(comm, c);
 }
 
-static uint64_t block_bytes(const struct mkComm *comm, const struct coll_call *c)
+/* All-reduce in one phase (MK_COLL_AR_ONESHOT): every rank sends its
+ * whole buffer to every peer and reduces all of them.  For 2 ranks the
+ * bytes on the wire equal the two-phase algorithm's with half its signal
+ * round trips; for n ranks it sends (n-1) x S instead of 2 (n-1)/n x S, so
+ * it pays only for small buffers. */
+static mkResult_t ar_oneshot(struct mkComm *comm, const struct coll_call *c,
+                             int *oneshot)
+{
+    int64_t limit = 0;
+    *oneshot = 0;
+    if (c->op != MKI_COLL_ALLREDUCE) return mkSuccess;
+    mkResult_t r = mki_param_int(MKI_P_COLL_AR_ONESHOT, &limit);
+    if (r != mkSuccess) return mki_error(comm, r, "%s", mki_thread_error());
+    *oneshot = limit > 0 && c->count * (uint64_t)dtype_size(c->dtype) <= (uint64_t)limit;
+    return mkSuccess;
+}
+
+static uint64_t block_bytes(const struct mkComm *comm, const struct coll_call *c,
+                            int oneshot)
 {
     uint64_t es = (uint64_t)dtype_size(c->dtype);
-    if (c->op != MKI_COLL_ALLREDUCE) return c->count * es;
+    if (c->op != MKI_COLL_ALLREDUCE || oneshot) return c->count * es;
     uint64_t first, elems;
     mki_ar_block(c->count, comm->nranks, 0, &first, &elems);
     return elems * es;
@@ -244,8 +262,9 @@ static mkResult_t coll_run(mkComm_t comm, struct coll_call *c,
     p.esize = dtype_size(c->dtype);
     p.nranks = comm->nranks;
     p.me = comm->rank;
-    int nch = 1, mover = MKI_COLL_MOVER_TMA_SEND;
-    MKI_CHECK(coll_ctas(comm, block_bytes(comm, c), &nch));
+    int nch = 1, mover = MKI_COLL_MOVER_TMA_SEND, oneshot = 0;
+    MKI_CHECK(ar_oneshot(comm, c, &oneshot));
+    MKI_CHECK(coll_ctas(comm, block_bytes(comm, c, oneshot), &nch));
     MKI_CHECK(coll_mover(comm, &mover));
     coll_peers(comm, &p);
     /* Register stores push all-reduce results straight into peers'
@@ -254,6 +273,7 @@ static mkResult_t coll_run(mkComm_t comm, struct coll_call *c,
         mover = MKI_COLL_MOVER_TMA_SEND;
     p.nch = nch;
     p.mover = mover;
+    p.oneshot = oneshot;
     p.count = c->count;
     p.src = c->sendbuf;
     p.dst = c->recvbuf;
@@ -273,8 +293,9 @@ static mkResult_t coll_run(mkComm_t comm, struct coll_call *c,
     if (rc != 0)
         return mki_error(comm, mkErrCuda, "%s: kernel launch failed: %s",
                          c->func, why);
-    MKI_TRACE(MKI_SUB_COLL, "%s call %llu: count %zu, %d CTAs", c->func,
-              (unsigned long long)p.epoch, c->count, p.nch);
+    MKI_TRACE(MKI_SUB_COLL, "%s call %llu: count %zu, %d CTAs%s", c->func,
+              (unsigned long long)p.epoch, c->count, p.nch,
+              oneshot ? ", one phase" : "");
     return mkSuccess;
 }
 

@@ -54,6 +54,10 @@ enum mki_param_type { MKI_PT_INT, MKI_PT_SIZE, MKI_PT_STR };
       "each GPU takes the nearest of them. Default: all.")                     \
     X(COLL_CTAS, "MK_COLL_CTAS", MKI_PT_INT, "0", 0, 32,                       \
       "CTAs of every collective (0: the plan's choice); for measurements.") \
+    X(COLL_AR_ONESHOT, "MK_COLL_AR_ONESHOT", MKI_PT_SIZE, "4M", 0,            \
+      1099511627776, "All-reduce in one phase (every rank reduces the whole "  \
+      "buffer from every rank's copy) up to this many bytes; two phases "      \
+      "(reduce-scatter, all-gather) above; 0: never.")                         \
     X(COLL_MOVER, "MK_COLL_MOVER", MKI_PT_STR, "tma-send", 0, 0,               \
       "How collectives move bytes: tma (bulk copies by one thread, to peers "  \
       "and locally), tma-send (bulk copies to peers only) or reg (16-byte "    \

@@ -123,6 +123,8 @@ struct mki_coll_params {
     int32_t op, dtype, esize;
     int32_t nranks, me, nch;
     int32_t mover;              /* enum mki_coll_mover */
+    int32_t oneshot;            /* all-reduce in one phase: every peer gets
+                                 * the whole buffer, every rank reduces all */
     uint64_t count;             /* as in the public call */
     const char *src;
     char *dst;

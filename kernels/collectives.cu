@@ -453,8 +453,19 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar)
         if (OS && tid == 0) wait_sent(x.sent, (uint32_t)k + 1, x.quit);
         role_sync(bar, nthr);
         if (*x.quit) return;
-        reduce_chunk<T>(reinterpret_cast<T *>(out + at), reinterpret_cast<const T *>(own + at),
-                        in, nin, rem, push ? nin : 0, n / sizeof(T), tid, nthr);
+        if (OS) {
+            /* Every rank reduces the whole buffer: sum in rank order (own
+             * at its place) so that every rank gets the same bits. */
+            const T *ord[MKI_MAXLOCAL];
+            for (int r = 0; r < p.nranks; r++)
+                ord[r] = r == p.me ? reinterpret_cast<const T *>(own + at)
+                                   : in[(r - p.me - 1 + p.nranks) % p.nranks];
+            reduce_chunk<T>(reinterpret_cast<T *>(out + at), ord[0], ord + 1, p.nranks - 1,
+                            rem, 0, n / sizeof(T), tid, nthr);
+        } else {
+            reduce_chunk<T>(reinterpret_cast<T *>(out + at), reinterpret_cast<const T *>(own + at),
+                            in, nin, rem, push ? nin : 0, n / sizeof(T), tid, nthr);
+        }
         if (push) __threadfence_system();
         else asm volatile("fence.proxy.async.global;" ::: "memory"); /* SEND2 reads out by TMA */
         role_sync(bar, nthr);

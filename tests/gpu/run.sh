@@ -157,6 +157,7 @@ if [ $base_tests = 1 ] && [ "$ngpu" -ge 2 ]; then
     export MK_COLL_MOVER=tma-send
     step "2gpu stress (1000 calls)" 60 2 $B/test_coll stress
     step "2gpu graph" 60 2 $B/test_coll graph
+    step "2gpu all-reduce: same bits on every rank" 60 2 $B/test_coll bits
     step "2gpu badargs" 60 2 $B/test_coll badargs
     step "2gpu fault: rank never calls" 60 2 $B/test_coll nocall
     step "2gpu fault: mkCommAbort" 60 2 $B/test_coll abort
@@ -174,6 +175,7 @@ if [ $scale_tests = 1 ]; then
         step "${np}gpu correct" 120 $np $B/test_coll correct $NMAXB
         step "${np}gpu stress (1000 calls)" 60 $np $B/test_coll stress
         step "${np}gpu graph" 60 $np $B/test_coll graph
+        step "${np}gpu all-reduce: same bits on every rank" 60 $np $B/test_coll bits
         step "${np}gpu fault: rank never calls" 60 $np $B/test_coll nocall
         h=$((np / 2))
         MK_NODE_SIZE=$h MK_TRANSPORT=socket \

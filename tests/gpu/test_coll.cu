@@ -34,6 +34,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <vector>
+
 #include "mkernel.h"
 #ifdef WITH_NCCL
 #include <nccl.h>
@@ -452,6 +454,57 @@ static int test_abort(void)
     return 0;
 }
 
+/* All-reduce of inputs whose sums round (random bf16 / fp32 with full
+ * mantissas, fresh seed each run): every rank must hold the same bits, in
+ * one phase (1 MB, each rank reduces everything itself) and in two (64
+ * MB when the budget allows).  Host hash of recvbuf, compared over the
+ * bootstrap. */
+__global__ void fill_rand(void *p, size_t n, int dt, unsigned long long seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        unsigned long long x = (i + 1) * 0x9e3779b97f4a7c15ull ^ seed;
+        x ^= x >> 31;
+        x *= 0xbf58476d1ce4e5b9ull;
+        x ^= x >> 29;
+        float v = (float)(x >> 40) * (2.0f / 16777216.0f) - 1.0f; /* [-1, 1) */
+        if (dt == 0) ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
+        else if (dt == 1) ((__half *)p)[i] = __float2half_rn(v);
+        else ((float *)p)[i] = v;
+    }
+}
+
+static int test_bits(void)
+{
+    alloc_bufs(64u << 20);
+    unsigned long long seed = (unsigned long long)time(NULL) * 1000003ull + (unsigned long long)g_rank * 7919ull;
+    const size_t sizes[] = {1u << 20, 64u << 20};
+    for (int dt = 0; dt < 3; dt++)
+        for (size_t b : sizes) {
+            size_t es = (size_t)esize(dt), count = b / es;
+            fill_rand<<<512, 256, 0, g_st>>>(g_send, count, dt, seed + b + (size_t)dt);
+            CK(cudaGetLastError());
+            CK(cudaMemsetAsync(g_recv, 0xff, b, g_st));
+            MK(run_op(2, g_send, g_recv, count, dt));
+            std::vector<uint64_t> h(b / 8);
+            CK(cudaMemcpyAsync(h.data(), g_recv, b, cudaMemcpyDeviceToHost, g_st));
+            CK(cudaStreamSynchronize(g_st));
+            uint64_t hash = 1469598103934665603ull;
+            for (uint64_t w : h) hash = (hash ^ w) * 1099511628211ull;
+            std::vector<uint64_t> all(g_n);
+            all[g_rank] = hash;
+            struct mkComm *c = g_comm;
+            MK(c->boot->allgather(c->boot_ctx, all.data(), sizeof(uint64_t)));
+            int same = 1;
+            for (int r = 0; r < g_n; r++) same &= all[r] == all[0];
+            const char *th = getenv("MK_COLL_AR_ONESHOT");
+            result(same, "same bits on every rank: all-reduce %s %zu bytes "
+                   "(MK_COLL_AR_ONESHOT=%s)", dt == 0 ? "bf16" : dt == 1 ? "fp16" : "fp32",
+                   b, th ? th : "default");
+        }
+    return 0;
+}
+
 static int test_badargs(void)
 {
     alloc_bufs(1 << 20);
@@ -508,6 +561,7 @@ int main(int argc, char **argv)
     else if (!strcmp(what, "nocall")) test_nocall();
     else if (!strcmp(what, "abort")) test_abort();
     else if (!strcmp(what, "badargs")) test_badargs();
+    else if (!strcmp(what, "bits")) test_bits();
     else {
         fprintf(stderr, "unknown test %s\n", what);
         return 2;

@@ -6,20 +6,22 @@
  *   2. transport: MK_TRANSPORT / config->transports, parsed by the plan's
  *      list parser, tried in order by mki_transport_open (collective: the
  *      first transport that initialises on every rank wins);
- *   3. register region 0 (the workspace, or a host region without GPU),
- *      connect (collective);
+ *   3. register region 0 (the workspace, or a host region without GPU)
+ *      and region 1 (the net buffer), connect (collective);
  *   4. the FIFO (mapped pinned memory with a GPU, else plain host memory),
  *      the proxy thread pinned near the GPU, a monitor thread that turns a
  *      proxy failure into the communicator's async error.
  *
- * The CUDA hooks (copy_device, raise_device_signal) run in the proxy
- * thread on a private non-blocking stream: a copy on the legacy default
- * stream would wait for the persistent kernel that waits for this very
- * copy.  Tested: tests/net/test_comm_net on an H200 host (4 ranks, one
- * GPU, socket transport: both copy directions and an ADD signal, read back
- * with cudaMemcpy).  Not tested: a kernel spinning on the signal while the
- * proxy copies, the mapped FIFO fed by a GPU producer through a
- * communicator, RDMA transports on GPU memory.
+ * Region 1 is the kernels' net buffer (page-locked, mapped; devrt.h):
+ * the collectives exchange everything with remote ranks there, so the
+ * proxy makes no CUDA call for them.  The CUDA hooks (copy_device,
+ * raise_device_signal) serve region 0, the GPU workspace (tools such as
+ * mkbench net --device-region); they run in the proxy thread on a private
+ * non-blocking stream, and can still wait behind the application's own
+ * pageable copies (transport.h).  Tested on H200 hosts: the collectives
+ * and mkAllGatherGemm across virtual nodes (tests/gpu/run.sh, ag_gemm.sh),
+ * mkbench net, tests/net/test_comm_net.  Not tested: RDMA transports on
+ * real NICs.
  */
 #define _GNU_SOURCE 1
 #include <errno.h>

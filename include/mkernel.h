@@ -169,12 +169,16 @@ typedef enum {
     mkNumDataTypes = 3
 } mkDataType_t;
 
-/* Device memory of the communicator's GPU, recorded by the communicator.
- * mkMemFree releases only what mkMemAlloc returned. */
+/* Registered memory, collective: every rank makes the same sequence of
+ * these four calls (sizes may differ), and the ranks of a node map each
+ * other's buffers.  mkAllGather and mkAllToAll then write straight into a
+ * registered recvbuf (zero copy, MK_COLL_ZCOPY_MIN).  mkMemAlloc allocates
+ * device memory of the communicator's GPU; mkMemFree releases only what
+ * mkMemAlloc returned (NULL: nothing, not collective). */
 MK_API mkResult_t mkMemAlloc(mkComm_t comm, size_t size, void **ptr);
 MK_API mkResult_t mkMemFree(mkComm_t comm, void *ptr);
-/* Record a cudaMalloc'ed buffer of the communicator's device; *handle is
- * what mkCommDeregister takes. */
+/* Register a cudaMalloc'ed buffer of the communicator's device; *handle is
+ * what mkCommDeregister takes (after which the caller may free it). */
 MK_API mkResult_t mkCommRegister(mkComm_t comm, void *buf, size_t size,
                                  void **handle);
 MK_API mkResult_t mkCommDeregister(mkComm_t comm, void *handle);

@@ -17,12 +17,28 @@
 
 struct mkComm;
 
-/* One buffer from mkMemAlloc or mkCommRegister. */
+/* One allocation of a local peer mapped here by CUDA IPC, shared by the
+ * registrations that lie in it (a handle is opened once per process). */
+struct mki_ipc_map {
+    struct mki_ipc_map *next;
+    int local;                /* the peer's local index */
+    cudaIpcMemHandle_t handle;
+    char *base;               /* the allocation's base, mapped here */
+    int refs;
+};
+
+/* One buffer from mkMemAlloc or mkCommRegister (both collective): every
+ * local peer's buffer of the same registration is mapped here, and every
+ * peer told us where it maps ours, so a kernel can tell a peer where to
+ * write into our buffer (zero copy, see collectives.cu). */
 struct mki_reg {
     struct mki_reg *next;
     void *ptr;
     size_t bytes;
-    int owned;       /* 1: mkMemAlloc allocated it (mkMemFree frees it) */
+    int owned;                        /* 1: mkMemAlloc allocated it */
+    char *peer_buf[MKI_MAXLOCAL];     /* local rank l's buffer, here */
+    uint64_t seen_by[MKI_MAXLOCAL];   /* my buffer as local rank l maps it */
+    struct mki_ipc_map *map[MKI_MAXLOCAL]; /* mappings held (or NULL) */
 };
 
 struct mki_devrt {
@@ -48,6 +64,8 @@ struct mki_devrt {
     int aborted;                    /* mkCommAbort: leave device memory */
     pthread_mutex_t reg_lock;
     struct mki_reg *regs;
+    int nregs;                      /* equal on every rank (collective) */
+    struct mki_ipc_map *maps;       /* peers' allocations mapped here */
 };
 
 /* Set up comm->dev (collective over comm->boot); a process without GPU
@@ -74,8 +92,11 @@ mkResult_t mki_err_record_format(const struct mki_err_record *r,
                                  size_t len);
 const char *mki_coll_op_name(int op);
 
-/* 1 when [ptr, ptr + bytes) lies in a buffer registered with comm. */
+/* 1 when [ptr, ptr + bytes) lies in a buffer registered with comm;
+ * then seen_by[l] (when not NULL) receives the address of ptr in local
+ * rank l's address space (ptr itself for me and for a rank of my
+ * process). */
 int mki_devrt_is_registered(struct mkComm *comm, const void *ptr,
-                            size_t bytes);
+                            size_t bytes, uint64_t *seen_by);
 
 #endif /* MKI_MEM_H */

@@ -65,6 +65,8 @@ struct ctx {
     volatile uint32_t *reduced; /* all-reduce with TMA: chunks reduced */
     volatile uint32_t *sent;    /* one-shot all-reduce: chunks delivered */
     int tma_recv;    /* local copies by TMA too */
+    char **to;       /* zero copy: where SEND writes for rank q (shared;
+                      * NULL entry: through the slots) */
 };
 
 /* Pipe i of the CTA's dynamic shared memory (leader thread only). */
@@ -82,7 +84,7 @@ __device__ __forceinline__ void pipe_init(const ctx &x, int i, tma_pipe &t)
 __device__ __forceinline__ void send_bytes(tma_pipe *t, char *dst, const char *src,
                                            uint64_t n, int tid, int nthr)
 {
-    if (t && ((uintptr_t)src & 15) == 0) {
+    if (t && (((uintptr_t)src | (uintptr_t)dst) & 15) == 0) {
         const uint64_t body = n & ~15ull;
         if (tid == 0 && body) tma_copy(*t, dst, src, body);
         if (n > body) copy_bytes(dst + body, src + body, n - body, tid, nthr);
@@ -231,7 +233,36 @@ __device__ __forceinline__ bool role_wait(const ctx &x, int bar, int nthr,
     return *x.quit == 0;
 }
 
-/* SEND (phase 0): push block q of src into peer q's slots. */
+/* Zero copy: the leader waits for every peer's post of this call, then
+ * the role reads where to write (x.to[q]: where my block starts in q's
+ * recvbuf; NULL: through q's slots).  Only peers that get bytes from this
+ * channel are waited for.  All-reduce: my reduced block, at its own
+ * offset; all-gather, all-to-all: my block, at my index. */
+__device__ __noinline__ bool read_posts(const ctx &x, char **to, int tid, int nthr, int bar)
+{
+    const mki_coll_params &p = *x.p;
+    const bool ar = p.op == MKI_COLL_ALLREDUCE;
+    if (tid == 0)
+        for (int j = 1; j < p.nranks; j++) {
+            const int q = (p.me + j) % p.nranks;
+            uint64_t boff, b, off, len;
+            block_of(p, ar ? p.me : q, &boff, &b);
+            mki_chan_part(b, p.nch, x.c, &off, &len);
+            to[q] = NULL;
+            if (len == 0) continue;
+            const uint64_t *post = sig(p.ws[p.me], mki_ws_post(q, x.c));
+            if (!wait_geq(p, post + 1, mki_sig_target(x.e, 0), wait_site{q, x.c, -1, 0}, x.quit))
+                break;
+            /* my block's place in q's recvbuf */
+            const uint64_t a = *(volatile const uint64_t *)post;
+            to[q] = a ? reinterpret_cast<char *>(a) + (ar ? boff : (uint64_t)p.me * b) : NULL;
+        }
+    role_sync(bar, nthr);
+    return *x.quit == 0;
+}
+
+/* SEND (phase 0): push block q of src into peer q's slots, or straight
+ * into its recvbuf (zero copy). */
 __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
 {
     const mki_coll_params &p = *x.p;
@@ -239,6 +270,7 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
     tma_pipe pipe, *tp = NULL;
     if (x.smem && tid == 0) pipe_init(x, 0, pipe);
     if (x.smem) tp = &pipe;
+    if (x.to && !read_posts(x, x.to, tid, nthr, bar)) return;
     uint64_t maxk = 0;
     for (int q = 0; q < p.nranks; q++) {
         uint64_t boff, b, off, len;
@@ -249,12 +281,19 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
     }
     for (uint64_t k = 0; k < maxk; k++) {
         for (int j = 1; j < p.nranks; j++) {
-            const int q = (p.me + j) % p.nranks;
+            /* Zero copy: channels start on different peers, so that at
+             * any time every peer receives from every rank. */
+            const int q = x.to ? (p.me + 1 + (j - 1 + x.c) % (p.nranks - 1)) % p.nranks
+                               : (p.me + j) % p.nranks;
             uint64_t boff, b, off, len;
             block_of(p, q, &boff, &b);
             mki_chan_part(b, p.nch, x.c, &off, &len);
             if (k >= mki_nchunks(len, S)) continue;
             const uint64_t at = off + k * S, n = len - k * S < S ? len - k * S : S;
+            if (x.to && x.to[q]) {
+                send_bytes(tp, x.to[q] + at, p.src + boff + at, n, tid, nthr);
+                continue;
+            }
             if (k >= MKI_NSLOTS) {
                 const uint64_t *cr = sig(home(p, q), credit_at(p, q, 0, x.c));
                 if (!role_wait(x, bar, nthr, tid, cr, mki_sig_target(x.e, k - MKI_NSLOTS),
@@ -269,14 +308,25 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
             if (tid == 0) *x.sent = (uint32_t)k + 1;
         }
     }
-    /* Return only when every chunk sent has been consumed. */
+    /* Zero copy: every byte is in place (send_bytes fenced it); say so. */
+    if (x.to) {
+        role_sync(bar, nthr);
+        if (tid == 0)
+            for (int j = 1; j < p.nranks; j++) {
+                const int q = (p.me + j) % p.nranks;
+                if (x.to[q])
+                    st_release_sys(sig(p.ws[q], mki_ws_done(p.me, x.c)),
+                                   mki_sig_target(x.e, 0));
+            }
+    }
+    /* Return only when every chunk sent through slots has been consumed. */
     for (int j = 1; j < p.nranks; j++) {
         const int q = (p.me + j) % p.nranks;
         uint64_t boff, b, off, len;
         block_of(p, q, &boff, &b);
         mki_chan_part(b, p.nch, x.c, &off, &len);
         uint64_t nk = mki_nchunks(len, S);
-        if (nk == 0) continue;
+        if (nk == 0 || (x.to && x.to[q])) continue;
         if (!role_wait(x, bar, nthr, tid, sig(home(p, q), credit_at(p, q, 0, x.c)),
                        mki_sig_target(x.e, nk - 1), wait_site{q, x.c, (int)nk - 1, 0}))
             return;
@@ -310,9 +360,12 @@ __device__ void recv_role(const ctx &x, int tid, int nthr, int bar, int phase, i
         uint64_t nk = mki_nchunks(len, S);
         maxk = nk > maxk ? nk : maxk;
     }
+    /* Zero copy: peers write into dst themselves (p.post[q] != 0). */
+    const bool zc = p.direct != 0; /* phase 0: copy kernel; 1: all-reduce */
     for (uint64_t k = 0; k < maxk; k++)
         for (int j = 1; j < p.nranks; j++) {
             const int q = (p.me - j + p.nranks) % p.nranks;
+            if (zc && p.post[q]) continue;
             uint64_t boff, b, off, len;
             block_of(p, q, &boff, &b);
             mki_chan_part(b, p.nch, x.c, &off, &len);
@@ -330,6 +383,17 @@ __device__ void recv_role(const ctx &x, int tid, int nthr, int bar, int phase, i
             if (tid == 0)
                 raise_credit(x, q, phase, mki_sig_target(x.e, k), wait_site{q, x.c, (int)k, phase});
         }
+    if (!zc) return;
+    for (int j = 1; j < p.nranks; j++) {
+        const int q = (p.me - j + p.nranks) % p.nranks;
+        uint64_t boff, b, off, len;
+        block_of(p, q, &boff, &b);
+        mki_chan_part(b, p.nch, x.c, &off, &len);
+        if (!p.post[q] || len == 0) continue;
+        if (!role_wait(x, bar, nthr, tid, sig(p.ws[p.me], mki_ws_done(q, x.c)),
+                       mki_sig_target(x.e, 0), wait_site{q, x.c, -1, phase}))
+            return;
+    }
 }
 
 /* ---- reduction ------------------------------------------------------- */
@@ -358,15 +422,18 @@ template <> struct num<__nv_bfloat16> {
 };
 
 /* out[i] = own[i] + sum of in[j][i], accumulated in fp32, rounded once;
- * the result also goes to every rem[j] (peers' phase-1 slots). */
+ * the result also goes to every rem[j] (peers' phase-1 slots, or their
+ * recvbufs with zero copy).  16-byte vectors when vec (every rem[j]
+ * 16-byte aligned) and out, own are aligned. */
 template <typename T>
 __device__ void reduce_chunk(T *out, const T *own, const T *const *in, int nin,
-                             T *const *rem, int nrem, uint64_t n, int tid, int nthr)
+                             T *const *rem, int nrem, uint64_t n, int tid, int nthr,
+                             bool vec)
 {
     constexpr int V = 16 / sizeof(T);
     constexpr int U = 4; /* vectors in flight per thread and input */
     uint64_t start = 0;
-    if ((((uintptr_t)out | (uintptr_t)own) & 15) == 0) {
+    if (vec && (((uintptr_t)out | (uintptr_t)own) & 15) == 0) {
         const uint64_t nv = n / V;
         for (uint64_t i0 = tid; i0 < nv; i0 += (uint64_t)U * nthr) {
             float acc[U][V];
@@ -418,7 +485,7 @@ __device__ void reduce_chunk(T *out, const T *own, const T *const *in, int nin,
  * all-reduce the result also goes to the peers: pushed here with register
  * stores (mover reg), or published to SEND2 through x.reduced (TMA). */
 template <typename T, bool OS>
-__device__ void reduce_role(const ctx &x, int tid, int nthr, int bar)
+__device__ void reduce_role(const ctx &x, int tid, int nthr, int bar, char **to)
 {
     const mki_coll_params &p = *x.p;
     const uint64_t S = p.slot_bytes;
@@ -429,22 +496,30 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar)
     const uint64_t nk = mki_nchunks(len, S);
     const char *own = p.src + boff;
     char *out = p.dst + (ar ? boff : 0);
+    /* Zero copy (all-reduce, register stores): results go straight into
+     * the peers' recvbufs that are registered. */
+    const bool zc = push && to != NULL;
+    if (zc && !read_posts(x, to, tid, nthr, bar)) return;
     for (uint64_t k = 0; k < nk; k++) {
         const uint64_t at = off + k * S, n = len - k * S < S ? len - k * S : S;
         const int slot = (int)(k % MKI_NSLOTS);
         const T *in[MKI_MAXLOCAL];
         T *rem[MKI_MAXLOCAL];
         int nin = 0;
+        bool vec = true;
         for (int j = 1; j < p.nranks; j++) {
             const int q = (p.me + j) % p.nranks;
             if (tid == 0) wait_geq(p, sig(home(p, q), arrive_at(p, q, 0, x.c, slot)),
                                    mki_sig_target(x.e, k), wait_site{q, x.c, (int)k, 0}, x.quit);
-            if (tid == 0 && push && k >= MKI_NSLOTS)
+            const bool direct = zc && to[q] != NULL;
+            if (tid == 0 && push && !direct && k >= MKI_NSLOTS)
                 wait_geq(p, sig(home(p, q), credit_at(p, q, 1, x.c)),
                          mki_sig_target(x.e, k - MKI_NSLOTS), wait_site{q, x.c, (int)k, 1}, x.quit);
             in[nin] = reinterpret_cast<const T *>(home(p, q) + slot_at(p, q, 0, q, x.c, slot));
+            if (direct) vec = vec && ((reinterpret_cast<uintptr_t>(to[q]) + at) & 15) == 0;
             /* push never runs across nodes (coll.c picks TMA there) */
-            rem[nin] = push ? reinterpret_cast<T *>(p.ws[q] + mki_ws_slot(1, p.me, x.c, slot, p.nranks, S))
+            rem[nin] = direct ? reinterpret_cast<T *>(to[q] + at)
+                     : push ? reinterpret_cast<T *>(p.ws[q] + mki_ws_slot(1, p.me, x.c, slot, p.nranks, S))
                             : NULL;
             nin++;
         }
@@ -461,10 +536,10 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar)
                 ord[r] = r == p.me ? reinterpret_cast<const T *>(own + at)
                                    : in[(r - p.me - 1 + p.nranks) % p.nranks];
             reduce_chunk<T>(reinterpret_cast<T *>(out + at), ord[0], ord + 1, p.nranks - 1,
-                            rem, 0, n / sizeof(T), tid, nthr);
+                            rem, 0, n / sizeof(T), tid, nthr, true);
         } else {
             reduce_chunk<T>(reinterpret_cast<T *>(out + at), reinterpret_cast<const T *>(own + at),
-                            in, nin, rem, push ? nin : 0, n / sizeof(T), tid, nthr);
+                            in, nin, rem, push ? nin : 0, n / sizeof(T), tid, nthr, vec);
         }
         if (push) __threadfence_system();
         else asm volatile("fence.proxy.async.global;" ::: "memory"); /* SEND2 reads out by TMA */
@@ -473,7 +548,8 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar)
             for (int j = 1; j < p.nranks; j++) {
                 const int q = (p.me + j) % p.nranks;
                 raise_credit(x, q, 0, mki_sig_target(x.e, k), wait_site{q, x.c, (int)k, 0});
-                if (push) st_release_sys(sig(p.ws[q], mki_ws_arrive(1, p.me, x.c)), mki_sig_target(x.e, k));
+                if (push && !(zc && to[q]))
+                    st_release_sys(sig(p.ws[q], mki_ws_arrive(1, p.me, x.c)), mki_sig_target(x.e, k));
             }
             if (ar && !push) {
                 __threadfence_block();
@@ -482,8 +558,14 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar)
         }
     }
     if (!push || nk == 0) return;
+    if (zc && tid == 0) /* every result is in place (fenced above) */
+        for (int j = 1; j < p.nranks; j++) {
+            const int q = (p.me + j) % p.nranks;
+            if (to[q]) st_release_sys(sig(p.ws[q], mki_ws_done(p.me, x.c)), mki_sig_target(x.e, 0));
+        }
     for (int j = 1; j < p.nranks; j++) {
         const int q = (p.me + j) % p.nranks;
+        if (zc && to[q]) continue;
         if (!role_wait(x, bar, nthr, tid, sig(home(p, q), credit_at(p, q, 1, x.c)),
                        mki_sig_target(x.e, nk - 1), wait_site{q, x.c, (int)nk - 1, 1}))
             return;
@@ -527,6 +609,18 @@ __device__ void send2_role(const ctx &x, int tid, int nthr, int bar)
     }
 }
 
+/* Zero copy: tell every peer where its block goes in my recvbuf (or 0:
+ * through my slots); this call has started here (thread 0). */
+__device__ void post_recvbuf(const mki_coll_params &p, int c, uint64_t e)
+{
+    for (int q = 0; q < p.nranks; q++) {
+        if (q == p.me) continue;
+        uint64_t *post = sig(p.ws[q], mki_ws_post(p.me, c));
+        st_relaxed_sys(post, p.post[q]);
+        st_release_sys(post + 1, mki_sig_target(e, 0));
+    }
+}
+
 /* The operation number of this channel, and the abort check at entry. */
 __device__ bool enter(const mki_coll_params &p, int c, volatile int *quit, uint64_t *e_sh)
 {
@@ -556,10 +650,13 @@ __device__ void leave(const mki_coll_params &p, int c, volatile int *quit, uint6
 extern __shared__ __align__(128) char mki_coll_smem[];
 
 /* Threads of the SEND role: one warp issuing TMA bulk copies, or half
- * the CTA with register stores. */
+ * the CTA with register stores (three quarters with zero copy). */
 __device__ __forceinline__ int send_threads(const mki_coll_params &p)
 {
-    return p.mover != MKI_COLL_MOVER_REG ? 32 : 256;
+    /* Zero copy leaves RECV only the own block to copy: with 3 or more
+     * peers in flight SEND takes 384 threads (4 H200: 312 -> 320 GB/s at
+     * 1 GB); with one peer 256 stay better (2 H200: 316 vs 279). */
+    return p.mover != MKI_COLL_MOVER_REG ? 32 : p.direct && p.nranks > 2 ? 384 : 256;
 }
 
 /* All-gather and all-to-all: SEND, then RECV on the other warps. */
@@ -568,10 +665,13 @@ mki_coll_copy_kernel(const __grid_constant__ mki_coll_params p)
 {
     __shared__ volatile int quit;
     __shared__ uint64_t e_sh;
+    __shared__ char *to[MKI_MAXLOCAL];
     const int c = blockIdx.x;
     if (!enter(p, c, &quit, &e_sh)) return;
+    if (p.direct && threadIdx.x == 0) post_recvbuf(p, c, e_sh);
     ctx x{&p, c, e_sh, &quit, p.mover != MKI_COLL_MOVER_REG ? mki_coll_smem : NULL,
-          p.mover == MKI_COLL_MOVER_TMA ? 2 : 1, NULL, NULL, p.mover == MKI_COLL_MOVER_TMA};
+          p.mover == MKI_COLL_MOVER_TMA ? 2 : 1, NULL, NULL, p.mover == MKI_COLL_MOVER_TMA,
+          p.direct ? to : NULL};
     const int t = threadIdx.x, ns = send_threads(p);
     if (t < ns) send_role(x, t, ns, 1);
     else recv_role(x, t - ns, MKI_COLL_THREADS - ns, 2, 0, 1);
@@ -589,9 +689,12 @@ mki_coll_reduce_kernel(const __grid_constant__ mki_coll_params p)
     __shared__ volatile int quit;
     __shared__ uint64_t e_sh;
     __shared__ volatile uint32_t reduced;
+    __shared__ char *to[MKI_MAXLOCAL];
     const int c = blockIdx.x;
     if (threadIdx.x == 0) reduced = 0;
     if (!enter(p, c, &quit, &e_sh)) return;
+    /* zero copy: all-reduce with register stores only (coll.c) */
+    if (p.direct && threadIdx.x == 0) post_recvbuf(p, c, e_sh);
     const int t = threadIdx.x, tma = p.mover != MKI_COLL_MOVER_REG;
     const bool ar = p.op == MKI_COLL_ALLREDUCE;
     const int trecv = ar && p.mover == MKI_COLL_MOVER_TMA;
@@ -600,15 +703,15 @@ mki_coll_reduce_kernel(const __grid_constant__ mki_coll_params p)
     if (!ar) {
         const int ns = send_threads(p);
         if (t < ns) send_role(x, t, ns, 1);
-        else reduce_role<T, false>(x, t - ns, MKI_COLL_THREADS - ns, 2);
+        else reduce_role<T, false>(x, t - ns, MKI_COLL_THREADS - ns, 2, NULL);
     } else if (tma) {
         if (t < 32) send_role(x, t, 32, 1);
         else if (t < 64) send2_role(x, t - 32, 32, 4);
-        else if (t < 384) reduce_role<T, false>(x, t - 64, 320, 2);
+        else if (t < 384) reduce_role<T, false>(x, t - 64, 320, 2, NULL);
         else recv_role(x, t - 384, 128, 3, 1, 2);
     } else {
         if (t < 192) send_role(x, t, 192, 1);
-        else if (t < 384) reduce_role<T, false>(x, t - 192, 192, 2);
+        else if (t < 384) reduce_role<T, false>(x, t - 192, 192, 2, p.direct ? to : NULL);
         else recv_role(x, t - 384, 128, 3, 1, 0);
     }
     leave(p, c, &quit, x.e);
@@ -631,7 +734,7 @@ mki_coll_oneshot_kernel(const __grid_constant__ mki_coll_params p)
     ctx x{&p, c, e_sh, &quit, tma ? mki_coll_smem : NULL, 1, NULL, &sent, 0};
     const int ns = send_threads(p);
     if (t < ns) send_role(x, t, ns, 1);
-    else reduce_role<T, true>(x, t - ns, MKI_COLL_THREADS - ns, 2);
+    else reduce_role<T, true>(x, t - ns, MKI_COLL_THREADS - ns, 2, NULL);
     leave(p, c, &quit, x.e);
 }
 

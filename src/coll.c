@@ -248,6 +248,39 @@ static uint64_t block_bytes(const struct mkComm *comm, const struct coll_call *c
     return elems * es;
 }
 
+/* Zero copy (devrt.h): all-gather, all-to-all, and all-reduce in two
+ * phases when MK_COLL_MOVER=reg (REDUCE pushes the reduced blocks into the
+ * peers' recvbufs; not the default: on 2 H200 at 64 MB - 1 GB it measured
+ * 232-284 GB/s against 257-300 for TMA through the workspace,
+ * bench/NOTES.md), on one node, when the
+ * communicator has registered buffers (mkMemAlloc, mkCommRegister: both
+ * collective, so every rank counts the same) and each rank's block is at
+ * least MK_COLL_ZCOPY_MIN: the same decision on every rank.  Whether a
+ * peer then writes into my recvbuf depends only on my recvbuf being
+ * registered, which I tell it on the device (p->post). */
+static mkResult_t coll_direct(struct mkComm *comm, const struct coll_call *c,
+                              int oneshot, int mover, struct mki_coll_params *p)
+{
+    int64_t min = 0;
+    p->direct = 0;
+    if (c->op == MKI_COLL_REDUCESCATTER || oneshot || comm->nnodes != 1 ||
+        comm->dev->nregs == 0)
+        return mkSuccess;
+    if (c->op == MKI_COLL_ALLREDUCE && mover != MKI_COLL_MOVER_REG) return mkSuccess;
+    mkResult_t r = mki_param_int(MKI_P_COLL_ZCOPY_MIN, &min);
+    if (r != mkSuccess) return mki_error(comm, r, "%s", mki_thread_error());
+    if (min <= 0 || block_bytes(comm, c, oneshot) < (uint64_t)min)
+        return mkSuccess;
+    p->direct = 1;
+    uint64_t seen[MKI_MAXLOCAL];
+    if (!mki_devrt_is_registered(comm, c->recvbuf, c->recv_bytes, seen))
+        return mkSuccess; /* peers go through my slots */
+    const struct mki_devrt *d = comm->dev;
+    for (int l = 0; l < d->nlocal; l++)
+        if (l != d->me) p->post[d->comm_rank[l]] = seen[l];
+    return mkSuccess;
+}
+
 static mkResult_t coll_run(mkComm_t comm, struct coll_call *c,
                            cudaStream_t stream)
 {
@@ -267,6 +300,15 @@ static mkResult_t coll_run(mkComm_t comm, struct coll_call *c,
     MKI_CHECK(coll_ctas(comm, block_bytes(comm, c, oneshot), &nch));
     MKI_CHECK(coll_mover(comm, &mover));
     coll_peers(comm, &p);
+    /* Zero copy goes by register stores unless MK_COLL_MOVER says
+     * otherwise: 4 ranks of an H200 host, 1 GB per rank, 312 GB/s busbw
+     * against 281 with TMA; 2 ranks, 16 CTAs, 311 against 259
+     * (bench/NOTES.md). */
+    const int forced = mki_param_is_set(MKI_P_COLL_MOVER);
+    const int copy_op = c->op == MKI_COLL_ALLGATHER || c->op == MKI_COLL_ALLTOALL;
+    MKI_CHECK(coll_direct(comm, c, oneshot, forced || !copy_op ? mover : MKI_COLL_MOVER_REG,
+                          &p));
+    if (p.direct && !forced) mover = MKI_COLL_MOVER_REG;
     /* Register stores push all-reduce results straight into peers'
      * slots, which a remote rank does not have: TMA (SEND2) there. */
     if (p.net_mask && c->op == MKI_COLL_ALLREDUCE && mover == MKI_COLL_MOVER_REG)
@@ -293,9 +335,12 @@ static mkResult_t coll_run(mkComm_t comm, struct coll_call *c,
     if (rc != 0)
         return mki_error(comm, mkErrCuda, "%s: kernel launch failed: %s",
                          c->func, why);
-    MKI_TRACE(MKI_SUB_COLL, "%s call %llu: count %zu, %d CTAs%s", c->func,
+    MKI_TRACE(MKI_SUB_COLL, "%s call %llu: count %zu, %d CTAs%s%s", c->func,
               (unsigned long long)p.epoch, c->count, p.nch,
-              oneshot ? ", one phase" : "");
+              oneshot ? ", one phase" : "",
+              !p.direct ? "" : p.post[(comm->rank + 1) % comm->nranks]
+              ? ", zero copy into my recvbuf" : ", zero copy (my recvbuf "
+              "is not registered: through my workspace)");
     return mkSuccess;
 }
 

@@ -58,6 +58,11 @@ enum mki_param_type { MKI_PT_INT, MKI_PT_SIZE, MKI_PT_STR };
       1099511627776, "All-reduce in one phase (every rank reduces the whole "  \
       "buffer from every rank's copy) up to this many bytes; two phases "      \
       "(reduce-scatter, all-gather) above; 0: never.")                         \
+    X(COLL_ZCOPY_MIN, "MK_COLL_ZCOPY_MIN", MKI_PT_SIZE, "256K", 0,            \
+      1099511627776, "All-gather and all-to-all write straight into a "      \
+      "registered recvbuf (mkMemAlloc, mkCommRegister) from this many bytes " \
+      "per rank's block; below, or 0, through the workspace. Alike on "      \
+      "every rank.")                                                           \
     X(COLL_MOVER, "MK_COLL_MOVER", MKI_PT_STR, "tma-send", 0, 0,               \
       "How collectives move bytes: tma (bulk copies by one thread, to peers "  \
       "and locally), tma-send (bulk copies to peers only) or reg (16-byte "    \

@@ -13,6 +13,10 @@
  *   256     seq[MKI_MAXCH]             op counter of each channel (local)
  *   4096    arrive[2][MKI_MAXLOCAL][MKI_MAXCH]   written by the sender
  *   8192    credit[2][MKI_MAXLOCAL][MKI_MAXCH]   written by the receiver
+ *   16384   post[MKI_MAXLOCAL][MKI_MAXCH]        {address, tag}, written
+ *                                                by the receiver (zero copy)
+ *   20480   done[MKI_MAXLOCAL][MKI_MAXCH]        written by the sender
+ *                                                (zero copy)
  *   65536   slots[2][local_size][MKI_MAXCH][MKI_NSLOTS] of slot_bytes
  *
  * Signals.  Channel c of every rank runs the same sequence of operations,
@@ -21,6 +25,20 @@
  * targets (e << 32) | (k + 1) for its chunk k: counters only ever grow,
  * nothing is reset between calls, and the host passes nothing that a CUDA
  * graph replay would freeze (the sequence lives in device memory).
+ *
+ * Zero copy (p.direct: all-gather and all-to-all on one node, when the
+ * communicator has registered buffers and the block is large enough; the
+ * same on every rank).  At entry, CTA c of every rank q posts into each
+ * peer r's post[q][c] the address at which r writes into q's recvbuf (as r
+ * maps it; 0 when q's recvbuf is not registered) and releases its tag
+ * (e << 32) | 1.  r's SEND waits for the tag, then writes its part
+ * straight into q's recvbuf, or through the slots when the address is 0,
+ * and after the last byte releases done[r][c] in q = (e << 32) | 1; q's
+ * RECV waits for that instead of copying chunks (a counter of its own:
+ * ranks that disagree on the regime time out instead of reading slots
+ * as if they were the data).  The post is what makes
+ * this safe: q's kernel has started, so whatever q's stream did with its
+ * recvbuf before the call is done.
  *
  * Across (virtual) nodes, for communicators of at most MKI_MAXLOCAL ranks
  * in all: ranks are indexed by communicator rank; ws[q] is NULL for a rank
@@ -69,6 +87,8 @@
 #define MKI_WS_SEQ 256
 #define MKI_WS_ARRIVE 4096
 #define MKI_WS_CREDIT 8192
+#define MKI_WS_POST 16384
+#define MKI_WS_DONE 20480
 #define MKI_WS_DATA 65536
 #define MKI_SLOT_MAX (1u << 20)
 #define MKI_NB_CREDIT 0
@@ -125,6 +145,9 @@ struct mki_coll_params {
     int32_t mover;              /* enum mki_coll_mover */
     int32_t oneshot;            /* all-reduce in one phase: every peer gets
                                  * the whole buffer, every rank reduces all */
+    int32_t direct;             /* zero-copy regime (see the top) */
+    int32_t pad0;
+    uint64_t post[MKI_MAXLOCAL];/* my recvbuf as rank q maps it, or 0 */
     uint64_t count;             /* as in the public call */
     const char *src;
     char *dst;
@@ -193,6 +216,16 @@ MKI_HD uint64_t mki_ws_slot(int phase, int src, int ch, int slot, int nlocal,
 {
     uint64_t i = (((uint64_t)phase * (uint64_t)nlocal + (uint64_t)src) * MKI_MAXCH + (uint64_t)ch) * MKI_NSLOTS + (uint64_t)slot;
     return MKI_WS_DATA + i * slot_bytes;
+}
+/* The post of receiver q for channel ch (address; the tag follows). */
+MKI_HD uint64_t mki_ws_post(int q, int ch)
+{
+    return MKI_WS_POST + 16ull * ((uint64_t)q * MKI_MAXCH + (uint64_t)ch);
+}
+/* Zero copy: sender q's part of channel ch is in place. */
+MKI_HD uint64_t mki_ws_done(int q, int ch)
+{
+    return MKI_WS_DONE + 8ull * ((uint64_t)q * MKI_MAXCH + (uint64_t)ch);
 }
 /* Slot bytes that fit a workspace of ws_bytes for nlocal ranks; 0 when
  * the workspace is too small. */

@@ -65,6 +65,13 @@ static void test_layout(void)
     /* The signal arrays do not overlap each other or the data. */
     CHECK(mki_ws_arrive(1, MKI_MAXLOCAL - 1, MKI_MAXCH - 1) + 8 <= MKI_WS_CREDIT);
     CHECK(mki_ws_credit(1, MKI_MAXLOCAL - 1, MKI_MAXCH - 1) + 8 <= MKI_WS_DATA);
+    /* Zero-copy posts and done counters: after the credits, before the
+     * slots, and apart from each other. */
+    CHECK(mki_ws_credit(1, MKI_MAXLOCAL - 1, MKI_MAXCH - 1) + 8 <= mki_ws_post(0, 0));
+    CHECK(mki_ws_post(MKI_MAXLOCAL - 1, MKI_MAXCH - 1) + 16 <= mki_ws_done(0, 0));
+    CHECK(mki_ws_done(MKI_MAXLOCAL - 1, MKI_MAXCH - 1) + 8 <= MKI_WS_DATA);
+    CHECK(mki_ws_post(1, 0) - mki_ws_post(0, MKI_MAXCH - 1) == 16);
+    CHECK(mki_ws_post(0, 0) % 16 == 0 && mki_ws_done(0, 0) % 8 == 0);
     CHECK(MKI_WS_SEQ + 8 * MKI_MAXCH <= MKI_WS_ARRIVE);
     uint64_t ws = 256ull << 20, s = mki_ws_slot_bytes(ws, 2);
     CHECK(s > 0 && s % MKI_SLOT_ALIGN == 0 && s <= MKI_SLOT_MAX);

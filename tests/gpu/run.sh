@@ -10,8 +10,10 @@
 # quick: sizes up to 16 MB per rank; full: up to 1 GB (256 MB at 4 and 8
 # ranks).  tests: correctness on 2 GPUs, on 1 GPU under MPS, and, where
 # there are GPUs for them, at 4 and 8 ranks and on virtual nodes
-# (MK_NODE_SIZE, socket transport); bench: mkbench coll at 2 ranks (with
-# its CTA sweep and MK_COLL_MOVER=tma) and at one rank per GPU, on one
+# (MK_NODE_SIZE, socket transport); on one node also with registered buffers
+# (zero copy, MKT_ZCOPY); bench: mkbench coll at 2 ranks (with
+# its CTA sweep and MK_COLL_MOVER=tma, and again with --zcopy) and at one
+# rank per GPU (with and without zero copy), on one
 # node and on 2 virtual nodes; all: both; scale: only what needs more than
 # 2 GPUs or virtual nodes (the 4- and 8-rank steps, the virtual-node
 # steps, the benchmarks at one rank per GPU).
@@ -46,20 +48,20 @@ export CUDA_MODULE_LOADING=EAGER
 # never inherited from the caller.
 unset MK_NODE_SIZE MK_TRANSPORT
 MPI="mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH \
- -x NCCL_NVLS_ENABLE -x CUDA_MODULE_LOADING -x MK_DEBUG -x MKT_NO_NCCL -x MK_COLL_CTAS -x MK_COLL_MOVER \
+ -x NCCL_NVLS_ENABLE -x CUDA_MODULE_LOADING -x MK_DEBUG -x MKT_NO_NCCL -x MK_COLL_CTAS \
  -x CUDA_VISIBLE_DEVICES -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY -x MK_SM_BUDGET \
  -x MK_TIMEOUT_MS"
 # -x for the optional variables that are set (the virtual-node steps).
 xopt() {
     local v
-    for v in MK_NODE_SIZE MK_TRANSPORT MK_SOCKET_IFNAME; do
+    for v in MK_NODE_SIZE MK_TRANSPORT MK_SOCKET_IFNAME MKT_ZCOPY MK_COLL_ZCOPY_MIN MK_COLL_MOVER; do
         [ -n "${!v:-}" ] && printf ' -x %s' "$v"
     done
 }
 # "MK_NODE_SIZE=2 MK_TRANSPORT=socket " when set, for the logs.
 layout() {
     local v s=""
-    for v in MK_NODE_SIZE MK_TRANSPORT; do
+    for v in MK_NODE_SIZE MK_TRANSPORT MKT_ZCOPY MK_COLL_ZCOPY_MIN MK_COLL_MOVER; do
         [ -n "${!v:-}" ] && s="$s$v=${!v} "
     done
     printf '%s' "$s"
@@ -67,7 +69,10 @@ layout() {
 # A device wait that never ends would cost the whole step: 20 s is plenty.
 export MK_TIMEOUT_MS=${MK_TIMEOUT_MS:-20000}
 export MK_DEBUG=${MK_DEBUG:-WARN} MKT_NO_NCCL=${MKT_NO_NCCL:-} MK_COLL_CTAS=${MK_COLL_CTAS:-0}
-export MK_SM_BUDGET=${MK_SM_BUDGET:-0} MK_COLL_MOVER=${MK_COLL_MOVER:-tma-send}
+export MK_SM_BUDGET=${MK_SM_BUDGET:-0}
+# MK_COLL_MOVER stays unset unless a step (or the caller) sets it: the
+# library then picks tma-send through the workspace, reg for zero copy.
+[ -z "${MK_COLL_MOVER:-}" ] && unset MK_COLL_MOVER
 [ "$mode" = full ] && MAXB=$((1 << 30)) || MAXB=$((16 << 20))
 # 4 and 8 ranks: at most 256 MB per rank (the step stays short).
 NMAXB=$MAXB
@@ -154,13 +159,24 @@ if [ $base_tests = 1 ] && [ "$ngpu" -ge 2 ]; then
     step "2gpu correct, register stores" 90 2 $B/test_coll correct $((16 << 20))
     export MK_COLL_MOVER=tma
     step "2gpu correct, TMA for local copies too" 90 2 $B/test_coll correct $((16 << 20))
-    export MK_COLL_MOVER=tma-send
+    unset MK_COLL_MOVER
     step "2gpu stress (1000 calls)" 60 2 $B/test_coll stress
     step "2gpu graph" 60 2 $B/test_coll graph
     step "2gpu all-reduce: same bits on every rank" 60 2 $B/test_coll bits
     step "2gpu badargs" 60 2 $B/test_coll badargs
     step "2gpu fault: rank never calls" 60 2 $B/test_coll nocall
     step "2gpu fault: mkCommAbort" 60 2 $B/test_coll abort
+    # Zero copy: registered buffers, every size through it (ZCOPY_MIN=1),
+    # then the default threshold (stress mixes sizes on both sides of it).
+    MKT_ZCOPY=alloc MK_COLL_ZCOPY_MIN=1 \
+        step "2gpu zero copy (mkMemAlloc) correct" 120 2 $B/test_coll correct $((256 << 20))
+    MKT_ZCOPY=register step "2gpu zero copy (mkCommRegister) stress" 60 2 $B/test_coll stress
+    MKT_ZCOPY=mixed MK_COLL_ZCOPY_MIN=1 step "2gpu zero copy graph" 60 2 $B/test_coll graph
+    # All-reduce goes zero copy only with register stores (not the default).
+    MK_COLL_MOVER=reg MKT_ZCOPY=mixed MK_COLL_ZCOPY_MIN=1 \
+        step "2gpu zero copy, register stores (all-reduce too)" 90 2 $B/test_coll correct $((64 << 20))
+    MK_COLL_MOVER=reg MKT_ZCOPY=alloc MK_COLL_ZCOPY_MIN=1 \
+        step "2gpu zero copy all-reduce: same bits" 60 2 $B/test_coll bits
 fi
 if [ $scale_tests = 1 ]; then
     if [ "$ngpu" -ge 2 ]; then
@@ -177,6 +193,13 @@ if [ $scale_tests = 1 ]; then
         step "${np}gpu graph" 60 $np $B/test_coll graph
         step "${np}gpu all-reduce: same bits on every rank" 60 $np $B/test_coll bits
         step "${np}gpu fault: rank never calls" 60 $np $B/test_coll nocall
+        MKT_ZCOPY=mixed MK_COLL_ZCOPY_MIN=1 \
+            step "${np}gpu zero copy (odd ranks not registered) correct" 120 $np \
+            $B/test_coll correct $((64 << 20))
+        MKT_ZCOPY=alloc step "${np}gpu zero copy stress" 60 $np $B/test_coll stress
+        MK_COLL_MOVER=reg MKT_ZCOPY=mixed MK_COLL_ZCOPY_MIN=1 \
+            step "${np}gpu zero copy, register stores (all-reduce too)" 90 $np \
+            $B/test_coll correct $((64 << 20))
         h=$((np / 2))
         MK_NODE_SIZE=$h MK_TRANSPORT=socket \
             step "${np}gpu 2x$h (MK_NODE_SIZE=$h) correct" 90 $np $B/test_coll correct $VMAXB
@@ -193,6 +216,8 @@ if [ $base_tests = 1 ] || [ $scale_tests = 1 ]; then
             step "1gpu x2 MPS correct" 90 2 $B/test_coll correct $MB2
             step "1gpu x4 MPS correct" 90 4 $B/test_coll correct $MB2
             step "1gpu x4 MPS stress" 60 4 $B/test_coll stress
+            MKT_ZCOPY=mixed MK_COLL_ZCOPY_MIN=1 \
+                step "1gpu x4 MPS zero copy (mixed) correct" 90 4 $B/test_coll correct $MB2
             step "1gpu x2 MPS fault: never calls" 60 2 $B/test_coll nocall
         fi
         if [ $scale_tests = 1 ]; then
@@ -217,6 +242,7 @@ if [ $base_bench = 1 ] && [ "$ngpu" -ge 2 ]; then
         BARGS="--min 1M --max 256M --iters 10"
     fi
     bench "np2 (with the CTA sweep)" 150 2 "" $BARGS --sweep
+    bench "np2-zc (zero copy, with the CTA sweep)" 150 2 zc $BARGS --sweep --zcopy
     # The same table with TMA for the local copies too.
     MK_COLL_MOVER=tma bench "np2-tma (MK_COLL_MOVER=tma)" 100 2 tma $BARGS
     if [ -f "$O/coll.json" ]; then
@@ -234,6 +260,7 @@ if [ $scale_bench = 1 ] && [ "$ngpu" -gt 2 ]; then
         NBARGS="--min 1M --max 256M --iters 10"
     fi
     bench "np$ngpu" 150 "$ngpu" np$ngpu $NBARGS
+    bench "np$ngpu-zc (zero copy)" 150 "$ngpu" np$ngpu-zc $NBARGS --op ag,a2a --zcopy
     if [ $((ngpu % 2)) = 0 ]; then
         h=$((ngpu / 2))
         MK_NODE_SIZE=$h MK_TRANSPORT=socket bench "np$ngpu-2x$h (MK_NODE_SIZE=$h)" 120 "$ngpu" \

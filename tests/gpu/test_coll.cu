@@ -15,7 +15,12 @@
  *                                 mkErrRemote; nobody hangs
  *   test_coll abort               rank 1 calls mkCommAbort while rank 0
  *                                 waits: rank 0 gets mkErrRemote promptly
- *   test_coll badargs             host pointers, wrong alignment, overlap
+ *   test_coll badargs             host pointers, wrong alignment, overlap,
+ *                                 refused registrations
+ *
+ * MKT_ZCOPY=alloc|register|mixed takes the buffers from mkMemAlloc or
+ * registers them (zero copy; see dev_alloc); MK_COLL_ZCOPY_MIN=1 then
+ * sends every size through it.
  *
  * Input element j of rank r is gen(r, j): a multiple of 1/64 in [-1/2,
  * 1/2), so every sum of up to 8 inputs (a multiple of 1/64 of magnitude
@@ -246,13 +251,40 @@ static long long nccl_diff(int op, const void *s, void *ref, const void *ours, u
 
 static void *g_send, *g_recv, *g_ref;
 
+/* Buffers of the ops under test.  MKT_ZCOPY picks how (every rank makes
+ * the same sequence of collective registration calls):
+ *   unset     cudaMalloc, nothing registered (through the workspace)
+ *   alloc     mkMemAlloc (peers write straight into recv buffers)
+ *   register  cudaMalloc + mkCommRegister
+ *   mixed     as register, but odd ranks register a small spare buffer
+ *             in place of each recv buffer: peers of an odd rank go
+ *             through its workspace, of an even rank straight in. */
+static void dev_alloc(void **p, size_t bytes, int recv)
+{
+    const char *z = getenv("MKT_ZCOPY");
+    if (z && !strcmp(z, "alloc")) {
+        MK(mkMemAlloc(g_comm, bytes, p));
+        return;
+    }
+    CK(cudaMalloc(p, bytes));
+    if (!z || !*z) return;
+    void *h, *spare = NULL;
+    if (!strcmp(z, "mixed") && recv && g_rank % 2) CK(cudaMalloc(&spare, 4096));
+    if (!strcmp(z, "register") || !strcmp(z, "mixed"))
+        MK(mkCommRegister(g_comm, spare ? spare : *p, spare ? 4096 : bytes, &h));
+    else {
+        fprintf(stderr, "MKT_ZCOPY=%s: use alloc, register or mixed\n", z);
+        exit(2);
+    }
+}
+
 static void alloc_bufs(size_t maxblock)
 {
     /* The fixed odd counts (up to 1000003 fp32 elements) run at any
      * maxblock: the buffers must hold them too. */
     if (maxblock < (size_t)1000003 * 4) maxblock = (size_t)1000003 * 4;
-    CK(cudaMalloc(&g_send, maxblock * g_n + 256));
-    CK(cudaMalloc(&g_recv, maxblock * g_n + 256));
+    dev_alloc(&g_send, maxblock * g_n + 256, 0);
+    dev_alloc(&g_recv, maxblock * g_n + 256, 1);
 #ifdef WITH_NCCL
     if (g_nccl) CK(cudaMalloc(&g_ref, maxblock * g_n + 256));
 #endif
@@ -326,10 +358,10 @@ static int test_stress(void)
     void *in;
     void *outs[4][8];
     uint64_t last[4][8] = {{0}};
-    CK(cudaMalloc(&in, maxc * 2 * g_n));
+    dev_alloc(&in, maxc * 2 * g_n, 0);
     fill(in, maxc * g_n, dt);
     for (int op = 0; op < 4; op++)
-        for (int k = 0; k < K; k++) CK(cudaMalloc(&outs[op][k], maxc * 2 * g_n));
+        for (int k = 0; k < K; k++) dev_alloc(&outs[op][k], maxc * 2 * g_n, 1);
     uint64_t seed = 12345;
     double t0 = clock() / (double)CLOCKS_PER_SEC;
     for (int i = 0; i < N; i++) {
@@ -363,7 +395,7 @@ static int test_graph(void)
     const int dt = mkFloat16;
     alloc_bufs(c * 2);
     void *outs[4];
-    for (int op = 0; op < 4; op++) CK(cudaMalloc(&outs[op], c * 2 * g_n));
+    for (int op = 0; op < 4; op++) dev_alloc(&outs[op], c * 2 * g_n, 1);
     fill(g_send, c * g_n, dt);
     CK(cudaStreamSynchronize(g_st));
     cudaGraph_t g;
@@ -518,6 +550,31 @@ static int test_badargs(void)
     r = mkAllToAll(g_send, (char *)g_send + 64, 64, mkFloat32, g_comm, g_st);
     result(r == mkErrInvalidArgument && strstr(mkGetLastError(g_comm), "overlap"),
            "overlapping all-to-all: %s: %s", mkGetErrorString(r), mkGetLastError(g_comm));
+    /* Registration (collective: every rank makes the same calls). */
+    void *h = NULL, *h2 = NULL;
+    MK(mkCommRegister(g_comm, g_recv, 1 << 20, &h));
+    r = mkCommRegister(g_comm, (char *)g_recv + 4096, 4096, &h2);
+    result(r == mkErrInvalidArgument && strstr(mkGetLastError(g_comm), "registered already") &&
+           h2 == NULL, "register inside a registered buffer: %s: %s", mkGetErrorString(r),
+           mkGetLastError(g_comm));
+    r = mkMemFree(g_comm, h);
+    result(r == mkErrInvalidArgument && strstr(mkGetLastError(g_comm), "mkCommDeregister"),
+           "mkMemFree of a registered buffer: %s: %s", mkGetErrorString(r), mkGetLastError(g_comm));
+    MK(mkCommDeregister(g_comm, h)); /* mkMemFree dropped nothing */
+    r = mkCommDeregister(g_comm, h);
+    result(r == mkErrInvalidArgument && strstr(mkGetLastError(g_comm), "not a handle"),
+           "deregister twice: %s: %s", mkGetErrorString(r), mkGetLastError(g_comm));
+    /* One rank refuses its buffer (a host pointer): every rank fails and
+     * nothing stays registered. */
+    char hostbuf[4096];
+    void *mine = g_rank == 0 ? (void *)hostbuf : g_send;
+    r = mkCommRegister(g_comm, mine, 4096, &h2);
+    result(r == mkErrInvalidArgument && strstr(mkGetLastError(g_comm), g_rank == 0
+           ? "not device memory" : "rank 0 refused"), "one rank refuses: %s: %s",
+           mkGetErrorString(r), mkGetLastError(g_comm));
+    void *m = NULL;
+    MK(mkMemAlloc(g_comm, 12345, &m));
+    MK(mkMemFree(g_comm, m));
     /* The communicator still works after refused calls. */
     check_one(2, mkFloat32, 1000, "after-badargs");
     return 0;

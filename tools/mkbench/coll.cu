@@ -5,6 +5,7 @@
  *
  *   mkbench coll [--op ag,rs,ar,a2a] [--dtype bf16|fp16|fp32]
  *                [--min BYTES] [--max BYTES] [--iters N] [--sweep] [--tag NAME]
+ *                [--zcopy]
  *
  * Sizes are bytes per rank (the send buffer of all-gather and all-reduce,
  * the receive buffer of reduce-scatter, one block of all-to-all).  Time:
@@ -16,8 +17,12 @@
  * buffer (all-reduce: the buffer), busbw = algbw * (n-1)/n (all-reduce:
  * * 2(n-1)/n).  --sweep adds all-gather at 256 MB per rank for 1, 2, 4, 8,
  * 16 and 32 CTAs (MK_COLL_CTAS) for each mover (MK_COLL_MOVER reg,
- * tma-send, tma).  Rank 0 writes the JSON (coll.json, or coll-NAME.json
- * with --tag, in mkb_results_dir) and prints a table.
+ * tma-send, tma).  --zcopy takes the buffers from mkMemAlloc, so that
+ * all-gather and all-to-all write straight into the peers' receive
+ * buffers (NCCL gets the same buffers, which it does not know as
+ * registered); the JSON's zero_copy says which.  Rank 0 writes the JSON
+ * (coll.json, or coll-NAME.json with --tag, in mkb_results_dir) and
+ * prints a table.
  */
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -65,7 +70,7 @@ struct opdesc {
 const opdesc OPS[] = {{"allgather", "ag", 0}, {"reducescatter", "rs", 1},
                       {"allreduce", "ar", 2}, {"alltoall", "a2a", 3}};
 
-int g_rank, g_n;
+int g_rank, g_n, g_zcopy;
 mkComm_t g_comm;
 ncclComm_t g_nccl;
 cudaStream_t g_st;
@@ -183,12 +188,15 @@ void write_json(const std::vector<row> &rows, const char *path)
                 "\"device\": \"%s\", \"bytes\": %zu, \"ours_ms\": %.6f, \"baseline\": \"nccl %d.%d.%d\", "
                 "\"baseline_ms\": %s, \"speedup\": %s, \"limit_ms\": null, \"ours_over_limit\": null, "
                 "\"busbw_gbs\": %.2f, \"baseline_busbw_gbs\": %s, \"ctas\": %d, \"sm_split\": \"%s\", "
-                "\"mover\": \"%s\", "
+                "\"mover\": \"%s\", \"zero_copy\": %s, "
                 "\"commit\": \"%s\", \"date\": \"%s\"}%s\n",
                 r.op, r.dtype, g_n, g_comm->nnodes, dev, r.bytes, r.ours, v / 10000, v / 100 % 100, v % 100,
                 r.base > 0 ? std::to_string(r.base).c_str() : "null",
                 r.base > 0 ? std::to_string(r.base / r.ours).c_str() : "null", r.bw,
-                r.base > 0 ? std::to_string(r.bbw).c_str() : "null", r.ctas, split, r.mover, commit, date,
+                r.base > 0 ? std::to_string(r.bbw).c_str() : "null", r.ctas, split, r.mover,
+                g_zcopy && (!strncmp(r.op, "allgather", 9) || !strcmp(r.op, "alltoall"))
+                ? "true" : "false",
+                commit, date,
                 i + 1 < rows.size() ? "," : "");
     }
     fprintf(f, "]\n");
@@ -205,10 +213,12 @@ size_t parse_bytes(const char *s)
     return (size_t)v;
 }
 
-const char *mover_now()
+const char *mover_now(int kind)
 {
     const char *m = getenv("MK_COLL_MOVER");
-    return m && *m ? m : "tma-send"; /* src/param.h's default */
+    if (m && *m) return m;
+    /* src/coll.c's choice: registers for zero copy, else tma-send */
+    return g_zcopy && (kind == 0 || kind == 3) ? "reg" : "tma-send";
 }
 
 int plan_ctas(size_t block)
@@ -236,9 +246,11 @@ extern "C" int mkb_coll_main(int argc, char **argv)
         else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--sweep")) sweep = 1;
         else if (!strcmp(argv[i], "--tag") && i + 1 < argc) tag = argv[++i];
+        else if (!strcmp(argv[i], "--zcopy")) g_zcopy = 1;
         else {
             fprintf(stderr, "usage: mkbench coll [--op ag,rs,ar,a2a] [--dtype bf16|fp16|fp32] "
-                    "[--min BYTES] [--max BYTES] [--iters N] [--sweep] [--tag NAME]\n");
+                    "[--min BYTES] [--max BYTES] [--iters N] [--sweep] [--tag NAME] "
+                    "[--zcopy]\n");
             return 2;
         }
     }
@@ -264,8 +276,13 @@ extern "C" int mkb_coll_main(int argc, char **argv)
     size_t es = t == mkFloat32 ? 4 : 2;
     void *s, *r;
     const size_t pool = std::max(maxb * g_n, ROT_FOOTPRINT);
-    MKB_CHECK(cudaMalloc(&s, pool));
-    MKB_CHECK(cudaMalloc(&r, pool));
+    if (g_zcopy) {
+        MKB_MK(mkMemAlloc(g_comm, pool, &s));
+        MKB_MK(mkMemAlloc(g_comm, pool, &r));
+    } else {
+        MKB_CHECK(cudaMalloc(&s, pool));
+        MKB_CHECK(cudaMalloc(&r, pool));
+    }
     unsigned long long seed = (unsigned long long)time(NULL) * 2654435761ull + g_rank;
     if (g_rank == 0) printf("random input, seed %llu (+ rank)\n", seed - g_rank);
     fill_random<<<1024, 256, 0, g_st>>>(s, pool / es, (int)es,
@@ -282,7 +299,7 @@ extern "C" int mkb_coll_main(int argc, char **argv)
             double ours = time_call(c, it);
             c.ours = 0;
             double base = time_call(c, it);
-            rows.push_back({o.name, dts, mover_now(), b, plan_ctas(o.kind == 2 ? b / g_n : b), ours, base,
+            rows.push_back({o.name, dts, mover_now(o.kind), b, plan_ctas(o.kind == 2 ? b / g_n : b), ours, base,
                             busbw(o.kind, b, ours), busbw(o.kind, b, base)});
         }
     }
@@ -320,8 +337,13 @@ extern "C" int mkb_coll_main(int argc, char **argv)
                    x.bbw);
         printf("results: %s\n", path);
     }
-    MKB_CHECK(cudaFree(s));
-    MKB_CHECK(cudaFree(r));
+    if (g_zcopy) {
+        MKB_MK(mkMemFree(g_comm, s));
+        MKB_MK(mkMemFree(g_comm, r));
+    } else {
+        MKB_CHECK(cudaFree(s));
+        MKB_CHECK(cudaFree(r));
+    }
     ncclCommDestroy(g_nccl);
     MKB_MK(mkCommDestroy(g_comm));
     return 0;

@@ -69,6 +69,7 @@ struct agg_shape {
     int64_t pad;
 };
 
+#define AGG_CE_SPLIT_MAX 4
 struct mki_agg {
     char *arena;                      /* mine */
     uint64_t arena_bytes, bank_bytes;
@@ -76,6 +77,9 @@ struct mki_agg {
     int opened[MKI_MAXLOCAL];
     cudaStream_t side[MKI_MAXLOCAL];
     cudaEvent_t fork, join[MKI_MAXLOCAL];
+    /* more side streams per peer (MKT_AGG_CE_SPLIT, an experiment) */
+    cudaStream_t xside[MKI_MAXLOCAL][AGG_CE_SPLIT_MAX - 1];
+    cudaEvent_t xjoin[MKI_MAXLOCAL][AGG_CE_SPLIT_MAX - 1];
     uint64_t calls;                   /* fused calls so far: signal values */
     agg_write64_fn write64;
     void *scratch;                    /* unfused sequence: gathered A */
@@ -339,6 +343,11 @@ static mkResult_t state_create(struct mkComm *comm)
         e = cudaStreamCreateWithFlags(&g->side[l], cudaStreamNonBlocking);
         if (e == cudaSuccess)
             e = cudaEventCreateWithFlags(&g->join[l], cudaEventDisableTiming);
+        for (int x = 0; e == cudaSuccess && x < AGG_CE_SPLIT_MAX - 1; x++) {
+            e = cudaStreamCreateWithFlags(&g->xside[l][x], cudaStreamNonBlocking);
+            if (e == cudaSuccess)
+                e = cudaEventCreateWithFlags(&g->xjoin[l][x], cudaEventDisableTiming);
+        }
     }
     if (e != cudaSuccess) return cuda_err(comm, "creating side streams", e);
     enum cudaDriverEntryPointQueryResult q;
@@ -378,6 +387,11 @@ void mki_ag_gemm_free(struct mkComm *comm)
                 if (g->side[l]) (void)cudaStreamSynchronize(g->side[l]);
                 if (g->side[l]) (void)cudaStreamDestroy(g->side[l]);
                 if (g->join[l]) (void)cudaEventDestroy(g->join[l]);
+                for (int x = 0; x < AGG_CE_SPLIT_MAX - 1; x++) {
+                    if (g->xside[l][x]) (void)cudaStreamSynchronize(g->xside[l][x]);
+                    if (g->xside[l][x]) (void)cudaStreamDestroy(g->xside[l][x]);
+                    if (g->xjoin[l][x]) (void)cudaEventDestroy(g->xjoin[l][x]);
+                }
             }
             if (g->fork) (void)cudaEventDestroy(g->fork);
             unmap_arenas(comm, g);
@@ -399,8 +413,11 @@ static mkResult_t grow_arena(struct mkComm *comm, struct mki_agg *g,
 {
     struct mki_devrt *d = comm->dev;
     cudaError_t e = cudaStreamSynchronize(stream);
-    for (int l = 0; e == cudaSuccess && l < d->nlocal; l++)
+    for (int l = 0; e == cudaSuccess && l < d->nlocal; l++) {
         e = cudaStreamSynchronize(g->side[l]);
+        for (int x = 0; e == cudaSuccess && x < AGG_CE_SPLIT_MAX - 1; x++)
+            e = cudaStreamSynchronize(g->xside[l][x]);
+    }
     if (e != cudaSuccess) return cuda_err(comm, "waiting for earlier calls", e);
     uint64_t want = MKI_AGG_SIG_BYTES + 2 * bank;
     want = (want + AGG_ARENA_GRAIN - 1) / AGG_ARENA_GRAIN * AGG_ARENA_GRAIN;
@@ -652,11 +669,19 @@ static mkResult_t enqueue_copies(struct mkComm *comm, struct mki_agg *g,
     const size_t row = (size_t)c->k * (size_t)c->es;
     const int64_t cr = l->chunk_rows[me];
     const int64_t nch = mki_agg_nchunks(c->m_local, cr);
+    /* MKT_AGG_CE_SPLIT (experiment): chunks for one peer spread over this
+     * many side streams, round robin. */
+    const char *sp = getenv("MKT_AGG_CE_SPLIT");
+    int split = sp ? atoi(sp) : 1;
+    if (split < 1) split = 1;
+    if (split > AGG_CE_SPLIT_MAX) split = AGG_CE_SPLIT_MAX;
     for (int i = 1; i < d->nlocal; i++) {
         int dst = (me + i) % d->nlocal; /* the next ranks first */
-        cudaStream_t s = g->side[dst];
-        cudaError_t e = cudaStreamWaitEvent(s, g->fork, 0);
+        cudaError_t e = cudaStreamWaitEvent(g->side[dst], g->fork, 0);
+        for (int x = 0; e == cudaSuccess && x < split - 1; x++)
+            e = cudaStreamWaitEvent(g->xside[dst][x], g->fork, 0);
         for (int64_t ch = 0; e == cudaSuccess && ch < nch; ch++) {
+            cudaStream_t s = ch % split == 0 ? g->side[dst] : g->xside[dst][ch % split - 1];
             int64_t r0 = ch * cr;
             int64_t rows = c->m_local - r0 < cr ? c->m_local - r0 : cr;
             if (rows > 0)
@@ -672,8 +697,12 @@ static mkResult_t enqueue_copies(struct mkComm *comm, struct mki_agg *g,
                 return mki_error(comm, mkErrCuda, AGG_FUNC ": "
                                  "cuStreamWriteValue64 failed (CUresult %d)", cu);
         }
-        if (e == cudaSuccess) e = cudaEventRecord(g->join[dst], s);
+        if (e == cudaSuccess) e = cudaEventRecord(g->join[dst], g->side[dst]);
         if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, g->join[dst], 0);
+        for (int x = 0; e == cudaSuccess && x < split - 1; x++) {
+            e = cudaEventRecord(g->xjoin[dst][x], g->xside[dst][x]);
+            if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, g->xjoin[dst][x], 0);
+        }
         if (e != cudaSuccess) return cuda_err(comm, "enqueueing the copies", e);
     }
     return mkSuccess;

@@ -261,6 +261,17 @@ __device__ __noinline__ bool read_posts(const ctx &x, char **to, int tid, int nt
     return *x.quit == 0;
 }
 
+/* Zero copy: tell every peer written directly (to[q]) that my part of
+ * this channel is in place (the writes were fenced; one thread). */
+__device__ void raise_done(const ctx &x, char *const *to)
+{
+    const mki_coll_params &p = *x.p;
+    for (int j = 1; j < p.nranks; j++) {
+        const int q = (p.me + j) % p.nranks;
+        if (to[q]) st_release_sys(sig(p.ws[q], mki_ws_done(p.me, x.c)), mki_sig_target(x.e, 0));
+    }
+}
+
 /* SEND (phase 0): push block q of src into peer q's slots, or straight
  * into its recvbuf (zero copy). */
 __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
@@ -311,13 +322,7 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
     /* Zero copy: every byte is in place (send_bytes fenced it); say so. */
     if (x.to) {
         role_sync(bar, nthr);
-        if (tid == 0)
-            for (int j = 1; j < p.nranks; j++) {
-                const int q = (p.me + j) % p.nranks;
-                if (x.to[q])
-                    st_release_sys(sig(p.ws[q], mki_ws_done(p.me, x.c)),
-                                   mki_sig_target(x.e, 0));
-            }
+        if (tid == 0) raise_done(x, x.to);
     }
     /* Return only when every chunk sent through slots has been consumed. */
     for (int j = 1; j < p.nranks; j++) {
@@ -558,11 +563,7 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar, char **to)
         }
     }
     if (!push || nk == 0) return;
-    if (zc && tid == 0) /* every result is in place (fenced above) */
-        for (int j = 1; j < p.nranks; j++) {
-            const int q = (p.me + j) % p.nranks;
-            if (to[q]) st_release_sys(sig(p.ws[q], mki_ws_done(p.me, x.c)), mki_sig_target(x.e, 0));
-        }
+    if (zc && tid == 0) raise_done(x, to); /* every result fenced above */
     for (int j = 1; j < p.nranks; j++) {
         const int q = (p.me + j) % p.nranks;
         if (zc && to[q]) continue;

@@ -304,11 +304,8 @@ static mkResult_t coll_run(mkComm_t comm, struct coll_call *c,
      * otherwise: 4 ranks of an H200 host, 1 GB per rank, 312 GB/s busbw
      * against 281 with TMA; 2 ranks, 16 CTAs, 311 against 259
      * (bench/NOTES.md). */
-    const int forced = mki_param_is_set(MKI_P_COLL_MOVER);
-    const int copy_op = c->op == MKI_COLL_ALLGATHER || c->op == MKI_COLL_ALLTOALL;
-    MKI_CHECK(coll_direct(comm, c, oneshot, forced || !copy_op ? mover : MKI_COLL_MOVER_REG,
-                          &p));
-    if (p.direct && !forced) mover = MKI_COLL_MOVER_REG;
+    MKI_CHECK(coll_direct(comm, c, oneshot, mover, &p));
+    if (p.direct && !mki_param_is_set(MKI_P_COLL_MOVER)) mover = MKI_COLL_MOVER_REG;
     /* Register stores push all-reduce results straight into peers'
      * slots, which a remote rank does not have: TMA (SEND2) there. */
     if (p.net_mask && c->op == MKI_COLL_ALLREDUCE && mover == MKI_COLL_MOVER_REG)

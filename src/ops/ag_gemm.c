@@ -75,11 +75,11 @@ struct mki_agg {
     uint64_t arena_bytes, bank_bytes;
     char *peer[MKI_MAXLOCAL];         /* every local rank's arena, here */
     int opened[MKI_MAXLOCAL];
-    cudaStream_t side[MKI_MAXLOCAL];
-    cudaEvent_t fork, join[MKI_MAXLOCAL];
-    /* more side streams per peer (MKT_AGG_CE_SPLIT, an experiment) */
-    cudaStream_t xside[MKI_MAXLOCAL][AGG_CE_SPLIT_MAX - 1];
-    cudaEvent_t xjoin[MKI_MAXLOCAL][AGG_CE_SPLIT_MAX - 1];
+    /* ce_split side streams per peer (MKT_AGG_CE_SPLIT, an experiment;
+     * 1 by default), each with its join event */
+    int ce_split;
+    cudaStream_t side[MKI_MAXLOCAL][AGG_CE_SPLIT_MAX];
+    cudaEvent_t fork, join[MKI_MAXLOCAL][AGG_CE_SPLIT_MAX];
     uint64_t calls;                   /* fused calls so far: signal values */
     agg_write64_fn write64;
     void *scratch;                    /* unfused sequence: gathered A */
@@ -338,17 +338,19 @@ static mkResult_t state_create(struct mkComm *comm)
     if (!g) return mki_error(comm, mkErrNoMemory, AGG_FUNC ": out of host memory");
     comm->agg = g;
     int n = comm->dev->nlocal;
+    /* MKT_AGG_CE_SPLIT (experiment): the chunks for one peer go round
+     * robin over this many side streams. */
+    const char *sp = getenv("MKT_AGG_CE_SPLIT");
+    g->ce_split = sp ? atoi(sp) : 1;
+    if (g->ce_split < 1) g->ce_split = 1;
+    if (g->ce_split > AGG_CE_SPLIT_MAX) g->ce_split = AGG_CE_SPLIT_MAX;
     cudaError_t e = cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming);
-    for (int l = 0; e == cudaSuccess && l < n; l++) {
-        e = cudaStreamCreateWithFlags(&g->side[l], cudaStreamNonBlocking);
-        if (e == cudaSuccess)
-            e = cudaEventCreateWithFlags(&g->join[l], cudaEventDisableTiming);
-        for (int x = 0; e == cudaSuccess && x < AGG_CE_SPLIT_MAX - 1; x++) {
-            e = cudaStreamCreateWithFlags(&g->xside[l][x], cudaStreamNonBlocking);
+    for (int l = 0; e == cudaSuccess && l < n; l++)
+        for (int x = 0; e == cudaSuccess && x < g->ce_split; x++) {
+            e = cudaStreamCreateWithFlags(&g->side[l][x], cudaStreamNonBlocking);
             if (e == cudaSuccess)
-                e = cudaEventCreateWithFlags(&g->xjoin[l][x], cudaEventDisableTiming);
+                e = cudaEventCreateWithFlags(&g->join[l][x], cudaEventDisableTiming);
         }
-    }
     if (e != cudaSuccess) return cuda_err(comm, "creating side streams", e);
     enum cudaDriverEntryPointQueryResult q;
     void *fn = NULL;
@@ -384,13 +386,10 @@ void mki_ag_gemm_free(struct mkComm *comm)
         int prev = 0;
         if (cudaGetDevice(&prev) == cudaSuccess && cudaSetDevice(comm->dev->dev) == cudaSuccess) {
             for (int l = 0; l < MKI_MAXLOCAL; l++) {
-                if (g->side[l]) (void)cudaStreamSynchronize(g->side[l]);
-                if (g->side[l]) (void)cudaStreamDestroy(g->side[l]);
-                if (g->join[l]) (void)cudaEventDestroy(g->join[l]);
-                for (int x = 0; x < AGG_CE_SPLIT_MAX - 1; x++) {
-                    if (g->xside[l][x]) (void)cudaStreamSynchronize(g->xside[l][x]);
-                    if (g->xside[l][x]) (void)cudaStreamDestroy(g->xside[l][x]);
-                    if (g->xjoin[l][x]) (void)cudaEventDestroy(g->xjoin[l][x]);
+                for (int x = 0; x < AGG_CE_SPLIT_MAX; x++) {
+                    if (g->side[l][x]) (void)cudaStreamSynchronize(g->side[l][x]);
+                    if (g->side[l][x]) (void)cudaStreamDestroy(g->side[l][x]);
+                    if (g->join[l][x]) (void)cudaEventDestroy(g->join[l][x]);
                 }
             }
             if (g->fork) (void)cudaEventDestroy(g->fork);
@@ -413,11 +412,9 @@ static mkResult_t grow_arena(struct mkComm *comm, struct mki_agg *g,
 {
     struct mki_devrt *d = comm->dev;
     cudaError_t e = cudaStreamSynchronize(stream);
-    for (int l = 0; e == cudaSuccess && l < d->nlocal; l++) {
-        e = cudaStreamSynchronize(g->side[l]);
-        for (int x = 0; e == cudaSuccess && x < AGG_CE_SPLIT_MAX - 1; x++)
-            e = cudaStreamSynchronize(g->xside[l][x]);
-    }
+    for (int l = 0; l < d->nlocal; l++)
+        for (int x = 0; e == cudaSuccess && x < g->ce_split; x++)
+            e = cudaStreamSynchronize(g->side[l][x]);
     if (e != cudaSuccess) return cuda_err(comm, "waiting for earlier calls", e);
     uint64_t want = MKI_AGG_SIG_BYTES + 2 * bank;
     want = (want + AGG_ARENA_GRAIN - 1) / AGG_ARENA_GRAIN * AGG_ARENA_GRAIN;
@@ -669,19 +666,14 @@ static mkResult_t enqueue_copies(struct mkComm *comm, struct mki_agg *g,
     const size_t row = (size_t)c->k * (size_t)c->es;
     const int64_t cr = l->chunk_rows[me];
     const int64_t nch = mki_agg_nchunks(c->m_local, cr);
-    /* MKT_AGG_CE_SPLIT (experiment): chunks for one peer spread over this
-     * many side streams, round robin. */
-    const char *sp = getenv("MKT_AGG_CE_SPLIT");
-    int split = sp ? atoi(sp) : 1;
-    if (split < 1) split = 1;
-    if (split > AGG_CE_SPLIT_MAX) split = AGG_CE_SPLIT_MAX;
+    const int split = g->ce_split;
     for (int i = 1; i < d->nlocal; i++) {
         int dst = (me + i) % d->nlocal; /* the next ranks first */
-        cudaError_t e = cudaStreamWaitEvent(g->side[dst], g->fork, 0);
-        for (int x = 0; e == cudaSuccess && x < split - 1; x++)
-            e = cudaStreamWaitEvent(g->xside[dst][x], g->fork, 0);
+        cudaError_t e = cudaSuccess;
+        for (int x = 0; e == cudaSuccess && x < split; x++)
+            e = cudaStreamWaitEvent(g->side[dst][x], g->fork, 0);
         for (int64_t ch = 0; e == cudaSuccess && ch < nch; ch++) {
-            cudaStream_t s = ch % split == 0 ? g->side[dst] : g->xside[dst][ch % split - 1];
+            cudaStream_t s = g->side[dst][ch % split];
             int64_t r0 = ch * cr;
             int64_t rows = c->m_local - r0 < cr ? c->m_local - r0 : cr;
             if (rows > 0)
@@ -697,11 +689,9 @@ static mkResult_t enqueue_copies(struct mkComm *comm, struct mki_agg *g,
                 return mki_error(comm, mkErrCuda, AGG_FUNC ": "
                                  "cuStreamWriteValue64 failed (CUresult %d)", cu);
         }
-        if (e == cudaSuccess) e = cudaEventRecord(g->join[dst], g->side[dst]);
-        if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, g->join[dst], 0);
-        for (int x = 0; e == cudaSuccess && x < split - 1; x++) {
-            e = cudaEventRecord(g->xjoin[dst][x], g->xside[dst][x]);
-            if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, g->xjoin[dst][x], 0);
+        for (int x = 0; e == cudaSuccess && x < split; x++) {
+            e = cudaEventRecord(g->join[dst][x], g->side[dst][x]);
+            if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, g->join[dst][x], 0);
         }
         if (e != cudaSuccess) return cuda_err(comm, "enqueueing the copies", e);
     }

@@ -98,7 +98,7 @@ typedef struct mkConfig_v1 {
     int timeoutMs;         /* deadline of every wait (MK_TIMEOUT_MS)   */
     const char *transports;/* allow-list, e.g. "socket" (MK_TRANSPORT) */
     int smBudget;          /* SMs this rank may use (MK_SM_BUDGET)     */
-    size_t workspaceSize;  /* symmetric workspace bytes (MK_WORKSPACE_SIZE) */
+    size_t workspaceSize;  /* symmetric workspace bytes (MK_WORKSPACE_SIZE); 0: by the node */
     int nodeSize;          /* virtual node size (MK_NODE_SIZE)         */
     const char *smSplit;   /* SM split override (MK_SM_SPLIT)          */
 } mkConfig_t;

@@ -23,6 +23,14 @@ int mki_coll_launch(const struct mki_coll_params *p, cudaStream_t s,
  * scatter 21.3 -> 19.6 us; bench/NOTES.md). */
 #define COLL_BYTES_PER_CTA (16u << 10)
 
+/* From this many bytes per peer block, on one node, every collective takes
+ * MKI_MAXCH CTAs: a CTA moves about 8 GB/s through the workspace, so the
+ * bandwidth grows with the CTA count up to 64 (4 H200, 1 GB per rank:
+ * all-gather 193 / 222 / 258 / 265 / 292 GB/s at 16 / 24 / 32 / 48 / 64
+ * CTAs; 2 H200: all-reduce 299 -> 342; bench/NOTES.md). */
+#define COLL_WIDE_MIN (4u << 20)
+#define COLL_NARROW_MAXCH 32
+
 static int dtype_size(mkDataType_t t)
 {
     switch (t) {
@@ -34,28 +42,35 @@ static int dtype_size(mkDataType_t t)
 }
 
 /* CTAs for one call.  Until src/plan.c's mki_plan_op serves collectives,
- * this is the rule: one CTA per 16 KB of a peer block, at most MKI_MAXCH,
- * at most the node's SM budget (mem.c: the smallest over its ranks of
- * MK_SM_BUDGET, else of the GPU's SMs shared by the ranks on it), so every
- * rank picks the same count; MK_COLL_CTAS overrides. */
+ * this is the rule: one CTA per 16 KB of a peer block up to 32, MKI_MAXCH
+ * from COLL_WIDE_MIN per block on one node (across nodes at most 32: the
+ * proxy's chunks were measured so), at most the node's SM budget (mem.c:
+ * the smallest over its ranks of MK_SM_BUDGET, else of the GPU's SMs
+ * shared by the ranks on it), so every rank picks the same count;
+ * MK_COLL_CTAS overrides (up to MKI_MAXCH and the budget). */
 static mkResult_t coll_ctas(struct mkComm *comm, uint64_t block_bytes,
                             int *ctas)
 {
     int budget = comm->dev->coll_budget;
-    int maxch = budget < MKI_MAXCH ? budget : MKI_MAXCH;
-    if (maxch < 1) maxch = 1;
+    int cap = budget < MKI_MAXCH ? budget : MKI_MAXCH;
+    if (cap < 1) cap = 1;
     int64_t forced = 0;
     if (mki_param_is_set(MKI_P_COLL_CTAS)) {
         mkResult_t r = mki_param_int(MKI_P_COLL_CTAS, &forced);
         if (r != mkSuccess) return mki_error(comm, r, "%s", mki_thread_error());
     }
     if (forced > 0) {
-        *ctas = forced < maxch ? (int)forced : maxch;
+        *ctas = forced < cap ? (int)forced : cap;
         return mkSuccess;
     }
+    if (comm->nnodes == 1 && block_bytes >= COLL_WIDE_MIN) {
+        *ctas = cap;
+        return mkSuccess;
+    }
+    if (cap > COLL_NARROW_MAXCH) cap = COLL_NARROW_MAXCH;
     uint64_t n = (block_bytes + COLL_BYTES_PER_CTA - 1) / COLL_BYTES_PER_CTA;
     if (n < 1) n = 1;
-    *ctas = n < (uint64_t)maxch ? (int)n : maxch;
+    *ctas = n < (uint64_t)cap ? (int)n : cap;
     return mkSuccess;
 }
 

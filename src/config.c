@@ -100,14 +100,22 @@ mkResult_t mki_config_resolve(const mkConfig_t *config, struct mki_config *out)
                         &r.smBudget));
     MKI_CHECK(int_field(cfg.nodeSize, MKI_P_NODE_SIZE, 0, "nodeSize",
                         &r.nodeSize));
+    /* 0: sized by the node's rank count when the communicator is made
+     * (mki_ws_bytes). */
     if (cfg.workspaceSize == MK_CONFIG_UNDEF_SIZE) {
         int64_t v;
         MKI_CHECK(mki_param_int(MKI_P_WORKSPACE_SIZE, &v));
+        if (v != 0 && v < MKI_WS_MIN_BYTES)
+            return mki_error(NULL, mkErrInvalidArgument,
+                             "MK_WORKSPACE_SIZE=%s is below the 1 MiB "
+                             "minimum; give at least 1M, or 0 for the "
+                             "automatic size", mki_param_str(MKI_P_WORKSPACE_SIZE));
         r.workspaceSize = (size_t)v;
-    } else if (cfg.workspaceSize < (size_t)mki_param_desc(MKI_P_WORKSPACE_SIZE)->min) {
+    } else if (cfg.workspaceSize != 0 && cfg.workspaceSize < MKI_WS_MIN_BYTES) {
         return mki_error(NULL, mkErrInvalidArgument,
                          "config->workspaceSize = %zu is below the 1 MiB "
-                         "minimum", cfg.workspaceSize);
+                         "minimum; give at least 1 MiB, or 0 for the "
+                         "automatic size", cfg.workspaceSize);
     } else {
         r.workspaceSize = cfg.workspaceSize;
     }

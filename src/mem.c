@@ -261,7 +261,7 @@ static mkResult_t alloc_workspace(struct mkComm *comm)
 {
     struct mki_devrt *d = comm->dev;
     mkResult_t res = mkSuccess;
-    d->ws_bytes = comm->cfg.workspaceSize;
+    d->ws_bytes = mki_ws_bytes(comm);
     CUDA_OR(cudaMalloc((void **)&d->ws, d->ws_bytes), comm, out, res);
     CUDA_OR(cudaMemset(d->ws, 0, MKI_WS_DATA), comm, out, res);
     CUDA_OR(cudaStreamCreateWithFlags(&d->side, cudaStreamNonBlocking), comm,

@@ -64,7 +64,7 @@ struct mki_config {
     int timeoutMs;
     char transports[256];
     int smBudget;            /* 0: all SMs of the device */
-    size_t workspaceSize;
+    size_t workspaceSize; /* 0: automatic (mki_ws_bytes) */
     int nodeSize;            /* 0: physical nodes */
     char smSplit[256];       /* MK_SM_SPLIT syntax, "" none (src/plan.c) */
 };
@@ -77,6 +77,8 @@ mkResult_t mki_config_resolve(const mkConfig_t *config,
                               struct mki_config *out);
 
 /* ---- communicator ------------------------------------------------- */
+
+#define MKI_WS_MIN_BYTES (1ll << 20)
 
 #define MKI_COMM_MAGIC 0x6d6b636fu /* "mkco" */
 
@@ -150,5 +152,17 @@ void mki_ag_gemm_free(struct mkComm *comm);
 uint64_t mki_now_ns(void);               /* CLOCK_MONOTONIC */
 mkResult_t mki_random_bytes(void *buf, size_t len);
 uint64_t mki_host_hash(void);            /* hostname + boot id */
+
+/* Workspace bytes of this rank: the configured size, or when that is 0,
+ * 128 MiB per rank of the node plus 1 MiB (256 KiB slots for every
+ * (peer, channel, slot) at MKI_MAXCH channels), at least 256 MiB.  The
+ * same on every rank of a node. */
+static inline size_t mki_ws_bytes(const struct mkComm *comm)
+{
+    if (comm->cfg.workspaceSize) return comm->cfg.workspaceSize;
+    size_t n = comm->local_size > 0 ? (size_t)comm->local_size : 1;
+    size_t b = n * ((size_t)128 << 20) + ((size_t)1 << 20);
+    return b < ((size_t)256 << 20) ? ((size_t)256 << 20) : b;
+}
 
 #endif /* MKI_H */

@@ -233,14 +233,15 @@ static mkResult_t region_setup(struct mkComm *comm, struct mki_net *n)
         return mkSuccess;
     }
     /* Zero pages on demand: a 256 MiB region costs only what is touched. */
-    void *p = mmap(NULL, comm->cfg.workspaceSize, PROT_READ | PROT_WRITE,
+    const size_t rb = mki_ws_bytes(comm);
+    void *p = mmap(NULL, rb, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return mki_error(comm, mkErrNoMemory, "inter-node path: cannot map "
                          "a host region of %zu bytes (MK_WORKSPACE_SIZE): %s",
-                         comm->cfg.workspaceSize, strerror(errno));
+                         rb, strerror(errno));
     n->region = p;
-    n->region_bytes = comm->cfg.workspaceSize;
+    n->region_bytes = rb;
     n->kind = MKI_MEM_HOST;
     return mkSuccess;
 }

@@ -39,9 +39,10 @@ enum mki_param_type { MKI_PT_INT, MKI_PT_SIZE, MKI_PT_STR };
     X(SM_BUDGET, "MK_SM_BUDGET", MKI_PT_INT, "0", 0, 4096,                     \
       "SMs one rank may use for its persistent kernels (0: the whole GPU); "   \
       "set it when several ranks share a GPU; config field smBudget.")         \
-    X(WORKSPACE_SIZE, "MK_WORKSPACE_SIZE", MKI_PT_SIZE, "256M", 1048576,       \
-      INT64_MAX, "Bytes of symmetric workspace per rank (K, M, G suffixes); "  \
-      "config field workspaceSize.")                                           \
+    X(WORKSPACE_SIZE, "MK_WORKSPACE_SIZE", MKI_PT_SIZE, "0", 0, INT64_MAX,     \
+      "Bytes of symmetric workspace per rank (K, M, G suffixes; at least 1M); "\
+      "0: 128M per rank of the node plus 1M, at least 256M; config field "    \
+      "workspaceSize.")                                                        \
     X(NODE_SIZE, "MK_NODE_SIZE", MKI_PT_INT, "0", 0, 1048576,                  \
       "Split each host into virtual nodes of this many consecutive local "     \
       "ranks (0: one node per host); config field nodeSize.")               \
@@ -52,7 +53,7 @@ enum mki_param_type { MKI_PT_INT, MKI_PT_SIZE, MKI_PT_STR };
     X(NET_DEVICES, "MK_NET_DEVICES", MKI_PT_STR, "", 0, 0,                     \
       "RDMA devices to use (NAME[:PORT], comma list; a leading ^ excludes); "  \
       "each GPU takes the nearest of them. Default: all.")                     \
-    X(COLL_CTAS, "MK_COLL_CTAS", MKI_PT_INT, "0", 0, 32,                       \
+    X(COLL_CTAS, "MK_COLL_CTAS", MKI_PT_INT, "0", 0, 64,                       \
       "CTAs of every collective (0: the plan's choice); for measurements.") \
     X(COLL_AR_ONESHOT, "MK_COLL_AR_ONESHOT", MKI_PT_SIZE, "4M", 0,            \
       1099511627776, "All-reduce in one phase (every rank reduces the whole "  \

@@ -887,7 +887,7 @@ mkResult_t mki_plan_setup(struct mkComm *comm)
     comm->plan = pl;
     struct mki_plan_ctx *c = &pl->ctx;
     c->nranks = comm->nranks, c->nnodes = comm->nnodes;
-    c->workspace = comm->cfg.workspaceSize;
+    c->workspace = mki_ws_bytes(comm);
     mkResult_t res;
     MKI_CHECK_GOTO(same_config(comm), res, fail);
     MKI_CHECK_GOTO(pick_transports(comm, pl), res, fail);

@@ -12,10 +12,10 @@
  *   128     16 words free for tools (mkbench net)
  *   256     seq[MKI_MAXCH]             op counter of each channel (local)
  *   4096    arrive[2][MKI_MAXLOCAL][MKI_MAXCH]   written by the sender
- *   8192    credit[2][MKI_MAXLOCAL][MKI_MAXCH]   written by the receiver
- *   16384   post[MKI_MAXLOCAL][MKI_MAXCH]        {address, tag}, written
+ *   12288   credit[2][MKI_MAXLOCAL][MKI_MAXCH]   written by the receiver
+ *   20480   post[MKI_MAXLOCAL][MKI_MAXCH]        {address, tag}, written
  *                                                by the receiver (zero copy)
- *   20480   done[MKI_MAXLOCAL][MKI_MAXCH]        written by the sender
+ *   28672   done[MKI_MAXLOCAL][MKI_MAXCH]        written by the sender
  *                                                (zero copy)
  *   65536   slots[2][local_size][MKI_MAXCH][MKI_NSLOTS] of slot_bytes
  *
@@ -50,7 +50,7 @@
  * waits for the proxy: seen on H200).
  *
  *   0       credit[2][MKI_MAXLOCAL][MKI_MAXCH]             from remote receivers
- *   4096    arrive[2][MKI_MAXLOCAL][MKI_MAXCH][MKI_NSLOTS]  from remote senders
+ *   8192    arrive[2][MKI_MAXLOCAL][MKI_MAXCH][MKI_NSLOTS]  from remote senders
  *   65536   slots[2][2 * nranks][MKI_MAXCH][MKI_NSLOTS] of nb_slot bytes:
  *           index q < nranks receives from rank q, nranks + q stages what
  *           goes to rank q
@@ -78,7 +78,7 @@
 #define MKI_HD static inline
 #endif
 
-#define MKI_MAXCH 32       /* channels (CTAs) of one collective, at most */
+#define MKI_MAXCH 64       /* channels (CTAs) of one collective, at most */
 #define MKI_MAXLOCAL 8     /* ranks that share one workspace mesh        */
 #define MKI_NSLOTS 4       /* pipeline depth of each (peer, channel)     */
 #define MKI_WS_ABORT 0
@@ -86,15 +86,15 @@
 #define MKI_WS_BENCH 128
 #define MKI_WS_SEQ 256
 #define MKI_WS_ARRIVE 4096
-#define MKI_WS_CREDIT 8192
-#define MKI_WS_POST 16384
-#define MKI_WS_DONE 20480
+#define MKI_WS_CREDIT 12288
+#define MKI_WS_POST 20480
+#define MKI_WS_DONE 28672
 #define MKI_WS_DATA 65536
 #define MKI_SLOT_MAX (1u << 20)
 #define MKI_NB_CREDIT 0
-#define MKI_NB_ARRIVE 4096
+#define MKI_NB_ARRIVE 8192
 #define MKI_NB_DATA 65536
-#define MKI_NB_TARGET (64ull << 20) /* slot bytes of a net buffer, about */
+#define MKI_NB_TARGET (128ull << 20) /* slot bytes of a net buffer, about */
 #define MKI_SLOT_ALIGN 4096
 
 /* Collective ids (also in error records). */

@@ -75,8 +75,8 @@ struct mki_agg {
     uint64_t arena_bytes, bank_bytes;
     char *peer[MKI_MAXLOCAL];         /* every local rank's arena, here */
     int opened[MKI_MAXLOCAL];
-    /* ce_split side streams per peer (MKT_AGG_CE_SPLIT, an experiment;
-     * 1 by default), each with its join event */
+    /* ce_split side streams per peer (4 with 3+ local ranks, else 1;
+     * MKT_AGG_CE_SPLIT overrides), each with its join event */
     int ce_split;
     cudaStream_t side[MKI_MAXLOCAL][AGG_CE_SPLIT_MAX];
     cudaEvent_t fork, join[MKI_MAXLOCAL][AGG_CE_SPLIT_MAX];
@@ -338,10 +338,13 @@ static mkResult_t state_create(struct mkComm *comm)
     if (!g) return mki_error(comm, mkErrNoMemory, AGG_FUNC ": out of host memory");
     comm->agg = g;
     int n = comm->dev->nlocal;
-    /* MKT_AGG_CE_SPLIT (experiment): the chunks for one peer go round
-     * robin over this many side streams. */
+    /* The chunks for one peer go round robin over ce_split side streams:
+     * 4 with 3 or more local ranks (4 H200, three runs: 32768x1024x8192
+     * 0.94-0.97x -> 1.00-1.14x, 4096x8192x8192 1.05x -> 1.14x, no shape
+     * slower), 1 with 2 (no gain measured there); MKT_AGG_CE_SPLIT
+     * overrides, for measurements. */
     const char *sp = getenv("MKT_AGG_CE_SPLIT");
-    g->ce_split = sp ? atoi(sp) : 1;
+    g->ce_split = sp ? atoi(sp) : comm->dev->nlocal >= 3 ? 4 : 1;
     if (g->ce_split < 1) g->ce_split = 1;
     if (g->ce_split > AGG_CE_SPLIT_MAX) g->ce_split = AGG_CE_SPLIT_MAX;
     cudaError_t e = cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming);

@@ -140,6 +140,20 @@ static void test_net_layout(void)
         CHECK(mki_nb_slot(1, 2 * n - 1, MKI_MAXCH - 1, MKI_NSLOTS - 1, n, st) + st == bytes);
     }
     CHECK(mki_nb_stride(2) == 64u << 10);
+    /* The automatic workspace gives 256 KiB slots at any local size; a
+     * configured size is taken as is. */
+    {
+        static struct mkComm c;
+        for (int n = 1; n <= MKI_MAXLOCAL; n++) {
+            c.local_size = n;
+            c.cfg.workspaceSize = 0;
+            size_t b = mki_ws_bytes(&c);
+            CHECK(b >= (256u << 20));
+            if (n >= 2) CHECK(mki_ws_slot_bytes(b, n) == 256u << 10);
+        }
+        c.cfg.workspaceSize = 3u << 20;
+        CHECK(mki_ws_bytes(&c) == 3u << 20);
+    }
     CHECK(MKI_WS_BENCH >= MKI_WS_CLAIM + 8 && MKI_WS_BENCH + 16 * 8 <= MKI_WS_SEQ);
 }
 

@@ -24,7 +24,7 @@ int main(void)
     /* NULL and the initializer give the defaults. */
     CHECK_RES(mki_config_resolve(NULL, &r), mkSuccess);
     CHECK(r.timeoutMs == 300000 && r.cudaDev == -1 && r.nodeSize == 0);
-    CHECK(r.workspaceSize == 256u << 20);
+    CHECK(r.workspaceSize == 0); /* automatic */
     mkConfig_t c = MK_CONFIG_INITIALIZER;
     CHECK_RES(mki_config_resolve(&c, &r), mkSuccess);
     CHECK(r.timeoutMs == 300000);
@@ -79,7 +79,7 @@ int main(void)
     older.c.timeoutMs = 555;
     CHECK_RES(mki_config_resolve((const mkConfig_t *)&older.c, &r), mkSuccess);
     CHECK(r.timeoutMs == 555 && r.nodeSize == 0 && r.smBudget == 0);
-    CHECK(r.workspaceSize == 256u << 20);
+    CHECK(r.workspaceSize == 0); /* automatic */
 
     /* Out-of-range fields. */
     c = (mkConfig_t)MK_CONFIG_INITIALIZER;
@@ -92,6 +92,17 @@ int main(void)
     c = (mkConfig_t)MK_CONFIG_INITIALIZER;
     c.workspaceSize = 100;
     CHECK_RES(mki_config_resolve(&c, &r), mkErrInvalidArgument);
+    CHECK_CONTAINS(mki_thread_error(), "workspaceSize");
+    setenv("MK_WORKSPACE_SIZE", "1K", 1);
+    CHECK_RES(mki_config_resolve(NULL, &r), mkErrInvalidArgument);
+    CHECK_CONTAINS(mki_thread_error(), "MK_WORKSPACE_SIZE=1K");
+    setenv("MK_WORKSPACE_SIZE", "0", 1);
+    CHECK_RES(mki_config_resolve(NULL, &r), mkSuccess);
+    CHECK(r.workspaceSize == 0);
+    setenv("MK_WORKSPACE_SIZE", "3M", 1);
+    CHECK_RES(mki_config_resolve(NULL, &r), mkSuccess);
+    CHECK(r.workspaceSize == 3u << 20);
+    unsetenv("MK_WORKSPACE_SIZE");
     c = (mkConfig_t)MK_CONFIG_INITIALIZER;
     c.nodeSize = -1;
     CHECK_RES(mki_config_resolve(&c, &r), mkErrInvalidArgument);

@@ -44,14 +44,14 @@ int main(void)
     CHECK_RES(mki_param_int(MKI_P_TIMEOUT_MS, &v), mkErrInvalidArgument);
     CHECK_CONTAINS(mki_thread_error(), "MK_TIMEOUT_MS");
     unsetenv("MK_TIMEOUT_MS");
-    setenv("MK_WORKSPACE_SIZE", "1K", 1);
+    setenv("MK_WORKSPACE_SIZE", "1X", 1);
     CHECK_RES(mki_param_int(MKI_P_WORKSPACE_SIZE, &v), mkErrInvalidArgument);
     setenv("MK_WORKSPACE_SIZE", "1G", 1);
     CHECK_RES(mki_param_int(MKI_P_WORKSPACE_SIZE, &v), mkSuccess);
     CHECK(v == 1ll << 30);
     unsetenv("MK_WORKSPACE_SIZE");
     CHECK(!mki_param_is_set(MKI_P_WORKSPACE_SIZE));
-    CHECK(strcmp(mki_param_str(MKI_P_WORKSPACE_SIZE), "256M") == 0);
+    CHECK(strcmp(mki_param_str(MKI_P_WORKSPACE_SIZE), "0") == 0);
 
     /* Log level and subsystem parsing. */
     CHECK(mki_log_parse_level("info") == MKI_LOG_INFO);

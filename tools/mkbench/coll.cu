@@ -16,7 +16,7 @@
  * nccl-tests defines them: algbw = S / t with S the bytes of the larger
  * buffer (all-reduce: the buffer), busbw = algbw * (n-1)/n (all-reduce:
  * * 2(n-1)/n).  --sweep adds all-gather at 256 MB per rank for 1, 2, 4, 8,
- * 16 and 32 CTAs (MK_COLL_CTAS) for each mover (MK_COLL_MOVER reg,
+ * 16, 32 and 64 CTAs (MK_COLL_CTAS) for each mover (MK_COLL_MOVER reg,
  * tma-send, tma).  --zcopy takes the buffers from mkMemAlloc, so that
  * all-gather and all-to-all write straight into the peers' receive
  * buffers (NCCL gets the same buffers, which it does not know as
@@ -226,6 +226,8 @@ int plan_ctas(size_t block)
     /* Mirrors src/coll.c's rule for the table (the JSON's sm_split). */
     const char *f = getenv("MK_COLL_CTAS");
     if (f && atoi(f) > 0) return atoi(f);
+    const char *ns = getenv("MK_NODE_SIZE"); /* virtual nodes: at most 32 */
+    if (block >= (4u << 20) && !(ns && atoi(ns) > 0 && atoi(ns) < g_n)) return 64;
     size_t n = (block + (16 << 10) - 1) / (16 << 10);
     return n < 1 ? 1 : n > 32 ? 32 : (int)n;
 }
@@ -304,7 +306,7 @@ extern "C" int mkb_coll_main(int argc, char **argv)
         }
     }
     if (sweep) {
-        const int ctas[] = {1, 2, 4, 8, 16, 32};
+        const int ctas[] = {1, 2, 4, 8, 16, 32, 64};
         const char *movers[] = {"reg", "tma-send", "tma"};
         size_t b = std::min(maxb, (size_t)256 << 20);
         for (const char *m : movers) {

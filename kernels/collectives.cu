@@ -223,6 +223,20 @@ __device__ __forceinline__ void block_of(const mki_coll_params &p, int q,
     }
 }
 
+/* Deferred slot reuse (devrt.h, owed): a role that sent through q's
+ * phase slots does not wait at its end for q to consume the last chunks;
+ * it notes the credit q owes, and the next call that sends through those
+ * slots waits for it before its first chunk (by then it has normally come:
+ * a call no longer ends on a round trip). */
+__device__ __forceinline__ uint64_t *owed_at(const mki_coll_params &p, int phase, int q, int c)
+{
+    return sig(p.ws[p.me], mki_ws_owed(phase, q, c));
+}
+__device__ __forceinline__ wait_site owed_site(uint64_t owed, int q, int c, int phase)
+{
+    return wait_site{q, c, (int)(owed & 0xffffffffull) - 1, phase};
+}
+
 /* Leader waits, then the role meets; false when the CTA quits. */
 __device__ __forceinline__ bool role_wait(const ctx &x, int bar, int nthr,
                                           int tid, const uint64_t *addr,
@@ -305,10 +319,14 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
                 send_bytes(tp, x.to[q] + at, p.src + boff + at, n, tid, nthr);
                 continue;
             }
+            const uint64_t *cr = sig(home(p, q), credit_at(p, q, 0, x.c));
             if (k >= MKI_NSLOTS) {
-                const uint64_t *cr = sig(home(p, q), credit_at(p, q, 0, x.c));
                 if (!role_wait(x, bar, nthr, tid, cr, mki_sig_target(x.e, k - MKI_NSLOTS),
                                wait_site{q, x.c, (int)k, 0}))
+                    return;
+            } else if (k == 0) {
+                const uint64_t owed = *owed_at(p, 0, q, x.c);
+                if (!role_wait(x, bar, nthr, tid, cr, owed, owed_site(owed, q, x.c, 0)))
                     return;
             }
             deliver(x, tp, tid, nthr, bar, 0, q, (int)(k % MKI_NSLOTS), p.src + boff + at, n,
@@ -324,18 +342,17 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
         role_sync(bar, nthr);
         if (tid == 0) raise_done(x, x.to);
     }
-    /* Return only when every chunk sent through slots has been consumed. */
-    for (int j = 1; j < p.nranks; j++) {
-        const int q = (p.me + j) % p.nranks;
-        uint64_t boff, b, off, len;
-        block_of(p, q, &boff, &b);
-        mki_chan_part(b, p.nch, x.c, &off, &len);
-        uint64_t nk = mki_nchunks(len, S);
-        if (nk == 0 || (x.to && x.to[q])) continue;
-        if (!role_wait(x, bar, nthr, tid, sig(home(p, q), credit_at(p, q, 0, x.c)),
-                       mki_sig_target(x.e, nk - 1), wait_site{q, x.c, (int)nk - 1, 0}))
-            return;
-    }
+    /* What each peer now owes for its slots (the next call waits). */
+    if (tid == 0)
+        for (int j = 1; j < p.nranks; j++) {
+            const int q = (p.me + j) % p.nranks;
+            uint64_t boff, b, off, len;
+            block_of(p, q, &boff, &b);
+            mki_chan_part(b, p.nch, x.c, &off, &len);
+            uint64_t nk = mki_nchunks(len, S);
+            if (nk == 0 || (x.to && x.to[q])) continue;
+            *owed_at(p, 0, q, x.c) = mki_sig_target(x.e, nk - 1);
+        }
 }
 
 /* RECV: copy what peers pushed (phase 0 for all-gather / all-to-all, phase
@@ -520,6 +537,11 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar, char **to)
             if (tid == 0 && push && !direct && k >= MKI_NSLOTS)
                 wait_geq(p, sig(home(p, q), credit_at(p, q, 1, x.c)),
                          mki_sig_target(x.e, k - MKI_NSLOTS), wait_site{q, x.c, (int)k, 1}, x.quit);
+            if (tid == 0 && push && !direct && k == 0) {
+                const uint64_t owed = *owed_at(p, 1, q, x.c);
+                wait_geq(p, sig(home(p, q), credit_at(p, q, 1, x.c)), owed,
+                         owed_site(owed, q, x.c, 1), x.quit);
+            }
             in[nin] = reinterpret_cast<const T *>(home(p, q) + slot_at(p, q, 0, q, x.c, slot));
             if (direct) vec = vec && ((reinterpret_cast<uintptr_t>(to[q]) + at) & 15) == 0;
             /* push never runs across nodes (coll.c picks TMA there) */
@@ -564,13 +586,12 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar, char **to)
     }
     if (!push || nk == 0) return;
     if (zc && tid == 0) raise_done(x, to); /* every result fenced above */
-    for (int j = 1; j < p.nranks; j++) {
-        const int q = (p.me + j) % p.nranks;
-        if (zc && to[q]) continue;
-        if (!role_wait(x, bar, nthr, tid, sig(home(p, q), credit_at(p, q, 1, x.c)),
-                       mki_sig_target(x.e, nk - 1), wait_site{q, x.c, (int)nk - 1, 1}))
-            return;
-    }
+    if (tid == 0)
+        for (int j = 1; j < p.nranks; j++) {
+            const int q = (p.me + j) % p.nranks;
+            if (zc && to[q]) continue;
+            *owed_at(p, 1, q, x.c) = mki_sig_target(x.e, nk - 1);
+        }
 }
 
 /* SEND2 (all-reduce with TMA): push each reduced chunk of my block from
@@ -594,20 +615,23 @@ __device__ void send2_role(const ctx &x, int tid, int nthr, int bar)
         __threadfence_block();
         for (int j = 1; j < p.nranks; j++) {
             const int q = (p.me + j) % p.nranks;
+            const uint64_t *cr = sig(home(p, q), credit_at(p, q, 1, x.c));
             if (k >= MKI_NSLOTS &&
-                !role_wait(x, bar, nthr, tid, sig(home(p, q), credit_at(p, q, 1, x.c)),
-                           mki_sig_target(x.e, k - MKI_NSLOTS), wait_site{q, x.c, (int)k, 1}))
+                !role_wait(x, bar, nthr, tid, cr, mki_sig_target(x.e, k - MKI_NSLOTS),
+                           wait_site{q, x.c, (int)k, 1}))
                 return;
+            if (k == 0) {
+                const uint64_t owed = *owed_at(p, 1, q, x.c);
+                if (!role_wait(x, bar, nthr, tid, cr, owed, owed_site(owed, q, x.c, 1)))
+                    return;
+            }
             deliver(x, &pipe, tid, nthr, bar, 1, q, (int)(k % MKI_NSLOTS), p.dst + boff + at, n,
                     mki_sig_target(x.e, k), wait_site{q, x.c, (int)k, 1});
         }
     }
-    for (int j = 1; j < p.nranks && nk > 0; j++) {
-        const int q = (p.me + j) % p.nranks;
-        if (!role_wait(x, bar, nthr, tid, sig(home(p, q), credit_at(p, q, 1, x.c)),
-                       mki_sig_target(x.e, nk - 1), wait_site{q, x.c, (int)nk - 1, 1}))
-            return;
-    }
+    if (tid == 0)
+        for (int j = 1; j < p.nranks && nk > 0; j++)
+            *owed_at(p, 1, (p.me + j) % p.nranks, x.c) = mki_sig_target(x.e, nk - 1);
 }
 
 /* Zero copy: tell every peer where its block goes in my recvbuf (or 0:

@@ -17,6 +17,9 @@
  *                                                by the receiver (zero copy)
  *   28672   done[MKI_MAXLOCAL][MKI_MAXCH]        written by the sender
  *                                                (zero copy)
+ *   32768   owed[2][MKI_MAXLOCAL][MKI_MAXCH]     local: the credit that peer
+ *                                                q owes this channel's last
+ *                                                use of its slots
  *   65536   slots[2][local_size][MKI_MAXCH][MKI_NSLOTS] of slot_bytes
  *
  * Signals.  Channel c of every rank runs the same sequence of operations,
@@ -89,6 +92,7 @@
 #define MKI_WS_CREDIT 12288
 #define MKI_WS_POST 20480
 #define MKI_WS_DONE 28672
+#define MKI_WS_OWED 32768
 #define MKI_WS_DATA 65536
 #define MKI_SLOT_MAX (1u << 20)
 #define MKI_NB_CREDIT 0
@@ -226,6 +230,13 @@ MKI_HD uint64_t mki_ws_post(int q, int ch)
 MKI_HD uint64_t mki_ws_done(int q, int ch)
 {
     return MKI_WS_DONE + 8ull * ((uint64_t)q * MKI_MAXCH + (uint64_t)ch);
+}
+/* The credit target that the last operation of channel ch which sent
+ * through q's phase slots waits for (stored at its end; the next one that
+ * uses those slots waits for it first, so no call ends on that wait). */
+MKI_HD uint64_t mki_ws_owed(int phase, int q, int ch)
+{
+    return MKI_WS_OWED + 8ull * (((uint64_t)phase * MKI_MAXLOCAL + (uint64_t)q) * MKI_MAXCH + (uint64_t)ch);
 }
 /* Slot bytes that fit a workspace of ws_bytes for nlocal ranks; 0 when
  * the workspace is too small. */

@@ -1,5 +1,5 @@
 """Plot mkbench coll JSON: bus bandwidth vs size (ours and NCCL) per op, and
-all-gather bus bandwidth vs CTAs.  Usage: coll_plot.py coll.json coll.png"""
+all-gather bus bandwidth vs CTAs (and on the copy engines).  Usage: coll_plot.py coll.json coll.png"""
 import json
 import sys
 
@@ -32,6 +32,10 @@ if sweep:
         rs = sorted((r for r in sweep if r["op"] == name), key=lambda r: r["ctas"])
         ax.plot([r["ctas"] for r in rs], [r["busbw_gbs"] for r in rs], "o-",
                 label=name.replace("allgather_ctas_", ""))
+    for r in recs:
+        if r["op"] == "allgather_ce":  # copy engines, no CTA
+            ax.axhline(r["busbw_gbs"], color="gray", linestyle="--",
+                       label="copy engine, 0 CTAs (%.0f)" % r["busbw_gbs"])
     ax.set_xscale("log", base=2)
     ax.set_xlabel("CTAs")
     ax.set_ylabel("all-gather bus bandwidth (GB/s)")

@@ -69,7 +69,9 @@ static void test_layout(void)
      * slots, and apart from each other. */
     CHECK(mki_ws_credit(1, MKI_MAXLOCAL - 1, MKI_MAXCH - 1) + 8 <= mki_ws_post(0, 0));
     CHECK(mki_ws_post(MKI_MAXLOCAL - 1, MKI_MAXCH - 1) + 16 <= mki_ws_done(0, 0));
-    CHECK(mki_ws_done(MKI_MAXLOCAL - 1, MKI_MAXCH - 1) + 8 <= MKI_WS_DATA);
+    CHECK(mki_ws_done(MKI_MAXLOCAL - 1, MKI_MAXCH - 1) + 8 <= mki_ws_owed(0, 0, 0));
+    CHECK(mki_ws_owed(1, MKI_MAXLOCAL - 1, MKI_MAXCH - 1) + 8 <= MKI_WS_DATA);
+    CHECK(mki_ws_owed(0, 1, 0) - mki_ws_owed(0, 0, MKI_MAXCH - 1) == 8);
     CHECK(mki_ws_post(1, 0) - mki_ws_post(0, MKI_MAXCH - 1) == 16);
     CHECK(mki_ws_post(0, 0) % 16 == 0 && mki_ws_done(0, 0) % 8 == 0);
     CHECK(MKI_WS_SEQ + 8 * MKI_MAXCH <= MKI_WS_ARRIVE);

@@ -213,12 +213,150 @@ size_t parse_bytes(const char *s)
     return (size_t)v;
 }
 
-const char *mover_now(int kind)
+
+/* ---- copy-engine all-gather, for the sweep's zero-SM point ------------
+ * What mkAllGatherGemm's all-gather does, as a plain all-gather: a
+ * one-thread kernel writes a flag; one side stream per peer waits for it
+ * (cuStreamWaitValue64), copies this rank's block into the peer's receive
+ * buffer through a CUDA IPC mapping (cudaMemcpyAsync: a copy engine) and
+ * raises a flag in the peer's memory (cuStreamWriteValue64); the caller's
+ * stream waits for every peer's flag, and for this rank's own block (on a
+ * side stream too).  No SM moves a byte.  These stream waits have no
+ * deadline: a benchmark only, run under the runner's timeout. */
+typedef int (*cu_wait64_fn)(void *, unsigned long long, unsigned long long, unsigned);
+typedef int (*cu_write64_fn)(void *, unsigned long long, unsigned long long, unsigned);
+
+__global__ void ce_trigger(unsigned long long *flag, unsigned long long v)
+{
+    *(volatile unsigned long long *)flag = v;
+    __threadfence_system();
+}
+
+struct ce_bench {
+    size_t b;
+    char *send, *recv, *peer_recv[8];
+    unsigned long long *flags, *peer_flags[8]; /* [0] trigger, [1 + q] from q */
+    cudaStream_t side[8], own;
+    cudaEvent_t fork, join[8], own_done;
+    cu_wait64_fn wait64;
+    cu_write64_fn write64;
+    unsigned long long seq;
+};
+
+void ce_exchange(const void *mine, size_t bytes, void *all)
+{
+    /* bytes per rank, a multiple of 2; through our own all-gather */
+    void *d;
+    MKB_CHECK(cudaMalloc(&d, bytes * (g_n + 1)));
+    MKB_CHECK(cudaMemcpy(d, mine, bytes, cudaMemcpyHostToDevice));
+    MKB_MK(mkAllGather(d, (char *)d + bytes, bytes / 2, mkBfloat16, g_comm, g_st));
+    MKB_CHECK(cudaStreamSynchronize(g_st));
+    MKB_CHECK(cudaMemcpy(all, (char *)d + bytes, bytes * g_n, cudaMemcpyDeviceToHost));
+    MKB_CHECK(cudaFree(d));
+}
+
+void ce_setup(ce_bench &e, size_t b)
+{
+    e.b = b;
+    e.seq = 0;
+    MKB_CHECK(cudaMalloc(&e.send, b));
+    MKB_CHECK(cudaMalloc(&e.recv, b * g_n));
+    MKB_CHECK(cudaMalloc(&e.flags, 8 * 16));
+    MKB_CHECK(cudaMemset(e.flags, 0, 8 * 16));
+    fill_random<<<1024, 256, 0, g_st>>>(e.send, b / 2, 2, true, 12345 + g_rank);
+    MKB_CHECK(cudaGetLastError());
+    cudaIpcMemHandle_t h[2], *all = (cudaIpcMemHandle_t *)malloc(sizeof(h) * g_n);
+    MKB_CHECK(cudaIpcGetMemHandle(&h[0], e.recv));
+    MKB_CHECK(cudaIpcGetMemHandle(&h[1], e.flags));
+    ce_exchange(h, sizeof(h), all);
+    for (int q = 0; q < g_n; q++) {
+        e.peer_recv[q] = e.recv;
+        e.peer_flags[q] = e.flags;
+        if (q == g_rank) continue;
+        MKB_CHECK(cudaIpcOpenMemHandle((void **)&e.peer_recv[q], all[2 * q], cudaIpcMemLazyEnablePeerAccess));
+        MKB_CHECK(cudaIpcOpenMemHandle((void **)&e.peer_flags[q], all[2 * q + 1], cudaIpcMemLazyEnablePeerAccess));
+    }
+    free(all);
+    for (int q = 0; q < g_n; q++) {
+        MKB_CHECK(cudaStreamCreateWithFlags(&e.side[q], cudaStreamNonBlocking));
+        MKB_CHECK(cudaEventCreateWithFlags(&e.join[q], cudaEventDisableTiming));
+    }
+    MKB_CHECK(cudaStreamCreateWithFlags(&e.own, cudaStreamNonBlocking));
+    MKB_CHECK(cudaEventCreateWithFlags(&e.fork, cudaEventDisableTiming));
+    MKB_CHECK(cudaEventCreateWithFlags(&e.own_done, cudaEventDisableTiming));
+    enum cudaDriverEntryPointQueryResult qr;
+    void *fn = NULL;
+    MKB_CHECK(cudaGetDriverEntryPointByVersion("cuStreamWaitValue64", &fn, 12000, cudaEnableDefault, &qr));
+    e.wait64 = (cu_wait64_fn)fn;
+    MKB_CHECK(cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &fn, 12000, cudaEnableDefault, &qr));
+    e.write64 = (cu_write64_fn)fn;
+    if (!e.wait64 || !e.write64) { fprintf(stderr, "no stream memory operations\n"); exit(1); }
+    MKB_CHECK(cudaDeviceSynchronize());
+}
+
+#define CU_OK(x) do { int r_ = (x); if (r_) { fprintf(stderr, "%s:%d: CUresult %d\n", __FILE__, __LINE__, r_); exit(1); } } while (0)
+
+void ce_run(void *ctx, int)
+{
+    ce_bench &e = *(ce_bench *)ctx;
+    const unsigned long long v = ++e.seq;
+    MKB_CHECK(cudaEventRecord(e.fork, g_st));
+    MKB_CHECK(cudaStreamWaitEvent(e.own, e.fork, 0));
+    MKB_CHECK(cudaMemcpyAsync(e.recv + (size_t)g_rank * e.b, e.send, e.b, cudaMemcpyDeviceToDevice, e.own));
+    MKB_CHECK(cudaEventRecord(e.own_done, e.own));
+    ce_trigger<<<1, 1, 0, g_st>>>(e.flags, v);
+    MKB_CHECK(cudaGetLastError());
+    for (int j = 1; j < g_n; j++) {
+        const int q = (g_rank + j) % g_n;
+        MKB_CHECK(cudaStreamWaitEvent(e.side[q], e.fork, 0));
+        CU_OK(e.wait64(e.side[q], (unsigned long long)(uintptr_t)e.flags, v, 0 /* GEQ */));
+        MKB_CHECK(cudaMemcpyAsync(e.peer_recv[q] + (size_t)g_rank * e.b, e.send, e.b,
+                                  cudaMemcpyDeviceToDevice, e.side[q]));
+        CU_OK(e.write64(e.side[q], (unsigned long long)(uintptr_t)(e.peer_flags[q] + 1 + g_rank), v, 0));
+        MKB_CHECK(cudaEventRecord(e.join[q], e.side[q]));
+    }
+    for (int j = 1; j < g_n; j++) {
+        const int q = (g_rank + j) % g_n;
+        CU_OK(e.wait64(g_st, (unsigned long long)(uintptr_t)(e.flags + 1 + q), v, 0));
+        MKB_CHECK(cudaStreamWaitEvent(g_st, e.join[q], 0));
+    }
+    MKB_CHECK(cudaStreamWaitEvent(g_st, e.own_done, 0));
+}
+
+/* The copy-engine all-gather's result against mkAllGather's, byte for
+ * byte (the same send buffers). */
+bool ce_check(ce_bench &e)
+{
+    ce_run(&e, 0);
+    char *ref;
+    MKB_CHECK(cudaMalloc(&ref, e.b * g_n));
+    MKB_MK(mkAllGather(e.send, ref, e.b / 2, mkBfloat16, g_comm, g_st));
+    MKB_CHECK(cudaStreamSynchronize(g_st));
+    std::vector<char> x(e.b * g_n), y(e.b * g_n);
+    MKB_CHECK(cudaMemcpy(x.data(), e.recv, x.size(), cudaMemcpyDeviceToHost));
+    MKB_CHECK(cudaMemcpy(y.data(), ref, y.size(), cudaMemcpyDeviceToHost));
+    MKB_CHECK(cudaFree(ref));
+    return memcmp(x.data(), y.data(), x.size()) == 0;
+}
+
+/* Bytes of a peer block in src/coll.c's sense: the whole buffer, except
+ * all-reduce in two phases (above MK_COLL_AR_ONESHOT, default 4M): a
+ * rank's share. */
+size_t block_bytes(int kind, size_t b)
+{
+    if (kind != 2) return b;
+    const char *o = getenv("MK_COLL_AR_ONESHOT");
+    size_t one = o && *o ? parse_bytes(o) : (size_t)4 << 20;
+    return b <= one ? b : b / g_n;
+}
+
+const char *mover_now(int kind, size_t block)
 {
     const char *m = getenv("MK_COLL_MOVER");
     if (m && *m) return m;
-    /* src/coll.c's choice: registers for zero copy, else tma-send */
-    return g_zcopy && (kind == 0 || kind == 3) ? "reg" : "tma-send";
+    /* src/coll.c's choice: registers for zero copy and below 4 MiB per
+     * block, else tma-send */
+    return (g_zcopy && (kind == 0 || kind == 3)) || block < ((size_t)4 << 20) ? "reg" : "tma-send";
 }
 
 int plan_ctas(size_t block)
@@ -301,7 +439,8 @@ extern "C" int mkb_coll_main(int argc, char **argv)
             double ours = time_call(c, it);
             c.ours = 0;
             double base = time_call(c, it);
-            rows.push_back({o.name, dts, mover_now(o.kind), b, plan_ctas(o.kind == 2 ? b / g_n : b), ours, base,
+            const size_t blk = block_bytes(o.kind, b);
+            rows.push_back({o.name, dts, mover_now(o.kind, blk), b, plan_ctas(blk), ours, base,
                             busbw(o.kind, b, ours), busbw(o.kind, b, base)});
         }
     }
@@ -325,6 +464,17 @@ extern "C" int mkb_coll_main(int argc, char **argv)
         }
         unsetenv("MK_COLL_CTAS");
         unsetenv("MK_COLL_MOVER");
+        /* The same all-gather on the copy engines: 0 CTAs. */
+        ce_bench e;
+        ce_setup(e, b);
+        if (!ce_check(e)) {
+            fprintf(stderr, "rank %d: copy-engine all-gather differs from mkAllGather\n", g_rank);
+            exit(1);
+        }
+        std::vector<double> ms(iters / 2 + 1);
+        mkb_time(ce_run, &e, g_st, 5, (int)ms.size(), ms.data());
+        double ce = mkb_median(ms.data(), (int)ms.size());
+        rows.push_back({"allgather_ce", dts, "ce", b, 0, ce, -1, busbw(0, b, ce), 0});
     }
     if (g_rank == 0) {
         char dir[512], path[600];

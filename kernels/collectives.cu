@@ -518,6 +518,7 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar, char **to)
     const uint64_t nk = mki_nchunks(len, S);
     const char *own = p.src + boff;
     char *out = p.dst + (ar ? boff : 0);
+    const bool inplace = p.src == p.dst;
     /* Zero copy (all-reduce, register stores): results go straight into
      * the peers' recvbufs that are registered. */
     const bool zc = push && to != NULL;
@@ -550,9 +551,9 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar, char **to)
                             : NULL;
             nin++;
         }
-        /* one shot: src may be dst, so chunk k is overwritten only after
-         * SEND copied it to every peer */
-        if (OS && tid == 0) wait_sent(x.sent, (uint32_t)k + 1, x.quit);
+        /* one shot in place (src is dst; any other overlap is refused):
+         * chunk k is overwritten only after SEND copied it to every peer */
+        if (OS && inplace && tid == 0) wait_sent(x.sent, (uint32_t)k + 1, x.quit);
         role_sync(bar, nthr);
         if (*x.quit) return;
         if (OS) {

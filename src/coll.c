@@ -29,6 +29,9 @@ int mki_coll_launch(const struct mki_coll_params *p, cudaStream_t s,
  * all-gather 193 / 222 / 258 / 265 / 292 GB/s at 16 / 24 / 32 / 48 / 64
  * CTAs; 2 H200: all-reduce 299 -> 342; bench/NOTES.md). */
 #define COLL_WIDE_MIN (4u << 20)
+/* One-shot all-reduce from 1 MiB (2 H200, 1 MB: 18.7-18.8 us on 64 CTAs
+ * against 18.9-19.1 on 32, three runs each). */
+#define COLL_WIDE_MIN_ONESHOT (1u << 20)
 #define COLL_NARROW_MAXCH 32
 
 static int dtype_size(mkDataType_t t)
@@ -43,13 +46,14 @@ static int dtype_size(mkDataType_t t)
 
 /* CTAs for one call.  Until src/plan.c's mki_plan_op serves collectives,
  * this is the rule: one CTA per 16 KB of a peer block up to 32, MKI_MAXCH
- * from COLL_WIDE_MIN per block on one node (across nodes at most 32: the
+ * from wide_min per block on one node (COLL_WIDE_MIN; one-shot
+ * all-reduce COLL_WIDE_MIN_ONESHOT) (across nodes at most 32: the
  * proxy's chunks were measured so), at most the node's SM budget (mem.c:
  * the smallest over its ranks of MK_SM_BUDGET, else of the GPU's SMs
  * shared by the ranks on it), so every rank picks the same count;
  * MK_COLL_CTAS overrides (up to MKI_MAXCH and the budget). */
 static mkResult_t coll_ctas(struct mkComm *comm, uint64_t block_bytes,
-                            int *ctas)
+                            uint64_t wide_min, int *ctas)
 {
     int budget = comm->dev->coll_budget;
     int cap = budget < MKI_MAXCH ? budget : MKI_MAXCH;
@@ -63,7 +67,7 @@ static mkResult_t coll_ctas(struct mkComm *comm, uint64_t block_bytes,
         *ctas = forced < cap ? (int)forced : cap;
         return mkSuccess;
     }
-    if (comm->nnodes == 1 && block_bytes >= COLL_WIDE_MIN) {
+    if (comm->nnodes == 1 && block_bytes >= wide_min) {
         *ctas = cap;
         return mkSuccess;
     }
@@ -312,7 +316,8 @@ static mkResult_t coll_run(mkComm_t comm, struct coll_call *c,
     p.me = comm->rank;
     int nch = 1, mover = MKI_COLL_MOVER_TMA_SEND, oneshot = 0;
     MKI_CHECK(ar_oneshot(comm, c, &oneshot));
-    MKI_CHECK(coll_ctas(comm, block_bytes(comm, c, oneshot), &nch));
+    MKI_CHECK(coll_ctas(comm, block_bytes(comm, c, oneshot),
+                        oneshot ? COLL_WIDE_MIN_ONESHOT : COLL_WIDE_MIN, &nch));
     MKI_CHECK(coll_mover(comm, &mover));
     coll_peers(comm, &p);
     /* Zero copy goes by register stores unless MK_COLL_MOVER says

@@ -359,13 +359,14 @@ const char *mover_now(int kind, size_t block)
     return (g_zcopy && (kind == 0 || kind == 3)) || block < ((size_t)4 << 20) ? "reg" : "tma-send";
 }
 
-int plan_ctas(size_t block)
+int plan_ctas(size_t block, int oneshot)
 {
     /* Mirrors src/coll.c's rule for the table (the JSON's sm_split). */
     const char *f = getenv("MK_COLL_CTAS");
     if (f && atoi(f) > 0) return atoi(f);
     const char *ns = getenv("MK_NODE_SIZE"); /* virtual nodes: at most 32 */
-    if (block >= (4u << 20) && !(ns && atoi(ns) > 0 && atoi(ns) < g_n)) return 64;
+    if (block >= (oneshot ? (1u << 20) : (4u << 20)) && !(ns && atoi(ns) > 0 && atoi(ns) < g_n))
+        return 64;
     size_t n = (block + (16 << 10) - 1) / (16 << 10);
     return n < 1 ? 1 : n > 32 ? 32 : (int)n;
 }
@@ -440,7 +441,8 @@ extern "C" int mkb_coll_main(int argc, char **argv)
             c.ours = 0;
             double base = time_call(c, it);
             const size_t blk = block_bytes(o.kind, b);
-            rows.push_back({o.name, dts, mover_now(o.kind, blk), b, plan_ctas(blk), ours, base,
+            rows.push_back({o.name, dts, mover_now(o.kind, blk), b,
+                            plan_ctas(blk, o.kind == 2 && blk == b), ours, base,
                             busbw(o.kind, b, ours), busbw(o.kind, b, base)});
         }
     }

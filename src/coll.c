@@ -14,25 +14,10 @@
 #include "mki.h"
 #include "mem.h"
 #include "net.h"
+#include "plan.h"
 
 int mki_coll_launch(const struct mki_coll_params *p, cudaStream_t s,
                     const char **why);
-
-/* Bytes of a peer block per CTA: small calls are latency-bound, so more
- * CTAs pay even at 16 KB each (1 MB per rank, 16 -> 32 CTAs: reduce-
- * scatter 21.3 -> 19.6 us; bench/NOTES.md). */
-#define COLL_BYTES_PER_CTA (16u << 10)
-
-/* From this many bytes per peer block, on one node, every collective takes
- * MKI_MAXCH CTAs: a CTA moves about 8 GB/s through the workspace, so the
- * bandwidth grows with the CTA count up to 64 (4 H200, 1 GB per rank:
- * all-gather 193 / 222 / 258 / 265 / 292 GB/s at 16 / 24 / 32 / 48 / 64
- * CTAs; 2 H200: all-reduce 299 -> 342; bench/NOTES.md). */
-#define COLL_WIDE_MIN (4u << 20)
-/* One-shot all-reduce from 1 MiB (2 H200, 1 MB: 18.7-18.8 us on 64 CTAs
- * against 18.9-19.1 on 32, three runs each). */
-#define COLL_WIDE_MIN_ONESHOT (1u << 20)
-#define COLL_NARROW_MAXCH 32
 
 static int dtype_size(mkDataType_t t)
 {
@@ -44,16 +29,13 @@ static int dtype_size(mkDataType_t t)
     }
 }
 
-/* CTAs for one call.  Until src/plan.c's mki_plan_op serves collectives,
- * this is the rule: one CTA per 16 KB of a peer block up to 32, MKI_MAXCH
- * from wide_min per block on one node (COLL_WIDE_MIN; one-shot
- * all-reduce COLL_WIDE_MIN_ONESHOT) (across nodes at most 32: the
- * proxy's chunks were measured so), at most the node's SM budget (mem.c:
- * the smallest over its ranks of MK_SM_BUDGET, else of the GPU's SMs
- * shared by the ranks on it), so every rank picks the same count;
- * MK_COLL_CTAS overrides (up to MKI_MAXCH and the budget). */
+/* CTAs for one call: the plan's rule (mki_plan_coll_ctas) at most the
+ * node's SM budget (mem.c: the smallest over its ranks of MK_SM_BUDGET,
+ * else of the GPU's SMs shared by the ranks on it), so every rank picks
+ * the same count; MK_COLL_CTAS overrides (up to MKI_MAXCH and the
+ * budget). */
 static mkResult_t coll_ctas(struct mkComm *comm, uint64_t block_bytes,
-                            uint64_t wide_min, int *ctas)
+                            int oneshot, int *ctas)
 {
     int budget = comm->dev->coll_budget;
     int cap = budget < MKI_MAXCH ? budget : MKI_MAXCH;
@@ -67,14 +49,7 @@ static mkResult_t coll_ctas(struct mkComm *comm, uint64_t block_bytes,
         *ctas = forced < cap ? (int)forced : cap;
         return mkSuccess;
     }
-    if (comm->nnodes == 1 && block_bytes >= wide_min) {
-        *ctas = cap;
-        return mkSuccess;
-    }
-    if (cap > COLL_NARROW_MAXCH) cap = COLL_NARROW_MAXCH;
-    uint64_t n = (block_bytes + COLL_BYTES_PER_CTA - 1) / COLL_BYTES_PER_CTA;
-    if (n < 1) n = 1;
-    *ctas = n < (uint64_t)cap ? (int)n : cap;
+    *ctas = mki_plan_coll_ctas(block_bytes, oneshot, comm->nnodes, cap);
     return mkSuccess;
 }
 
@@ -316,22 +291,15 @@ static mkResult_t coll_run(mkComm_t comm, struct coll_call *c,
     p.me = comm->rank;
     int nch = 1, mover = MKI_COLL_MOVER_TMA_SEND, oneshot = 0;
     MKI_CHECK(ar_oneshot(comm, c, &oneshot));
-    MKI_CHECK(coll_ctas(comm, block_bytes(comm, c, oneshot),
-                        oneshot ? COLL_WIDE_MIN_ONESHOT : COLL_WIDE_MIN, &nch));
+    MKI_CHECK(coll_ctas(comm, block_bytes(comm, c, oneshot), oneshot, &nch));
     MKI_CHECK(coll_mover(comm, &mover));
     coll_peers(comm, &p);
-    /* Zero copy goes by register stores unless MK_COLL_MOVER says
-     * otherwise: 4 ranks of an H200 host, 1 GB per rank, 312 GB/s busbw
-     * against 281 with TMA; 2 ranks, 16 CTAs, 311 against 259
-     * (bench/NOTES.md). */
     MKI_CHECK(coll_direct(comm, c, oneshot, mover, &p));
-    if (p.direct && !mki_param_is_set(MKI_P_COLL_MOVER)) mover = MKI_COLL_MOVER_REG;
-    /* Below COLL_WIDE_MIN per block, register stores too: a chunk's bulk
-     * copies end with a wait for their completion that register stores
-     * and a fence do not pay (2 H200, 1 MB per rank: all-reduce 20.3 ->
-     * 19.0 us, all-to-all 19.9 -> 17.9 us; bench/NOTES.md). */
+    /* Unless MK_COLL_MOVER says otherwise, the plan's mover (register
+     * stores for zero copy and small calls). */
     if (!mki_param_is_set(MKI_P_COLL_MOVER) &&
-        block_bytes(comm, c, oneshot) < COLL_WIDE_MIN)
+        mki_plan_coll_mover(block_bytes(comm, c, oneshot), p.direct) ==
+            MKI_COLL_PICK_REG)
         mover = MKI_COLL_MOVER_REG;
     /* Register stores push all-reduce results straight into peers'
      * slots, which a remote rank does not have: TMA (SEND2) there. */

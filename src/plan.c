@@ -968,6 +968,47 @@ mkResult_t mki_plan_op(struct mkComm *comm, enum mki_op op, int64_t m,
     return mkSuccess;
 }
 
+/* ---- the plain collectives (measured rules) ------------------------ */
+
+/* Bytes of a peer block per CTA below the wide regime: small calls are
+ * latency-bound, so more CTAs pay even at 16 KB each (1 MB per rank,
+ * 16 -> 32 CTAs: reduce-scatter 21.3 -> 19.6 us; bench/NOTES.md). */
+#define COLL_BYTES_PER_CTA (16u << 10)
+#define COLL_NARROW_MAXCH 32
+/* From this many bytes per peer block, on one node, a collective takes
+ * every CTA it may (MKI_MAXCH = 64): a CTA moves about 8 GB/s through the
+ * workspace, so the bandwidth grows with the count up to 64 (4 H200, 1 GB
+ * per rank: all-gather 193 / 222 / 258 / 265 / 292 GB/s at 16 / 24 / 32 /
+ * 48 / 64 CTAs; 2 H200: all-reduce 299 -> 342 GB/s). */
+#define COLL_WIDE_MIN (4u << 20)
+/* One-phase all-reduce from 1 MiB (2 H200, 1 MB: 18.7-18.8 us on 64 CTAs
+ * against 18.9-19.1 on 32, three runs each). */
+#define COLL_WIDE_MIN_ONESHOT (1u << 20)
+
+int mki_plan_coll_ctas(uint64_t block, int oneshot, int nnodes, int budget)
+{
+    if (budget < 1) budget = 1;
+    /* across nodes at most 32: the proxy's chunks were measured so */
+    if (nnodes == 1 && block >= (oneshot ? COLL_WIDE_MIN_ONESHOT : COLL_WIDE_MIN))
+        return budget;
+    int cap = budget < COLL_NARROW_MAXCH ? budget : COLL_NARROW_MAXCH;
+    uint64_t n = (block + COLL_BYTES_PER_CTA - 1) / COLL_BYTES_PER_CTA;
+    if (n < 1) n = 1;
+    return n < (uint64_t)cap ? (int)n : cap;
+}
+
+/* Register stores for zero copy (4 H200, 1 GB per rank: 312 GB/s against
+ * 281 with TMA; 2 H200, 16 CTAs: 311 against 259) and below COLL_WIDE_MIN
+ * per block (a chunk's bulk copies end with a wait for their completion
+ * that register stores and a fence do not pay: 2 H200, 1 MB per rank,
+ * all-reduce 20.3 -> 19.0 us, all-to-all 19.9 -> 17.9 us); TMA bulk copies
+ * to the peers otherwise (256 MB, 64 CTAs: 333 against 317 GB/s). */
+enum mki_coll_pick_mover mki_plan_coll_mover(uint64_t block, int zero_copy)
+{
+    return zero_copy || block < COLL_WIDE_MIN ? MKI_COLL_PICK_REG
+                                              : MKI_COLL_PICK_TMA_SEND;
+}
+
 enum mki_path mki_plan_path(const struct mkComm *comm, int peer)
 {
     return comm->topo ? comm->topo->path[peer] : MKI_PATH_NET;

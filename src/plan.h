@@ -209,6 +209,17 @@ mkResult_t mki_plan_op(struct mkComm *comm, enum mki_op op, int64_t m,
                        int64_t n, int64_t k, int dtype_bytes,
                        struct mki_op_plan *out);
 
+/* The plain collectives' kernel (kernels/collectives.cu): CTAs and mover
+ * for one call, from measurements rather than the cost model above (the
+ * model's per-CTA rates describe the fused kernels' roles, not the
+ * workspace pipeline; bench/NOTES.md has the runs).  block: bytes of one
+ * peer block; oneshot: all-reduce in one phase; nnodes: nodes of the
+ * communicator; budget: CTAs the node's ranks may all use.  The same
+ * inputs give the same answer on every rank. */
+enum mki_coll_pick_mover { MKI_COLL_PICK_TMA_SEND, MKI_COLL_PICK_REG };
+int mki_plan_coll_ctas(uint64_t block, int oneshot, int nnodes, int budget);
+enum mki_coll_pick_mover mki_plan_coll_mover(uint64_t block, int zero_copy);
+
 /* How this rank reaches peer (path and, for MKI_PATH_NET, transport). */
 enum mki_path mki_plan_path(const struct mkComm *comm, int peer);
 enum mki_transport mki_plan_transport(const struct mkComm *comm, int peer);

@@ -12,6 +12,7 @@
 #include "check.h"
 #include "mki.h"
 #include "mem.h"
+#include "plan.h"
 
 static void test_targets(void)
 {
@@ -142,6 +143,22 @@ static void test_net_layout(void)
         CHECK(mki_nb_slot(1, 2 * n - 1, MKI_MAXCH - 1, MKI_NSLOTS - 1, n, st) + st == bytes);
     }
     CHECK(mki_nb_stride(2) == 64u << 10);
+    /* The plan's rule for the collectives' CTAs and mover. */
+    CHECK(mki_plan_coll_ctas(16u << 10, 0, 1, 64) == 1);
+    CHECK(mki_plan_coll_ctas(48u << 10, 0, 1, 64) == 3);
+    CHECK(mki_plan_coll_ctas(1u << 20, 0, 1, 64) == 32);
+    CHECK(mki_plan_coll_ctas((4u << 20) - 16, 0, 1, 64) == 32);
+    CHECK(mki_plan_coll_ctas(4u << 20, 0, 1, 64) == 64);
+    CHECK(mki_plan_coll_ctas(4u << 20, 0, 2, 64) == 32); /* across nodes */
+    CHECK(mki_plan_coll_ctas(1u << 20, 1, 1, 64) == 64); /* one phase */
+    CHECK(mki_plan_coll_ctas(512u << 10, 1, 1, 64) == 32);
+    CHECK(mki_plan_coll_ctas(1u << 30, 0, 1, 33) == 33); /* SM budget (MPS) */
+    CHECK(mki_plan_coll_ctas(1u << 20, 0, 1, 16) == 16);
+    CHECK(mki_plan_coll_ctas(1u << 30, 0, 1, 0) == 1);
+    CHECK(mki_plan_coll_ctas(0, 0, 1, 64) == 1);
+    CHECK(mki_plan_coll_mover(1u << 20, 0) == MKI_COLL_PICK_REG);
+    CHECK(mki_plan_coll_mover(4u << 20, 0) == MKI_COLL_PICK_TMA_SEND);
+    CHECK(mki_plan_coll_mover(64u << 20, 1) == MKI_COLL_PICK_REG);
     /* The automatic workspace gives 256 KiB slots at any local size; a
      * configured size is taken as is. */
     {

@@ -35,6 +35,10 @@
 
 #include "mkernel.h"
 #include "mki.h" /* comm->boot->bcast carries the ncclUniqueId */
+#include "mem.h"  /* comm->dev->coll_budget */
+extern "C" {
+#include "plan.h" /* the collectives' CTA and mover rule */
+}
 #include "common.h"
 
 #include <cuda_bf16.h>
@@ -354,21 +358,19 @@ const char *mover_now(int kind, size_t block)
 {
     const char *m = getenv("MK_COLL_MOVER");
     if (m && *m) return m;
-    /* src/coll.c's choice: registers for zero copy and below 4 MiB per
-     * block, else tma-send */
-    return (g_zcopy && (kind == 0 || kind == 3)) || block < ((size_t)4 << 20) ? "reg" : "tma-send";
+    /* src/coll.c's choice: the plan's (zero copy for all-gather and
+     * all-to-all only) */
+    return mki_plan_coll_mover(block, g_zcopy && (kind == 0 || kind == 3)) == MKI_COLL_PICK_REG
+               ? "reg" : "tma-send";
 }
 
 int plan_ctas(size_t block, int oneshot)
 {
-    /* Mirrors src/coll.c's rule for the table (the JSON's sm_split). */
+    /* src/coll.c's choice, for the table (the JSON's sm_split) */
     const char *f = getenv("MK_COLL_CTAS");
     if (f && atoi(f) > 0) return atoi(f);
-    const char *ns = getenv("MK_NODE_SIZE"); /* virtual nodes: at most 32 */
-    if (block >= (oneshot ? (1u << 20) : (4u << 20)) && !(ns && atoi(ns) > 0 && atoi(ns) < g_n))
-        return 64;
-    size_t n = (block + (16 << 10) - 1) / (16 << 10);
-    return n < 1 ? 1 : n > 32 ? 32 : (int)n;
+    int cap = g_comm->dev->coll_budget < MKI_MAXCH ? g_comm->dev->coll_budget : MKI_MAXCH;
+    return mki_plan_coll_ctas(block, oneshot, g_comm->nnodes, cap < 1 ? 1 : cap);
 }
 
 } // namespace

@@ -32,6 +32,35 @@ set -u
 if [ -f build-gpu/bins.tar.xz ]; then
     tar xJf build-gpu/bins.tar.xz || { echo "all.sh: cannot unpack build-gpu/bins.tar.xz" >&2; exit 1; }
 fi
+# A device call that ended while its command went on (seen: the runner
+# reported a call as failed after 3 s, and its all.sh kept running) leaves
+# processes that share the GPUs with this run and kill its steps as their
+# own leftovers.  Stop them first: our programs, other copies of these
+# scripts (not this one's ancestors), and an MPS daemon.
+stop_stale() {
+    local anc=" $$ " p=$$ pids="" q
+    while [ "$p" -gt 1 ] 2>/dev/null; do
+        p=$(awk '{print $4}' /proc/$p/stat 2>/dev/null) || break
+        anc="$anc$p "
+    done
+    for q in $(pgrep -f "build-gpu/[a-z0-9]+/(test_coll|mkbench_coll|test_ag_gemm|mkbench_ag_gemm|test_gemm|bench_gemm|mkbench_net|demo)( |\$)" || true) \
+             $(pgrep -f "tests/gpu/(all|run|ag_gemm|gemm|net|demo)\.sh" || true); do
+        case "$anc" in *" $q "*) ;; *) pids="$pids $q" ;; esac
+    done
+    if [ -n "$pids" ]; then
+        echo "all.sh: stopping processes of an earlier run:$pids" >&2
+        kill -9 $pids 2>/dev/null
+        sleep 1
+    fi
+    if pgrep -x nvidia-cuda-mps >/dev/null 2>&1 || pgrep -x nvidia-cuda-mps-control >/dev/null 2>&1; then
+        echo "all.sh: stopping an MPS daemon left running" >&2
+        for d in /tmp/mps ""; do
+            CUDA_MPS_PIPE_DIRECTORY=${d:-/tmp/nvidia-mps} sh -c 'echo quit | nvidia-cuda-mps-control' >/dev/null 2>&1
+        done
+        sleep 1
+    fi
+}
+stop_stale
 what=${1:-tests}
 case $what in tests|bench|all|scale) ;; *) echo "usage: tests/gpu/all.sh [tests|bench|all|scale]" >&2; exit 2 ;; esac
 RT=${MK_GPU_RT:-build-gpu/rt}

@@ -17,7 +17,9 @@
  * buffer (all-reduce: the buffer), busbw = algbw * (n-1)/n (all-reduce:
  * * 2(n-1)/n).  --sweep adds all-gather at 256 MB per rank for 1, 2, 4, 8,
  * 16, 32 and 64 CTAs (MK_COLL_CTAS) for each mover (MK_COLL_MOVER reg,
- * tma-send, tma).  --zcopy takes the buffers from mkMemAlloc, so that
+ * tma-send, tma), and the same all-gather on the copy engines with no CTA
+ * (row allgather_ce: GPU-triggered copies, see ce_run; checked against
+ * mkAllGather first).  --zcopy takes the buffers from mkMemAlloc, so that
  * all-gather and all-to-all write straight into the peers' receive
  * buffers (NCCL gets the same buffers, which it does not know as
  * registered); the JSON's zero_copy says which.  Rank 0 writes the JSON

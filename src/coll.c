@@ -291,15 +291,15 @@ static mkResult_t coll_run(mkComm_t comm, struct coll_call *c,
     p.me = comm->rank;
     int nch = 1, mover = MKI_COLL_MOVER_TMA_SEND, oneshot = 0;
     MKI_CHECK(ar_oneshot(comm, c, &oneshot));
-    MKI_CHECK(coll_ctas(comm, block_bytes(comm, c, oneshot), oneshot, &nch));
+    const uint64_t block = block_bytes(comm, c, oneshot);
+    MKI_CHECK(coll_ctas(comm, block, oneshot, &nch));
     MKI_CHECK(coll_mover(comm, &mover));
     coll_peers(comm, &p);
     MKI_CHECK(coll_direct(comm, c, oneshot, mover, &p));
     /* Unless MK_COLL_MOVER says otherwise, the plan's mover (register
      * stores for zero copy and small calls). */
     if (!mki_param_is_set(MKI_P_COLL_MOVER) &&
-        mki_plan_coll_mover(block_bytes(comm, c, oneshot), p.direct) ==
-            MKI_COLL_PICK_REG)
+        mki_plan_coll_mover(block, p.direct) == MKI_COLL_PICK_REG)
         mover = MKI_COLL_MOVER_REG;
     /* Register stores push all-reduce results straight into peers'
      * slots, which a remote rank does not have: TMA (SEND2) there. */

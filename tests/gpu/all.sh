@@ -54,8 +54,8 @@ stop_stale() {
     fi
     if pgrep -x nvidia-cuda-mps >/dev/null 2>&1 || pgrep -x nvidia-cuda-mps-control >/dev/null 2>&1; then
         echo "all.sh: stopping an MPS daemon left running" >&2
-        for d in /tmp/mps ""; do
-            CUDA_MPS_PIPE_DIRECTORY=${d:-/tmp/nvidia-mps} sh -c 'echo quit | nvidia-cuda-mps-control' >/dev/null 2>&1
+        for d in /tmp/mps /tmp/nvidia-mps; do # run.sh's pipes, then the default
+            echo quit | CUDA_MPS_PIPE_DIRECTORY=$d nvidia-cuda-mps-control >/dev/null 2>&1
         done
         sleep 1
     fi

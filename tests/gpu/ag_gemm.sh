@@ -136,6 +136,8 @@ step() { # NAME LIMIT NP ARGS...
 }
 devs() { seq -s, 0 $(($1 - 1)); } # devs 4 -> 0,1,2,3
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+# MK_GPUS=n: use only the first n GPUs (e.g. the 2-GPU steps on a bigger host).
+case ${MK_GPUS:-} in ''|*[!0-9]*) ;; *) [ "$MK_GPUS" -lt "$ngpu" ] && ngpu=$MK_GPUS ;; esac
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$LOG" 2>&1
 echo "$ngpu GPUs; ag_gemm.sh $what $*" >> "$LOG"
 if [ $base_tests = 1 ] && [ "$ngpu" -ge 2 ]; then

@@ -20,6 +20,8 @@
 # printed last), all.log (every part's output and logs, one after the
 # other), gpu-out.tar.gz (everything: logs, JSON, TSV, plots) and up to 5
 # JSON files, those of more than 2 ranks first.
+# MK_GPUS=n makes every part use only the first n GPUs (the 2-GPU steps
+# of "all" on a host of 8, without the 4- and 8-rank ones).
 # Time: the whole run stays within MK_GPU_BUDGET_S seconds (default 540):
 # every step's timeout is cut to what is left (MK_GPU_DEADLINE) and a step
 # that no longer fits is skipped, saying so, so that the results are
@@ -110,6 +112,8 @@ part() { # NAME DIR COMMAND...
     echo "[$(($(date +%s) - T0)) s] $name: $res (rc $rc)"
 }
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+# MK_GPUS=n: use only the first n GPUs (e.g. the 2-GPU steps on a bigger host).
+case ${MK_GPUS:-} in ''|*[!0-9]*) ;; *) [ "$MK_GPUS" -lt "$ngpu" ] && ngpu=$MK_GPUS ;; esac
 echo "all.sh $what: $ngpu GPUs, budget ${BUDGET} s, scratch $S, results to $DEST"
 case $what in
 tests) part coll "$RT" bash tests/gpu/run.sh quick tests

@@ -72,6 +72,8 @@ step() { # NAME NP
     done
 }
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+# MK_GPUS=n: use only the first n GPUs (e.g. the 2-GPU steps on a bigger host).
+case ${MK_GPUS:-} in ''|*[!0-9]*) ;; *) [ "$MK_GPUS" -lt "$ngpu" ] && ngpu=$MK_GPUS ;; esac
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$LOG" 2>&1
 if [ "$ngpu" -lt 1 ]; then
     echo "demo.sh: nvidia-smi sees no GPU here" | tee -a "$SUMMARY"

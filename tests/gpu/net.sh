@@ -51,6 +51,8 @@ LOG=$O/net.log
 : > "$LOG"
 [ -x $B/mkbench_net ] || { echo "no $B/mkbench_net: run 'bash tests/gpu/net.sh build' first" | tee -a "$LOG"; exit 1; }
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+# MK_GPUS=n: use only the first n GPUs (e.g. the 2-GPU steps on a bigger host).
+case ${MK_GPUS:-} in ''|*[!0-9]*) ;; *) [ "$MK_GPUS" -lt "$ngpu" ] && ngpu=$MK_GPUS ;; esac
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$LOG" 2>&1
 mps=0
 if [ "$ngpu" -ge 2 ] && [ "${NET_ONE_GPU:-0}" != 1 ]; then

@@ -87,6 +87,8 @@ SUMMARY=$O/summary.txt
 : > "$SUMMARY"
 status=0 late=0
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+# MK_GPUS=n: use only the first n GPUs (e.g. the 2-GPU steps on a bigger host).
+case ${MK_GPUS:-} in ''|*[!0-9]*) ;; *) [ "$MK_GPUS" -lt "$ngpu" ] && ngpu=$MK_GPUS ;; esac
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$LOG"
 nvidia-smi topo -m 2>/dev/null | head -10 >> "$LOG"
 echo "$ngpu GPUs; run.sh $mode $what" >> "$LOG"

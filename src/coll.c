@@ -215,11 +215,12 @@ static mkResult_t check_call(struct mkComm *comm, struct coll_call *c)
     return check_overlap(comm, c);
 }
 
-/* All-reduce in one phase (MK_COLL_AR_ONESHOT): every rank sends its
- * whole buffer to every peer and reduces all of them.  For 2 ranks the
- * bytes on the wire equal the two-phase algorithm's with half its signal
- * round trips; for n ranks it sends (n-1) x S instead of 2 (n-1)/n x S, so
- * it pays only for small buffers. */
+/* All-reduce in one phase (MK_COLL_AR_ONESHOT, scaled by the rank count
+ * in mki_plan_coll_oneshot): every rank sends its whole buffer to every
+ * peer and reduces all of them.  For 2 ranks the bytes on the wire equal
+ * the two-phase algorithm's with half its signal round trips; for n ranks
+ * it sends (n-1) x S instead of 2 (n-1)/n x S, so it pays only for small
+ * buffers. */
 static mkResult_t ar_oneshot(struct mkComm *comm, const struct coll_call *c,
                              int *oneshot)
 {
@@ -228,7 +229,8 @@ static mkResult_t ar_oneshot(struct mkComm *comm, const struct coll_call *c,
     if (c->op != MKI_COLL_ALLREDUCE) return mkSuccess;
     mkResult_t r = mki_param_int(MKI_P_COLL_AR_ONESHOT, &limit);
     if (r != mkSuccess) return mki_error(comm, r, "%s", mki_thread_error());
-    *oneshot = limit > 0 && c->count * (uint64_t)dtype_size(c->dtype) <= (uint64_t)limit;
+    *oneshot = mki_plan_coll_oneshot(c->count * (uint64_t)dtype_size(c->dtype),
+                                     limit > 0 ? (uint64_t)limit : 0, comm->nranks);
     return mkSuccess;
 }
 

@@ -57,8 +57,9 @@ enum mki_param_type { MKI_PT_INT, MKI_PT_SIZE, MKI_PT_STR };
       "CTAs of every collective (0: the plan's choice); for measurements.") \
     X(COLL_AR_ONESHOT, "MK_COLL_AR_ONESHOT", MKI_PT_SIZE, "4M", 0,            \
       1099511627776, "All-reduce in one phase (every rank reduces the whole "  \
-      "buffer from every rank's copy) up to this many bytes; two phases "      \
-      "(reduce-scatter, all-gather) above; 0: never.")                         \
+      "buffer from every rank's copy) up to this many bytes at 2 ranks, "     \
+      "2/n of it at n ranks; two phases (reduce-scatter, all-gather) above; " \
+      "0: never.")                                                             \
     X(COLL_ZCOPY_MIN, "MK_COLL_ZCOPY_MIN", MKI_PT_SIZE, "256K", 0,            \
       1099511627776, "All-gather and all-to-all write straight into a "      \
       "registered recvbuf (mkMemAlloc, mkCommRegister) from this many bytes " \

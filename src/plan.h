@@ -219,6 +219,7 @@ mkResult_t mki_plan_op(struct mkComm *comm, enum mki_op op, int64_t m,
 enum mki_coll_pick_mover { MKI_COLL_PICK_TMA_SEND, MKI_COLL_PICK_REG };
 int mki_plan_coll_ctas(uint64_t block, int oneshot, int nnodes, int budget);
 enum mki_coll_pick_mover mki_plan_coll_mover(uint64_t block, int zero_copy);
+int mki_plan_coll_oneshot(uint64_t bytes, uint64_t limit, int nranks);
 
 /* How this rank reaches peer (path and, for MKI_PATH_NET, transport). */
 enum mki_path mki_plan_path(const struct mkComm *comm, int peer);

@@ -144,6 +144,15 @@ static void test_net_layout(void)
     }
     CHECK(mki_nb_stride(2) == 64u << 10);
     /* The plan's rule for the collectives' CTAs and mover. */
+    /* one-phase all-reduce: the 2-rank limit, x 2 / n at n ranks */
+    CHECK(mki_plan_coll_oneshot(4u << 20, 4u << 20, 2) == 1);
+    CHECK(mki_plan_coll_oneshot((4u << 20) + 2, 4u << 20, 2) == 0);
+    CHECK(mki_plan_coll_oneshot(2u << 20, 4u << 20, 4) == 1);
+    CHECK(mki_plan_coll_oneshot((2u << 20) + 2, 4u << 20, 4) == 0);
+    CHECK(mki_plan_coll_oneshot(1u << 20, 4u << 20, 8) == 1);
+    CHECK(mki_plan_coll_oneshot(4u << 20, 4u << 20, 8) == 0);
+    CHECK(mki_plan_coll_oneshot(2, 0, 2) == 0);       /* 0: never */
+    CHECK(mki_plan_coll_oneshot(2, 4u << 20, 1) == 0); /* nothing to reduce */
     CHECK(mki_plan_coll_ctas(16u << 10, 0, 1, 64) == 1);
     CHECK(mki_plan_coll_ctas(48u << 10, 0, 1, 64) == 3);
     CHECK(mki_plan_coll_ctas(1u << 20, 0, 1, 64) == 32);

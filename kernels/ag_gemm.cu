@@ -98,9 +98,14 @@ __device__ __forceinline__ bool agg_wait(const mki_coll_params &p, const uint64_
     }
 }
 
+static_assert(MKI_AGG_TILE_ROWS == BM, "src/ops/ag_gemm.h: tile rows");
+
 struct AggHooks {
     static constexpr bool kWaitA = true;
     static constexpr bool kSignal = false;
+    static constexpr bool kASrc = true;
+    CUtensorMap tm_own; /* the caller's A (m_local x K), when own_d1 > own_d0 */
+    int own_lo, own_d0, own_d1;
     int nsrc, pm0, num_pm;
     int row_off[MKI_MAXLOCAL + 1]; /* 32-bit: M < 2^31, and the producer */
     int chunk_rows[MKI_MAXLOCAL];  /* runs on 40 registers */
@@ -119,6 +124,19 @@ struct AggHooks {
         if (pm >= num_pm) pm -= num_pm;
         t.m_blk = pm * p.cluster_m;
         return t;
+    }
+
+    /* This rank's whole tiles come straight from the caller's A. */
+    __device__ __forceinline__ const CUtensorMap *a_src(const GemmParams &p, int m_blk,
+                                                        int *row) const
+    {
+        const int r0 = m_blk * BM;
+        if (r0 >= own_d0 && r0 < own_d1) {
+            *row = r0 - own_lo;
+            return &tm_own;
+        }
+        *row = r0;
+        return &p.tm_a;
     }
 
     __device__ __forceinline__ void wait_rows(int s, int r0, int r1) const
@@ -303,6 +321,22 @@ extern "C" int mki_agg_launch(const struct mki_agg_launch *l, void *stream, char
     }
     GemmParams p;
     if ((r = make_params(&a, &pl, &p, msg, len))) return r;
+    const int64_t lo = l->row_off[l->cp.me], hi = l->row_off[l->cp.me + 1];
+    if (l->own && l->own_d1 > l->own_d0) {
+        /* the rows [own_d0, own_d1) must be whole tiles of mine */
+        if (l->own_d0 < lo || l->own_d1 > hi || l->own_d0 % BM || l->own_d1 % BM) {
+            snprintf(msg, len, "ag_gemm: own rows [%lld, %lld) are not whole tiles of "
+                     "[%lld, %lld)", (long long)l->own_d0, (long long)l->own_d1,
+                     (long long)lo, (long long)hi);
+            return MKI_GEMM_ERR_INVALID;
+        }
+        if ((r = encode_2d(&h.tm_own, l->own, a.in_type, (uint64_t)l->k, (uint64_t)(hi - lo),
+                           (uint64_t)l->k, BK, BM, msg, len)))
+            return r;
+        h.own_lo = (int)lo;
+        h.own_d0 = (int)l->own_d0;
+        h.own_d1 = (int)l->own_d1;
+    }
     h.num_pm = (p.num_m_blk + p.cluster_m - 1) / p.cluster_m;
     h.pm0 = (int)((l->row_off[l->cp.me] / BM) / p.cluster_m) % h.num_pm;
     /* Every CTA of the grid may spin: use the validated grid (<= SMs). */

@@ -47,6 +47,13 @@
  *                        wait_flag_geq. After it returns the producer issues
  *                        fence.proxy.async so TMA sees what the generic proxy
  *                        (a peer's or another CTA's stores) wrote.
+ *   a_src(p, m_blk, &row)  kASrc hooks only (optional member): the tensor
+ *                        map that M-block m_blk's rows of A come from and
+ *                        the row of that map where they start (default:
+ *                        p.tm_a at m_blk * BM); the map must live in kernel
+ *                        parameters or global memory, e.g. a member of a
+ *                        __grid_constant__ hooks struct. A fused kernel
+ *                        reads its own rows straight from the caller's A.
  *   target(p, t)         where the tile goes (hook 3): TMA store through any
  *                        tensor map (local D, a peer's buffer), TMA add into
  *                        an fp32 staging bank, or direct stores to a pointer.
@@ -304,6 +311,15 @@ __device__ __forceinline__ void signal_add_release_sys(uint64_t *sig, uint64_t v
 }
 
 /* ---------------------------------------------------------------- hooks */
+
+/* Hooks that declare `static constexpr bool kASrc = true` choose the map of
+ * each tile's A rows (a_src); the others load every tile through p.tm_a. */
+template <typename H, typename = void> struct HooksHaveASrc {
+    static constexpr bool value = false;
+};
+template <typename H> struct HooksHaveASrc<H, decltype((void)H::kASrc)> {
+    static constexpr bool value = H::kASrc;
+};
 
 struct DefaultHooks {
     static constexpr bool kWaitA = false;  /* wait_a is called at all */
@@ -611,6 +627,9 @@ __device__ __forceinline__ void producer(const GemmParams &p, const Hooks &h, in
          * result is discarded) so every barrier sees the same bytes. */
         const bool real = tc.m_blk < p.num_m_blk;
         const int m_load = real ? tc.m_blk : p.num_m_blk - 1;
+        const CUtensorMap *amap = &p.tm_a;
+        int arow = m_load * BM;
+        if constexpr (HooksHaveASrc<Hooks>::value) amap = h.a_src(p, m_load, &arow);
         for (int kb = 0; kb < p.num_k_blk; ++kb) {
             if constexpr (Hooks::kWaitA) {
                 if (real) {
@@ -622,7 +641,7 @@ __device__ __forceinline__ void producer(const GemmParams &p, const Hooks &h, in
             char *sa = ring + stage * kStageBytes;
             char *sb = sa + kABytes;
             mbar_expect_tx(&full[stage], kStageBytes);
-            tma_load_2d(sa, &p.tm_a, kb * BK, m_load * BM, &full[stage]);
+            tma_load_2d(sa, amap, kb * BK, arow, &full[stage]);
             if constexpr (kCM == 1) {
                 if (trans_b) {
 #pragma unroll

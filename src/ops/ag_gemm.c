@@ -79,6 +79,7 @@ struct mki_agg {
     /* ce_split side streams per peer (4 with 3+ local ranks, else 1;
      * MKT_AGG_CE_SPLIT overrides), each with its join event */
     int ce_split;
+    int own_copy; /* MKT_AGG_OWN_COPY: copy all my rows into my bank */
     cudaStream_t side[MKI_MAXLOCAL][AGG_CE_SPLIT_MAX];
     cudaEvent_t fork, join[MKI_MAXLOCAL][AGG_CE_SPLIT_MAX];
     uint64_t calls;                   /* fused calls so far: signal values */
@@ -346,6 +347,8 @@ static mkResult_t state_create(struct mkComm *comm)
      * overrides, for measurements. */
     const char *sp = getenv("MKT_AGG_CE_SPLIT");
     g->ce_split = sp ? atoi(sp) : comm->dev->nlocal >= 3 ? 4 : 1;
+    const char *oc = getenv("MKT_AGG_OWN_COPY");
+    g->own_copy = oc && atoi(oc) != 0;
     if (g->ce_split < 1) g->ce_split = 1;
     if (g->ce_split > AGG_CE_SPLIT_MAX) g->ce_split = AGG_CE_SPLIT_MAX;
     cudaError_t e = cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming);
@@ -630,7 +633,10 @@ static cudaError_t ce_copy(void *dst, const void *src, size_t bytes,
     return cudaMemcpyBatchAsync(d, sr, n, 1, &at, &idx, 1, s);
 }
 
-/* My own rows go into my bank on the caller's stream, before the GEMM.
+/* My own rows go into my bank on the caller's stream, before the GEMM:
+ * only those of partial tiles, when the GEMM reads my whole tiles from the
+ * caller's A (l->own; not when gatheredA is wanted, which is copied from
+ * the bank).
  * Measured (bench/NOTES.md): a device-local copy on a side stream, even
  * through cudaMemcpyBatchAsync with cudaMemcpyFlagPreferOverlapWithCompute,
  * did not run while the persistent grid held every SM, and the GEMM waiting
@@ -642,11 +648,17 @@ static mkResult_t copy_own_rows(struct mkComm *comm, struct mki_agg *g,
 {
     const int me = comm->dev->me;
     const size_t row = (size_t)c->k * (size_t)c->es;
+    const int64_t lo = l->row_off[me], hi = l->row_off[me + 1];
+    /* Rows [lo, hi) but those the GEMM reads from the caller's A. */
+    const int64_t part[2][2] = {{lo, l->own ? l->own_d0 : hi},
+                                {l->own ? l->own_d1 : hi, hi}};
     cudaError_t e = cudaSuccess;
-    if (c->m_local > 0)
-        e = cudaMemcpyAsync(g->arena + bank_off + (size_t)l->row_off[me] * row,
-                            c->a, (size_t)c->m_local * row,
-                            cudaMemcpyDeviceToDevice, stream);
+    for (int i = 0; i < 2 && e == cudaSuccess; i++)
+        if (part[i][1] > part[i][0])
+            e = cudaMemcpyAsync(g->arena + bank_off + (size_t)part[i][0] * row,
+                                (const char *)c->a + (size_t)(part[i][0] - lo) * row,
+                                (size_t)(part[i][1] - part[i][0]) * row,
+                                cudaMemcpyDeviceToDevice, stream);
     if (e != cudaSuccess) return cuda_err(comm, "copying this rank's rows", e);
     const int64_t nch = mki_agg_nchunks(c->m_local, l->chunk_rows[me]);
     for (int64_t ch = 0; ch < nch; ch++) {
@@ -744,6 +756,14 @@ static void fill_launch(struct mkComm *comm, struct mki_agg *g,
         if (p->overridden & MKI_OVR_CHUNK) want = p->chunk_rows;
         else if (p->chunk_rows > want) want = p->chunk_rows;
         l->chunk_rows[s] = mki_agg_chunk_rows(ms, want);
+    }
+    /* The GEMM reads this rank's whole tiles straight from A, unless the
+     * gathered A is wanted (copied out of the bank) or MKT_AGG_OWN_COPY
+     * asks for the whole copy (for measurements). */
+    if (!c->ga && !g->own_copy && c->m_local > 0) {
+        mki_agg_own_direct(l->row_off[d->me], l->row_off[d->me + 1], &l->own_d0,
+                           &l->own_d1);
+        if (l->own_d1 > l->own_d0) l->own = c->a;
     }
     l->sig = (uint64_t *)g->arena;
     l->target = g->calls;

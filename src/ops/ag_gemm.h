@@ -11,8 +11,10 @@
  *
  * Call number k (1, 2, ... on every rank alike) uses bank k % 2.  Rank s
  * copies chunk c of A_s (rows [c * chunk_rows, ...)) into bank k % 2 of
- * every local rank (its own before its GEMM starts, the peers' with the
- * copy engine beside it), then writes k into sig[s][c] there.  Signals only grow; nothing is reset.  Bank k % 2 of a
+ * every local rank (the peers' with the copy engine beside its GEMM; in its
+ * own only the rows of partial tiles, before its GEMM starts, as the GEMM
+ * reads its whole own tiles from the caller's A, unless gatheredA is
+ * wanted), then writes k into sig[s][c] there.  Signals only grow; nothing is reset.  Bank k % 2 of a
  * rank is free again at call k + 2 because a rank pushes call k + 2 only
  * after its own GEMM k + 1 finished, which waited for every peer's last
  * chunk of call k + 1, which each peer pushed only after its GEMM k.
@@ -49,6 +51,22 @@ static inline int64_t mki_agg_chunk_rows(int64_t m_r, int64_t want)
     return cr > min_cr ? cr : min_cr;
 }
 
+/* Rows of A in one GEMM tile (MKI_GEMM_BM; kernels/ag_gemm.cu checks). */
+#define MKI_AGG_TILE_ROWS 128
+
+/* This rank's rows are [lo, hi) of the gathered A.  The whole tiles among
+ * them, rows [*d0, *d1), are read by the GEMM straight from the caller's A;
+ * only the rows of the partial tiles at both ends, [lo, *d0) and [*d1, hi),
+ * are copied into the arena.  No whole tile: *d0 = *d1 = hi (all copied). */
+static inline void mki_agg_own_direct(int64_t lo, int64_t hi, int64_t *d0, int64_t *d1)
+{
+    const int64_t t = MKI_AGG_TILE_ROWS;
+    int64_t a = (lo + t - 1) / t * t, b = hi / t * t;
+    if (b <= a) a = b = hi;
+    *d0 = a;
+    *d1 = b;
+}
+
 /* Chunks rank r signals (at least one, even with no rows, so that every
  * call carries a signal from every rank). */
 static inline int64_t mki_agg_nchunks(int64_t m_r, int64_t chunk_rows)
@@ -69,6 +87,9 @@ struct mki_agg_launch {
     int nsrc;               /* local ranks = sources of rows */
     int64_t row_off[MKI_MAXLOCAL + 1]; /* gathered rows of source s start here */
     int64_t chunk_rows[MKI_MAXLOCAL];
+    const void *own;        /* the caller's A, when the GEMM reads the */
+    int64_t own_d0, own_d1; /* whole tiles of rows [own_d0, own_d1) from it
+                             * (own_d0 == own_d1: every row from the arena) */
     uint64_t *sig;          /* my arena's signal array (device) */
     uint64_t target;        /* call number k */
     struct mki_coll_params cp; /* ws[], me, nranks, err, timeout, epoch, op */

@@ -229,9 +229,16 @@ static int run_shape(const Shape &s)
     poison<<<256, 256, 0, g_st>>>((uint16_t *)bf.c, (size_t)M * s.n);
     poison<<<256, 256, 0, g_st>>>((uint16_t *)bf.ga, (size_t)M * s.k);
     CK(cudaGetLastError());
+    /* Without gatheredA first (the GEMM reads this rank's whole tiles
+     * straight from A), then with it (every row through the arena). */
+    MK(mkAllGatherGemm(bf.a, bf.b, bf.c, NULL, m[g_rank], s.equal ? NULL : m.data(), s.n, s.k,
+                       s.transb, dt, g_comm, g_st));
+    int bad = check_c(s.name, bf.c, bf, m, M, s.n, s.k, s.transb, s.dt, 0, 0);
+    poison<<<256, 256, 0, g_st>>>((uint16_t *)bf.c, (size_t)M * s.n);
+    CK(cudaGetLastError());
     MK(mkAllGatherGemm(bf.a, bf.b, bf.c, bf.ga, m[g_rank], s.equal ? NULL : m.data(), s.n, s.k,
                        s.transb, dt, g_comm, g_st));
-    int bad = check_c(s.name, bf.c, bf, m, M, s.n, s.k, s.transb, s.dt, 0, 1);
+    bad |= check_c(s.name, bf.c, bf, m, M, s.n, s.k, s.transb, s.dt, 0, 1);
     free_bufs(bf);
     return bad;
 }

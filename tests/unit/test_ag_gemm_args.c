@@ -32,6 +32,25 @@ static void test_chunks(void)
     CHECK(mki_agg_nchunks(0, 128) == 1);
     CHECK(mki_agg_nchunks(1, 128) == 1);
     CHECK(mki_agg_nchunks(129, 128) == 2);
+    /* the whole tiles of my rows come from the caller's A, the rest of the
+     * rows through the arena */
+    int64_t d0, d1;
+    mki_agg_own_direct(0, 4096, &d0, &d1);
+    CHECK(d0 == 0 && d1 == 4096);
+    mki_agg_own_direct(1000, 2000, &d0, &d1);
+    CHECK(d0 == 1024 && d1 == 1920);
+    mki_agg_own_direct(129, 4225, &d0, &d1);
+    CHECK(d0 == 256 && d1 == 4224);
+    mki_agg_own_direct(1000, 1200, &d0, &d1); /* one whole tile between */
+    CHECK(d0 == 1024 && d1 == 1152);
+    mki_agg_own_direct(1000, 1100, &d0, &d1); /* parts of two tiles */
+    CHECK(d0 == d1 && d1 == 1100);
+    mki_agg_own_direct(130, 300, &d0, &d1);   /* no whole tile */
+    CHECK(d0 == d1 && d1 == 300);
+    mki_agg_own_direct(256, 384, &d0, &d1);   /* exactly one tile */
+    CHECK(d0 == 256 && d1 == 384);
+    mki_agg_own_direct(5, 5, &d0, &d1);       /* no rows */
+    CHECK(d0 == d1);
     /* banks after the signals, back to back */
     CHECK(mki_agg_bank_off(0, 1 << 20) == MKI_AGG_SIG_BYTES);
     CHECK(mki_agg_bank_off(1, 1 << 20) == MKI_AGG_SIG_BYTES + (1 << 20));

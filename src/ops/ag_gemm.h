@@ -14,10 +14,11 @@
  * every local rank (the peers' with the copy engine beside its GEMM; in its
  * own only the rows of partial tiles, before its GEMM starts, as the GEMM
  * reads its whole own tiles from the caller's A, unless gatheredA is
- * wanted), then writes k into sig[s][c] there.  Signals only grow; nothing is reset.  Bank k % 2 of a
- * rank is free again at call k + 2 because a rank pushes call k + 2 only
- * after its own GEMM k + 1 finished, which waited for every peer's last
- * chunk of call k + 1, which each peer pushed only after its GEMM k.
+ * wanted), then writes k into sig[s][c] there.  Signals only grow;
+ * nothing is reset.  Bank k % 2 of a rank is free again at call k + 2
+ * because a rank pushes call k + 2 only after its own GEMM k + 1
+ * finished, which waited for every peer's last chunk of call k + 1, which
+ * each peer pushed only after its GEMM k.
  */
 #ifndef MKI_AG_GEMM_H
 #define MKI_AG_GEMM_H

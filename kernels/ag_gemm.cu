@@ -158,13 +158,16 @@ struct AggHooks {
         if (kb != 0) return;
         const int r0 = t.m_blk * BM;
         const int r1 = r0 + BM < p.m ? r0 + BM : p.m;
-        for (int s = 0; s < nsrc; ++s) wait_rows(s, r0, r1);
+        /* my own rows are in place before the kernel starts */
+        for (int s = 0; s < nsrc; ++s)
+            if (s != cp.me) wait_rows(s, r0, r1);
     }
 
     /* Every rank's last chunk (one signal even for a rank with no rows). */
     __device__ __forceinline__ void wait_all() const
     {
         for (int s = 0; s < nsrc; ++s) {
+            if (s == cp.me) continue; /* in place before the kernel */
             const int m = row_off[s + 1] - row_off[s];
             int last = (m + chunk_rows[s] - 1) / chunk_rows[s] - 1;
             if (last < 0) last = 0;

@@ -660,15 +660,8 @@ static mkResult_t copy_own_rows(struct mkComm *comm, struct mki_agg *g,
                                 (size_t)(part[i][1] - part[i][0]) * row,
                                 cudaMemcpyDeviceToDevice, stream);
     if (e != cudaSuccess) return cuda_err(comm, "copying this rank's rows", e);
-    const int64_t nch = mki_agg_nchunks(c->m_local, l->chunk_rows[me]);
-    for (int64_t ch = 0; ch < nch; ch++) {
-        uint64_t sig = (uint64_t)(uintptr_t)(g->arena + 8ull *
-                       ((uint64_t)me * MKI_AGG_MAXCHUNKS + (uint64_t)ch));
-        int cu = g->write64((void *)stream, sig, l->target, 0);
-        if (cu != 0)
-            return mki_error(comm, mkErrCuda, AGG_FUNC ": "
-                             "cuStreamWriteValue64 failed (CUresult %d)", cu);
-    }
+    /* No signal for them: the GEMM does not wait for its own rows, which
+     * are in place (here, or in A) before it starts on this stream. */
     return mkSuccess;
 }
 

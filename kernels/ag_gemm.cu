@@ -39,6 +39,14 @@ struct AggFailure {
 };
 __shared__ AggFailure agg_failure;
 
+/* MKT_AGG_PROF (measurements): when the CTA started and how long its
+ * producer spun on chunk signals that were not there yet. */
+struct AggProf {
+    unsigned long long t0, wait_ns;
+    unsigned nwait;
+};
+__shared__ AggProf agg_prof;
+
 /* The protocol of kernels/common/devrt.cuh's fail(): the first failing
  * waiter of this rank writes the error record (claim word), a timeout
  * raises every local rank's abort word. */
@@ -82,7 +90,11 @@ __device__ __forceinline__ bool agg_wait(const mki_coll_params &p, const uint64_
     const uint64_t t0 = agg_rt::mki::globaltimer();
     for (uint32_t n = 1;; n++) {
         v = agg_rt::mki::ld_acquire_sys(addr);
-        if (v >= target) return true;
+        if (v >= target) {
+            agg_prof.wait_ns += agg_rt::mki::globaltimer() - t0;
+            agg_prof.nwait++;
+            return true;
+        }
         if ((n & 31) != 0) continue;
         uint64_t ab = agg_rt::mki::ld_relaxed_sys(abort_word);
         if (ab != 0 || agg_rt::mki::globaltimer() - t0 > p.timeout_ns) {
@@ -111,6 +123,7 @@ struct AggHooks {
     int chunk_rows[MKI_MAXLOCAL];  /* runs on 40 registers */
     uint64_t *sig;
     uint64_t tgt; /* call number: the value every signal of the call reaches */
+    unsigned long long *prof; /* MKT_AGG_PROF: 4 words per CTA, or null */
     mki_coll_params cp;
 
     /* The grouped L2 order of the engine, rotated so that the first units
@@ -188,7 +201,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     agg_kernel(const __grid_constant__ GemmParams p, const __grid_constant__ AggHooks h)
 {
     extern __shared__ char smem[];
-    if (threadIdx.x == 0) agg_failure.quit = 0; /* run_cta syncs before use */
+    if (threadIdx.x == 0) { /* run_cta syncs before use */
+        agg_failure.quit = 0;
+        agg_prof.t0 = agg_rt::mki::globaltimer();
+        agg_prof.wait_ns = 0;
+        agg_prof.nwait = 0;
+    }
     run_cta<kF16, kTransB, kCM, AggHooks>(p, h, blockIdx.x, gridDim.x, smem);
     __syncwarp();    /* the producer lane rejoins its warp: bar.sync is .aligned */
     __syncthreads(); /* the producer's failure note, if any */
@@ -196,6 +214,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (threadIdx.x == 128) {
         if (!agg_failure.quit && blockIdx.x == 0) h.wait_all();
         if (agg_failure.quit) agg_fail(h.cp, agg_failure);
+        if (h.prof) {
+            unsigned long long *w = h.prof + 4ull * blockIdx.x;
+            w[0] = agg_prof.t0;
+            w[1] = agg_rt::mki::globaltimer();
+            w[2] = agg_prof.wait_ns;
+            w[3] = agg_prof.nwait;
+        }
     }
 }
 
@@ -295,6 +320,7 @@ extern "C" int mki_agg_launch(const struct mki_agg_launch *l, void *stream, char
     for (int i = 0; i < l->nsrc; ++i) h.chunk_rows[i] = (int)l->chunk_rows[i];
     h.sig = l->sig;
     h.tgt = l->target;
+    h.prof = (unsigned long long *)l->prof;
     h.cp = l->cp;
 
     mki_gemm_args a;

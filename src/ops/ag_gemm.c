@@ -41,7 +41,13 @@
 #define AGG_SHAPES 16
 #define AGG_ARENA_GRAIN (64ull << 20)
 #define AGG_CHUNKS 8 /* chunks per rank unless MK_SM_SPLIT sets chunk */
-#define AGG_MPS_FREE_SMS 8 /* SMs no rank's GEMM takes when ranks share a GPU */
+#define AGG_MPS_FREE_SMS 8
+/* MKT_AGG_DIAG, for measurements only (the results are wrong): nowait =
+ * the GEMM does not wait for any chunk (the copies still run: what they
+ * cost the GEMM by sharing memory and links); nocopy = no copies either
+ * (the fused kernel's GEMM and the call's stream work alone). */
+enum { AGG_DIAG_NONE, AGG_DIAG_NOWAIT, AGG_DIAG_NOCOPY };
+#define AGG_MPS_FREE_SMS_END /* SMs no rank's GEMM takes when ranks share a GPU */
 
 typedef int (*agg_write64_fn)(void *stream, unsigned long long addr,
                               unsigned long long value, unsigned flags);
@@ -71,6 +77,8 @@ struct agg_shape {
 };
 
 #define AGG_CE_SPLIT_MAX 4
+#define AGG_PROF_RING 1024
+#define AGG_PROF_CTAS 256 /* >= SMs of the device */
 struct mki_agg {
     char *arena;                      /* mine */
     uint64_t arena_bytes, bank_bytes;
@@ -80,6 +88,14 @@ struct mki_agg {
      * MKT_AGG_CE_SPLIT overrides), each with its join event */
     int ce_split;
     int own_copy; /* MKT_AGG_OWN_COPY: copy all my rows into my bank */
+    int own_sig;  /* MKT_AGG_OWN_SIG: still signal my own chunks */
+    int diag;     /* MKT_AGG_DIAG: AGG_DIAG_* (measurements only) */
+    /* MKT_AGG_PROF=1: each fused call's kernel writes per CTA its start,
+     * end, chunk-wait time and wait count into a ring of AGG_PROF_RING
+     * records; mki_ag_gemm_free prints a summary per shape. */
+    unsigned long long *prof_dev;
+    int64_t prof_shape[AGG_PROF_RING][4]; /* m, n, k, CTAs */
+    uint64_t prof_calls;
     cudaStream_t side[MKI_MAXLOCAL][AGG_CE_SPLIT_MAX];
     cudaEvent_t fork, join[MKI_MAXLOCAL][AGG_CE_SPLIT_MAX];
     uint64_t calls;                   /* fused calls so far: signal values */
@@ -349,6 +365,24 @@ static mkResult_t state_create(struct mkComm *comm)
     g->ce_split = sp ? atoi(sp) : comm->dev->nlocal >= 3 ? 4 : 1;
     const char *oc = getenv("MKT_AGG_OWN_COPY");
     g->own_copy = oc && atoi(oc) != 0;
+    const char *os = getenv("MKT_AGG_OWN_SIG");
+    g->own_sig = os && atoi(os) != 0;
+    const char *pf = getenv("MKT_AGG_PROF");
+    if (pf && atoi(pf) != 0) {
+        size_t pb = (size_t)AGG_PROF_RING * AGG_PROF_CTAS * 4 * sizeof(unsigned long long);
+        cudaError_t pe = cudaMalloc((void **)&g->prof_dev, pb);
+        if (pe == cudaSuccess) pe = cudaMemset(g->prof_dev, 0, pb);
+        if (pe != cudaSuccess) return cuda_err(comm, "MKT_AGG_PROF buffer", pe);
+        MKI_WARN(MKI_SUB_GEMM, AGG_FUNC ": MKT_AGG_PROF=1: kernel timings are "
+                 "recorded and summarised when the communicator is destroyed");
+    }
+    const char *dg = getenv("MKT_AGG_DIAG");
+    g->diag = !dg ? AGG_DIAG_NONE : !strcmp(dg, "nowait") ? AGG_DIAG_NOWAIT
+            : !strcmp(dg, "nocopy") ? AGG_DIAG_NOCOPY : AGG_DIAG_NONE;
+    if (g->diag != AGG_DIAG_NONE)
+        MKI_WARN(MKI_SUB_GEMM, AGG_FUNC ": MKT_AGG_DIAG=%s: the GEMM does not wait "
+                 "for the all-gather%s; results are WRONG (for measurements only)",
+                 dg, g->diag == AGG_DIAG_NOCOPY ? ", which does not run" : "");
     if (g->ce_split < 1) g->ce_split = 1;
     if (g->ce_split > AGG_CE_SPLIT_MAX) g->ce_split = AGG_CE_SPLIT_MAX;
     cudaError_t e = cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming);
@@ -385,6 +419,82 @@ static void unmap_arenas(struct mkComm *comm, struct mki_agg *g)
     g->arena_bytes = g->bank_bytes = 0;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static uint64_t med_u64(uint64_t *v, int n)
+{
+    if (n <= 0) return 0;
+    qsort(v, (size_t)n, sizeof(*v), cmp_u64);
+    return v[n / 2];
+}
+
+/* MKT_AGG_PROF: per run of calls of one shape, medians over the calls of:
+ * the kernel's span (first CTA start to last CTA end), the CTAs' start
+ * skew, the mean and max chunk-wait time of a CTA, and the gap between
+ * the previous call's last CTA end and this call's first start (the
+ * stream work between kernels: memory operations, joins, launch). */
+static void prof_report(struct mkComm *comm, struct mki_agg *g)
+{
+    if (cudaDeviceSynchronize() != cudaSuccess) return;
+    uint64_t n = g->prof_calls < AGG_PROF_RING ? g->prof_calls : AGG_PROF_RING;
+    uint64_t first = g->prof_calls - n;
+    size_t rec = (size_t)AGG_PROF_CTAS * 4;
+    unsigned long long *h = malloc(sizeof(*h) * rec * AGG_PROF_RING);
+    uint64_t *span = malloc(sizeof(uint64_t) * 5 * AGG_PROF_RING);
+    if (!h || !span ||
+        cudaMemcpy(h, g->prof_dev, sizeof(*h) * rec * AGG_PROF_RING,
+                   cudaMemcpyDeviceToHost) != cudaSuccess) {
+        free(h);
+        free(span);
+        return;
+    }
+    uint64_t *skew = span + AGG_PROF_RING, *wmean = skew + AGG_PROF_RING,
+             *wmax = wmean + AGG_PROF_RING, *gap = wmax + AGG_PROF_RING;
+    uint64_t c = first;
+    while (c < g->prof_calls) {
+        const int64_t *sh = g->prof_shape[c % AGG_PROF_RING];
+        int cnt = 0, ngap = 0;
+        uint64_t prev_end = 0;
+        for (; c < g->prof_calls && !memcmp(g->prof_shape[c % AGG_PROF_RING], sh,
+                                           3 * sizeof(int64_t)); c++) {
+            const unsigned long long *r = h + rec * (c % AGG_PROF_RING);
+            uint64_t s0 = UINT64_MAX, s1 = 0, e1 = 0, wsum = 0, wm = 0;
+            int ctas = 0;
+            for (int b = 0; b < g->prof_shape[c % AGG_PROF_RING][3]; b++) {
+                if (r[4 * b + 1] == 0) continue;
+                ctas++;
+                if (r[4 * b] < s0) s0 = r[4 * b];
+                if (r[4 * b] > s1) s1 = r[4 * b];
+                if (r[4 * b + 1] > e1) e1 = r[4 * b + 1];
+                wsum += r[4 * b + 2];
+                if (r[4 * b + 2] > wm) wm = r[4 * b + 2];
+            }
+            if (!ctas) { prev_end = 0; continue; }
+            span[cnt] = e1 - s0;
+            skew[cnt] = s1 - s0;
+            wmean[cnt] = wsum / (uint64_t)ctas;
+            wmax[cnt] = wm;
+            cnt++;
+            if (prev_end && s0 > prev_end) gap[ngap++] = s0 - prev_end;
+            prev_end = e1;
+        }
+        if (cnt)
+            MKI_WARN(MKI_SUB_GEMM, AGG_FUNC " prof rank %d %lldx%lldx%lld: %d calls, "
+                     "medians: kernel %.1f us, start skew %.1f us, chunk wait per CTA "
+                     "mean %.1f us max %.1f us, gap before the kernel %.1f us (%d gaps)",
+                     comm->rank, (long long)sh[0], (long long)sh[1], (long long)sh[2], cnt,
+                     med_u64(span, cnt) / 1e3, med_u64(skew, cnt) / 1e3,
+                     med_u64(wmean, cnt) / 1e3, med_u64(wmax, cnt) / 1e3,
+                     med_u64(gap, ngap) / 1e3, ngap);
+    }
+    free(h);
+    free(span);
+}
+
 void mki_ag_gemm_free(struct mkComm *comm)
 {
     struct mki_agg *g = comm ? comm->agg : NULL;
@@ -400,6 +510,10 @@ void mki_ag_gemm_free(struct mkComm *comm)
                 }
             }
             if (g->fork) (void)cudaEventDestroy(g->fork);
+            if (g->prof_dev) {
+                prof_report(comm, g);
+                (void)cudaFree(g->prof_dev);
+            }
             unmap_arenas(comm, g);
             if (g->scratch) (void)cudaFree(g->scratch);
             if (g->padbuf) (void)cudaFree(g->padbuf);
@@ -661,7 +775,18 @@ static mkResult_t copy_own_rows(struct mkComm *comm, struct mki_agg *g,
                                 cudaMemcpyDeviceToDevice, stream);
     if (e != cudaSuccess) return cuda_err(comm, "copying this rank's rows", e);
     /* No signal for them: the GEMM does not wait for its own rows, which
-     * are in place (here, or in A) before it starts on this stream. */
+     * are in place (here, or in A) before it starts on this stream
+     * (MKT_AGG_OWN_SIG=1 still writes them, to measure what they cost). */
+    if (!g->own_sig) return mkSuccess;
+    const int64_t nch = mki_agg_nchunks(c->m_local, l->chunk_rows[me]);
+    for (int64_t ch = 0; ch < nch; ch++) {
+        uint64_t sig = (uint64_t)(uintptr_t)(g->arena + 8ull *
+                       ((uint64_t)me * MKI_AGG_MAXCHUNKS + (uint64_t)ch));
+        int cu = g->write64((void *)stream, sig, l->target, 0);
+        if (cu != 0)
+            return mki_error(comm, mkErrCuda, AGG_FUNC ": "
+                             "cuStreamWriteValue64 failed (CUresult %d)", cu);
+    }
     return mkSuccess;
 }
 
@@ -760,6 +885,14 @@ static void fill_launch(struct mkComm *comm, struct mki_agg *g,
     }
     l->sig = (uint64_t *)g->arena;
     l->target = g->calls;
+    if (g->prof_dev && l->ctas <= AGG_PROF_CTAS) { /* launch grid <= l->ctas */
+        uint64_t slot = g->prof_calls++ % AGG_PROF_RING;
+        l->prof = (uint64_t *)(g->prof_dev + slot * AGG_PROF_CTAS * 4);
+        g->prof_shape[slot][0] = c->m_total;
+        g->prof_shape[slot][1] = c->n;
+        g->prof_shape[slot][2] = c->k;
+        g->prof_shape[slot][3] = l->ctas;
+    }
     l->cp.op = MKI_AGG_OP;
     l->cp.nranks = d->nlocal;
     l->cp.me = d->me;
@@ -787,9 +920,12 @@ static mkResult_t run_fused(struct mkComm *comm, struct mki_agg *g,
     if (e != cudaSuccess) return cuda_err(comm, "cudaEventRecord", e);
     MKI_CHECK(copy_own_rows(comm, g, c, &l, bank_off, stream));
     char msg[512];
-    if (mki_agg_launch(&l, (void *)stream, msg, sizeof(msg)) != 0)
+    struct mki_agg_launch kl = l;
+    if (g->diag != AGG_DIAG_NONE) kl.target = 0; /* every wait passes */
+    if (mki_agg_launch(&kl, (void *)stream, msg, sizeof(msg)) != 0)
         return mki_error(comm, mkErrCuda, AGG_FUNC ": %s", msg);
-    MKI_CHECK(enqueue_copies(comm, g, c, &l, bank_off, stream));
+    if (g->diag != AGG_DIAG_NOCOPY)
+        MKI_CHECK(enqueue_copies(comm, g, c, &l, bank_off, stream));
     if (c->ga && gbytes) {
         e = cudaMemcpyAsync(c->ga, l.a, gbytes, cudaMemcpyDeviceToDevice, stream);
         if (e != cudaSuccess) return cuda_err(comm, "copying gatheredA", e);

@@ -93,6 +93,7 @@ struct mki_agg_launch {
                              * (own_d0 == own_d1: every row from the arena) */
     uint64_t *sig;          /* my arena's signal array (device) */
     uint64_t target;        /* call number k */
+    uint64_t *prof;         /* MKT_AGG_PROF: 4 words per CTA, or NULL */
     struct mki_coll_params cp; /* ws[], me, nranks, err, timeout, epoch, op */
 };
 

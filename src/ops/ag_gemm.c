@@ -454,6 +454,19 @@ static void prof_report(struct mkComm *comm, struct mki_agg *g)
     }
     uint64_t *skew = span + AGG_PROF_RING, *wmean = skew + AGG_PROF_RING,
              *wmax = wmean + AGG_PROF_RING, *gap = wmax + AGG_PROF_RING;
+    /* MKT_AGG_PROF_FILE (a path; %d becomes the rank): one line per call. */
+    FILE *raw = NULL;
+    const char *rf = getenv("MKT_AGG_PROF_FILE");
+    if (rf && *rf) {
+        char path[512];
+        const char *pd = strstr(rf, "%d");
+        if (pd)
+            snprintf(path, sizeof(path), "%.*s%d%s", (int)(pd - rf), rf, comm->rank, pd + 2);
+        else
+            snprintf(path, sizeof(path), "%s.%d", rf, comm->rank);
+        raw = fopen(path, "w");
+        if (raw) fprintf(raw, "call\tm\tn\tk\tstart_ns\tend_ns\tskew_ns\twait_mean_ns\twait_max_ns\n");
+    }
     uint64_t c = first;
     while (c < g->prof_calls) {
         const int64_t *sh = g->prof_shape[c % AGG_PROF_RING];
@@ -478,6 +491,12 @@ static void prof_report(struct mkComm *comm, struct mki_agg *g)
             skew[cnt] = s1 - s0;
             wmean[cnt] = wsum / (uint64_t)ctas;
             wmax[cnt] = wm;
+            if (raw)
+                fprintf(raw, "%llu\t%lld\t%lld\t%lld\t%llu\t%llu\t%llu\t%llu\t%llu\n",
+                        (unsigned long long)c, (long long)sh[0], (long long)sh[1],
+                        (long long)sh[2], (unsigned long long)s0, (unsigned long long)e1,
+                        (unsigned long long)(s1 - s0), (unsigned long long)wmean[cnt],
+                        (unsigned long long)wm);
             cnt++;
             if (prev_end && s0 > prev_end) gap[ngap++] = s0 - prev_end;
             prev_end = e1;
@@ -491,6 +510,7 @@ static void prof_report(struct mkComm *comm, struct mki_agg *g)
                      med_u64(wmean, cnt) / 1e3, med_u64(wmax, cnt) / 1e3,
                      med_u64(gap, ngap) / 1e3, ngap);
     }
+    if (raw) fclose(raw);
     free(h);
     free(span);
 }

@@ -39,7 +39,7 @@ set bmargin 7
 set ylabel "ms (median per call)"
 set yrange [0:*]
 set y2label "ratio"
-set y2range [0:2]
+set y2range [0:2.5]
 set y2tics 0.25
 set ytics nomirror
 set grid ytics

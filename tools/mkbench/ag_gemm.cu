@@ -5,11 +5,15 @@
  * same run, on the same random data.
  *
  *   mkbench ag_gemm [--shapes MxNxK,...] [--dtype bf16|fp16] [--transb]
- *                   [--iters N] [--tag NAME]
+ *                   [--iters N] [--rounds R] [--idle-us US] [--tag NAME]
  *
- * Shapes are global (M = sum of the ranks' rows, equal shards).  Time:
- * median of per-call CUDA event times after warm-up, the ranks lined up
- * by a bootstrap barrier before each series.  Rank 0 prints the table and
+ * Shapes are global (M = sum of the ranks' rows, equal shards).  Time: the
+ * series (ours, unfused, GEMM alone, all-gather alone; with --idle-us also
+ * the GEMM alone after US microseconds of idle GPU) take turns in R rounds
+ * (default 3) of N timed calls (default 20), each block after a bootstrap
+ * barrier and warm-up calls; per series the median of the R x N per-call
+ * CUDA event times, the largest of the ranks' medians.  Rank 0 prints the
+ * table and
  * writes ag_gemm.json (ag_gemm-NAME.json with --tag) and ag_gemm.tsv (for
  * plot_ag_gemm.gp) in mkb_results_dir.
  */
@@ -68,7 +72,7 @@ __global__ void fill_rand(uint16_t *p, size_t n, uint64_t seed, int f16)
     }
 }
 
-enum { OURS, UNFUSED, GEMM, AG };
+enum { OURS, UNFUSED, GEMM, AG, IDLE_GEMM, NSERIES };
 
 struct ctx {
     int what;
@@ -109,18 +113,80 @@ void run_fn(void *p, int rep)
     }
 }
 
-double time_it(ctx x, int what, int iters)
+/* Warm-up calls before each block of timed fused calls.  The fused call
+ * of a rank ends when its peers' rows have reached it, so after the
+ * barrier that starts a block the ranks settle to the pace of the slowest
+ * GPU only once the faster ones have used up their head start (up to one
+ * call; 2 H200 whose GEMMs differ by 3% take ~18 calls: bench/NOTES.md);
+ * timing before that flatters the fused call.  The other series need
+ * only a few. */
+#define AGG_WARMUP_OURS 30
+#define AGG_WARMUP 5
+
+__global__ void idle_kernel(unsigned long long ns)
+{
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        __nanosleep(1000);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
+
+/* --idle-us: the GEMM alone, each call after that long with the GPU idle
+ * (a one-thread sleeping kernel, not timed): what the GEMM of the unfused
+ * sequence gets from the pause of its all-gather on a power-capped GPU. */
+void time_idle_gemm(const ctx &x, int idle_us, int warmup, int reps, double *ms)
+{
+    std::vector<cudaEvent_t> ev(2 * (size_t)reps);
+    for (auto &e : ev) MKB_CHECK(cudaEventCreate(&e));
+    for (int i = 0; i < warmup + reps; ++i) {
+        idle_kernel<<<1, 1, 0, g_st>>>((unsigned long long)idle_us * 1000ull);
+        MKB_CHECK(cudaGetLastError());
+        if (i >= warmup) MKB_CHECK(cudaEventRecord(ev[2 * (i - warmup)], g_st));
+        gemm(x);
+        if (i >= warmup) MKB_CHECK(cudaEventRecord(ev[2 * (i - warmup) + 1], g_st));
+    }
+    MKB_CHECK(cudaStreamSynchronize(g_st));
+    for (int i = 0; i < reps; ++i) {
+        float t;
+        MKB_CHECK(cudaEventElapsedTime(&t, ev[2 * i], ev[2 * i + 1]));
+        ms[i] = t;
+    }
+    for (auto &e : ev) MKB_CHECK(cudaEventDestroy(e));
+}
+
+/* One block of `iters` timed calls of series `what`, appended to `out`. */
+void time_block(ctx x, int what, int iters, int idle_us, std::vector<double> &out)
 {
     x.what = what;
     MKB_MK(g_comm->boot->barrier(g_comm->boot_ctx));
     std::vector<double> ms(iters);
-    mkb_time(run_fn, &x, g_st, 3, iters, ms.data());
-    return mkb_median(ms.data(), iters);
+    if (what == IDLE_GEMM)
+        time_idle_gemm(x, idle_us, AGG_WARMUP, iters, ms.data());
+    else
+        mkb_time(run_fn, &x, g_st, what == OURS ? AGG_WARMUP_OURS : AGG_WARMUP, iters,
+                 ms.data());
+    out.insert(out.end(), ms.begin(), ms.end());
+}
+
+/* The median of a rank's per-call times, the largest over the ranks: a
+ * call of an operation over all ranks is only as fast as its slowest
+ * rank, and the GEMM alone is the limit only on the slowest GPU. */
+double worst_median(std::vector<double> &v)
+{
+    std::vector<double> all(g_n);
+    all[g_rank] = mkb_median(v.data(), (int)v.size());
+    MKB_MK(g_comm->boot->allgather(g_comm->boot_ctx, all.data(), sizeof(double)));
+    double worst = all[0];
+    for (int r = 1; r < g_n; r++)
+        if (all[r] > worst) worst = all[r];
+    return worst;
 }
 
 struct result {
     long long m, n, k;
-    double ours, unfused, gemm, ag;
+    double ours, unfused, gemm, ag, idle_gemm;
     char split[64];
     int ctas;
 };
@@ -161,7 +227,8 @@ int parse_shapes(const char *s, std::vector<result> &out)
     return 0;
 }
 
-void write_out(const std::vector<result> &res, const char *tag, int f16, int transb)
+void write_out(const std::vector<result> &res, const char *tag, int f16, int transb,
+               int calls, int idle_us)
 {
     char dir[512], path[700];
     mkb_results_dir(dir, sizeof dir);
@@ -169,11 +236,15 @@ void write_out(const std::vector<result> &res, const char *tag, int f16, int tra
     mkb_json js;
     if (mkb_json_open(&js, path)) return;
     for (const result &r : res) {
-        char extra[512];
+        char extra[640], idle[96] = "";
+        if (r.idle_gemm > 0)
+            snprintf(idle, sizeof idle, "\"gemm_after_idle_ms\": %.4f, \"idle_us\": %d, ",
+                     r.idle_gemm, idle_us);
         snprintf(extra, sizeof extra,
                  "\"unfused_ms\": %.4f, \"gemm_alone_ms\": %.4f, \"allgather_alone_ms\": %.4f, "
-                 "\"transb\": %d, \"baseline_desc\": \"ncclAllGather + cublasGemmEx, one stream\"",
-                 r.unfused, r.gemm, r.ag, transb);
+                 "%s\"transb\": %d, \"calls_per_series\": %d, "
+                 "\"baseline_desc\": \"ncclAllGather + cublasGemmEx, one stream\"",
+                 r.unfused, r.gemm, r.ag, idle, transb, calls);
         mkb_record rec;
         memset(&rec, 0, sizeof(rec));
         rec.op = "ag_gemm";
@@ -214,22 +285,25 @@ extern "C" int mkb_ag_gemm_main(int argc, char **argv)
     const char *shapes = "4096x8192x8192,8192x8192x8192,16384x8192x8192,16384x2048x8192,"
                          "32768x1024x8192";
     const char *tag = NULL;
-    int f16 = 0, transb = 0, iters = 20;
+    int f16 = 0, transb = 0, iters = 20, rounds = 3, idle_us = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = argv[++i];
         else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) f16 = !strcmp(argv[++i], "fp16");
         else if (!strcmp(argv[i], "--transb")) transb = 1;
         else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--tag") && i + 1 < argc) tag = argv[++i];
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--idle-us") && i + 1 < argc) idle_us = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: mkbench ag_gemm [--shapes MxNxK,...] [--dtype bf16|fp16] "
-                            "[--transb] [--iters N] [--tag NAME]\n");
+                            "[--transb] [--iters N] [--rounds R] [--idle-us US] "
+                            "[--tag NAME]\n");
             return 2;
         }
     }
     std::vector<result> res;
-    if (parse_shapes(shapes, res) || iters < 1) {
-        fprintf(stderr, "mkbench ag_gemm: bad --shapes or --iters\n");
+    if (parse_shapes(shapes, res) || iters < 1 || rounds < 1 || idle_us < 0) {
+        fprintf(stderr, "mkbench ag_gemm: bad --shapes, --iters, --rounds or --idle-us\n");
         return 2;
     }
     mkConfig_t cfg = MK_CONFIG_INITIALIZER;
@@ -268,10 +342,18 @@ extern "C" int mkb_ag_gemm_main(int argc, char **argv)
         fill_rand<<<1024, 256, 0, g_st>>>(b, (size_t)x.n * x.k, 7, f16);
         MKB_CHECK(cudaGetLastError());
         x.a = a; x.b = b; x.c = c; x.g = g;
-        r.ours = time_it(x, OURS, iters);
-        r.unfused = time_it(x, UNFUSED, iters);
-        r.gemm = time_it(x, GEMM, iters);
-        r.ag = time_it(x, AG, iters);
+        /* The series take turns, `rounds` blocks each, so that all of
+         * them see the same clocks and temperatures (a power-capped GPU
+         * drifts over a run). */
+        std::vector<double> t[NSERIES];
+        for (int round = 0; round < rounds; round++)
+            for (int what = OURS; what < NSERIES; what++)
+                if (what != IDLE_GEMM || idle_us > 0) time_block(x, what, iters, idle_us, t[what]);
+        r.ours = worst_median(t[OURS]);
+        r.unfused = worst_median(t[UNFUSED]);
+        r.gemm = worst_median(t[GEMM]);
+        r.ag = worst_median(t[AG]);
+        r.idle_gemm = idle_us > 0 ? worst_median(t[IDLE_GEMM]) : 0;
         mkResult_t ae;
         MKB_MK(mkCommGetAsyncError(g_comm, &ae));
         if (ae != mkSuccess) {
@@ -286,8 +368,9 @@ extern "C" int mkb_ag_gemm_main(int argc, char **argv)
     if (g_rank == 0) {
         char devname[128], u[128];
         mkb_device_name(devname, sizeof devname, u, sizeof u);
-        printf("mkAllGatherGemm %s, %d ranks, %s, transB %d (median ms of %d calls)\n",
-               f16 ? "fp16" : "bf16", g_n, devname, transb, iters);
+        printf("mkAllGatherGemm %s, %d ranks, %s, transB %d (ms: median of %d calls in %d "
+               "rounds, slowest rank)\n",
+               f16 ? "fp16" : "bf16", g_n, devname, transb, iters * rounds, rounds);
         printf("%-18s %8s %8s %8s %8s %8s %9s %7s  %s\n", "M x N x K", "ours", "unfused",
                "gemm", "allgath", "speedup", "ours/lim", "TFLOP/s", "SM split");
         for (const result &r : res) {
@@ -298,7 +381,12 @@ extern "C" int mkb_ag_gemm_main(int argc, char **argv)
                    r.unfused, r.gemm, r.ag, r.unfused / r.ours, r.ours / lim,
                    2.0 * r.m * r.n * r.k / (r.ours * 1e-3) / 1e12, r.split);
         }
-        write_out(res, tag, f16, transb);
+        if (idle_us > 0)
+            for (const result &r : res)
+                printf("%lldx%lldx%lld: GEMM alone %.3f ms back to back, %.3f ms after %d us "
+                       "idle; all-gather + GEMM alone %.3f, unfused %.3f\n",
+                       r.m, r.n, r.k, r.gemm, r.idle_gemm, idle_us, r.ag + r.gemm, r.unfused);
+        write_out(res, tag, f16, transb, iters * rounds, idle_us);
     }
     ncclCommDestroy(g_nccl);
     cublasDestroy(g_blas);

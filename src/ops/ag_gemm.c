@@ -889,10 +889,13 @@ static void fill_launch(struct mkComm *comm, struct mki_agg *g,
         int64_t ms = c->m_all ? c->m_all[d->comm_rank[s]] : c->m_local;
         l->row_off[s + 1] = l->row_off[s] + ms;
         /* Local rows go first, so a few large chunks hide the copies: at
-         * most AGG_CHUNKS per rank keeps host enqueue time small. */
+         * most AGG_CHUNKS per rank keeps host enqueue time small, and no
+         * chunk smaller than MKI_AGG_CE_CHUNK_MIN (its fixed cost). */
         int64_t want = (ms + AGG_CHUNKS - 1) / AGG_CHUNKS;
+        if (p->chunk_rows > want) want = p->chunk_rows;
+        int64_t floor_rows = mki_agg_chunk_floor(c->k * c->es);
+        if (want < floor_rows) want = floor_rows;
         if (p->overridden & MKI_OVR_CHUNK) want = p->chunk_rows;
-        else if (p->chunk_rows > want) want = p->chunk_rows;
         l->chunk_rows[s] = mki_agg_chunk_rows(ms, want);
     }
     /* The GEMM reads this rank's whole tiles straight from A, unless the

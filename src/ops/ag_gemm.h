@@ -52,6 +52,21 @@ static inline int64_t mki_agg_chunk_rows(int64_t m_r, int64_t want)
     return cr > min_cr ? cr : min_cr;
 }
 
+/* Each chunk costs its copy-engine stream ~6 us beyond its bytes (the
+ * copy's launch and the signal's write, whose memory barrier waits for the
+ * copy), so a chunk carries at least MKI_AGG_CE_CHUNK_MIN bytes, ~11 us at
+ * the copy engine's rate: 2 H200, 2000x1032x1048, 8 chunks of 268 KB 70 us
+ * per call, one chunk 33 us; 1024x8192x8192, 4 chunks 233 us, one 212
+ * (bench/NOTES.md). */
+#define MKI_AGG_CE_CHUNK_MIN (4ll << 20)
+
+/* The rows a chunk should hold at least, for rows of row_bytes bytes. */
+static inline int64_t mki_agg_chunk_floor(int64_t row_bytes)
+{
+    if (row_bytes < 1) row_bytes = 1;
+    return (MKI_AGG_CE_CHUNK_MIN + row_bytes - 1) / row_bytes;
+}
+
 /* Rows of A in one GEMM tile (MKI_GEMM_BM; kernels/ag_gemm.cu checks). */
 #define MKI_AGG_TILE_ROWS 128
 

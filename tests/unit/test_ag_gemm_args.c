@@ -24,6 +24,14 @@ static void test_chunks(void)
     CHECK(mki_agg_chunk_rows(4096, 512) == 512);
     CHECK(mki_agg_chunk_rows(4096, 1) == 128);
     CHECK(mki_agg_chunk_rows(4096, 300) == 384);
+    /* No chunk below MKI_AGG_CE_CHUNK_MIN: 4 MiB of 2096-byte rows (K =
+     * 1048, bf16) is 2002 rows, so a 1000-row shard is one chunk; 16 KB
+     * rows (K = 8192) give 256 rows; a row larger than 4 MiB, one row. */
+    CHECK(mki_agg_chunk_floor(2096) == 2002);
+    CHECK(mki_agg_nchunks(1000, mki_agg_chunk_rows(1000, mki_agg_chunk_floor(2096))) == 1);
+    CHECK(mki_agg_chunk_floor(8192 * 2) == 256);
+    CHECK(mki_agg_chunk_floor(8ll << 20) == 1);
+    CHECK(mki_agg_chunk_floor(0) == MKI_AGG_CE_CHUNK_MIN);
     int64_t big = (int64_t)MKI_AGG_MAXCHUNKS * 128 * 3 + 1;
     int64_t cr = mki_agg_chunk_rows(big, 128);
     CHECK(cr % 128 == 0);

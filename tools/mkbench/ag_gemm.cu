@@ -5,11 +5,13 @@
  * same run, on the same random data.
  *
  *   mkbench ag_gemm [--shapes MxNxK,...] [--dtype bf16|fp16] [--transb]
- *                   [--iters N] [--rounds R] [--idle-us US] [--tag NAME]
+ *                   [--iters N] [--rounds R] [--idle-us US] [--host]
+ *                   [--tag NAME]
  *
  * Shapes are global (M = sum of the ranks' rows, equal shards).  Time: the
  * series (ours, unfused, GEMM alone, all-gather alone; with --idle-us also
- * the GEMM alone after US microseconds of idle GPU) take turns in R rounds
+ * the GEMM alone after US microseconds of idle GPU; --host adds the
+ * host's enqueue time per call) take turns in R rounds
  * (default 3) of N timed calls (default 20), each block after a bootstrap
  * barrier and warm-up calls; per series the median of the R x N per-call
  * CUDA event times, the largest of the ranks' medians.  Rank 0 prints the
@@ -26,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <string>
 #include <vector>
 
@@ -156,6 +159,29 @@ void time_idle_gemm(const ctx &x, int idle_us, int warmup, int reps, double *ms)
     for (auto &e : ev) MKB_CHECK(cudaEventDestroy(e));
 }
 
+double now_s()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* --host: the host's time to enqueue one call of series `what` (calls
+ * enqueued back to back, then one synchronization; the queue holds them
+ * all): where it exceeds the GPU time of a call, the series is bound by
+ * the host, not the GPU. */
+double host_us_per_call(ctx x, int what, int calls)
+{
+    x.what = what;
+    MKB_MK(g_comm->boot->barrier(g_comm->boot_ctx));
+    MKB_CHECK(cudaStreamSynchronize(g_st));
+    double t0 = now_s();
+    for (int i = 0; i < calls; ++i) run_fn(&x, i);
+    double t1 = now_s();
+    MKB_CHECK(cudaStreamSynchronize(g_st));
+    return (t1 - t0) * 1e6 / calls;
+}
+
 /* One block of `iters` timed calls of series `what`, appended to `out`. */
 void time_block(ctx x, int what, int iters, int idle_us, std::vector<double> &out)
 {
@@ -186,7 +212,7 @@ double worst_median(std::vector<double> &v)
 
 struct result {
     long long m, n, k;
-    double ours, unfused, gemm, ag, idle_gemm;
+    double ours, unfused, gemm, ag, idle_gemm, host_ours, host_unfused;
     char split[64];
     int ctas;
 };
@@ -285,7 +311,7 @@ extern "C" int mkb_ag_gemm_main(int argc, char **argv)
     const char *shapes = "4096x8192x8192,8192x8192x8192,16384x8192x8192,16384x2048x8192,"
                          "32768x1024x8192";
     const char *tag = NULL;
-    int f16 = 0, transb = 0, iters = 20, rounds = 3, idle_us = 0;
+    int f16 = 0, transb = 0, iters = 20, rounds = 3, idle_us = 0, host = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = argv[++i];
         else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) f16 = !strcmp(argv[++i], "fp16");
@@ -294,10 +320,11 @@ extern "C" int mkb_ag_gemm_main(int argc, char **argv)
         else if (!strcmp(argv[i], "--tag") && i + 1 < argc) tag = argv[++i];
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--idle-us") && i + 1 < argc) idle_us = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--host")) host = 1;
         else {
             fprintf(stderr, "usage: mkbench ag_gemm [--shapes MxNxK,...] [--dtype bf16|fp16] "
                             "[--transb] [--iters N] [--rounds R] [--idle-us US] "
-                            "[--tag NAME]\n");
+                            "[--host] [--tag NAME]\n");
             return 2;
         }
     }
@@ -354,6 +381,10 @@ extern "C" int mkb_ag_gemm_main(int argc, char **argv)
         r.gemm = worst_median(t[GEMM]);
         r.ag = worst_median(t[AG]);
         r.idle_gemm = idle_us > 0 ? worst_median(t[IDLE_GEMM]) : 0;
+        if (host) {
+            r.host_ours = host_us_per_call(x, OURS, 20);
+            r.host_unfused = host_us_per_call(x, UNFUSED, 20);
+        }
         mkResult_t ae;
         MKB_MK(mkCommGetAsyncError(g_comm, &ae));
         if (ae != mkSuccess) {
@@ -386,6 +417,12 @@ extern "C" int mkb_ag_gemm_main(int argc, char **argv)
                 printf("%lldx%lldx%lld: GEMM alone %.3f ms back to back, %.3f ms after %d us "
                        "idle; all-gather + GEMM alone %.3f, unfused %.3f\n",
                        r.m, r.n, r.k, r.gemm, r.idle_gemm, idle_us, r.ag + r.gemm, r.unfused);
+        if (host)
+            for (const result &r : res)
+                printf("%lldx%lldx%lld: host enqueue per call (rank 0): ours %.1f us, unfused "
+                       "%.1f us; GPU per call ours %.1f us, unfused %.1f us\n",
+                       r.m, r.n, r.k, r.host_ours, r.host_unfused, r.ours * 1e3,
+                       r.unfused * 1e3);
         write_out(res, tag, f16, transb, iters * rounds, idle_us);
     }
     ncclCommDestroy(g_nccl);

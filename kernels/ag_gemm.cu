@@ -8,7 +8,7 @@
  * every SM computes.  A chunk's rows are waited for once per tile, before
  * the tile's first k-block; the wait has a deadline and polls the abort
  * word (kernels/common/devrt.cuh).  After its tiles, CTA 0 waits for the
- * last chunk of every rank, so that a call never ends before every peer's
+ * last chunk of every peer, so that a call never ends before every peer's
  * copies into this rank's bank have landed (the bank reuse rule in
  * src/ops/ag_gemm.h rests on it).
  */
@@ -176,7 +176,7 @@ struct AggHooks {
             if (s != cp.me) wait_rows(s, r0, r1);
     }
 
-    /* Every rank's last chunk (one signal even for a rank with no rows). */
+    /* Every peer's last chunk (one signal even for a peer with no rows). */
     __device__ __forceinline__ void wait_all() const
     {
         for (int s = 0; s < nsrc; ++s) {

@@ -93,11 +93,11 @@ static void overrides(void)
 {
     struct mki_plan_ctx c = h200x2();
     struct mki_split_ovr o[MKI_OP_COUNT];
-    CHECK_RES(mki_split_parse("ag_gemm:intra=16,ag_gemm:mover=tma,chunk=1M", "MK_SM_SPLIT", o),
+    CHECK_RES(mki_split_parse("ag_gemm:intra=16,ag_gemm:mover=ce,chunk=1M", "MK_SM_SPLIT", o),
               mkSuccess);
     struct mki_op_plan p = plan(&c, &o[MKI_OP_AG_GEMM], MKI_OP_AG_GEMM, 8192, 8192,
                                 8192);
-    CHECK(p.split.intra == 16 && p.split.compute == 116 && p.mover == MKI_MOVER_TMA);
+    CHECK(p.split.intra == 16 && p.split.compute == 116 && p.mover == MKI_MOVER_CE);
     /* chunk=1M is 64 rows of A: rounded up to one 128-row tile. */
     CHECK(p.chunk_rows == 128 && p.chunk_bytes == 128 * 8192 * 2);
     CHECK(p.overridden & MKI_OVR_INTRA);
@@ -138,6 +138,13 @@ static void bad_input(void)
     CHECK_RES(mki_split_parse("gemm_rs:mover=ce", "MK_SM_SPLIT", o),
               mkErrInvalidArgument);
     CHECK_CONTAINS(mki_thread_error(), "cannot");
+    /* mkAllGatherGemm's fused kernel has only the copy engine. */
+    CHECK_RES(mki_split_parse("ag_gemm:mover=tma", "MK_SM_SPLIT", o),
+              mkErrInvalidArgument);
+    CHECK_CONTAINS(mki_thread_error(), "copy engine only");
+    CHECK_RES(mki_split_parse("mover=reg", "MK_SM_SPLIT", o), mkSuccess);
+    CHECK(!(o[MKI_OP_AG_GEMM].set & MKI_OVR_MOVER) &&
+          o[MKI_OP_ALLGATHER].mover == MKI_MOVER_REG);
     CHECK_RES(mki_split_parse("", "MK_SM_SPLIT", o), mkSuccess);
 
     enum mki_transport t[MKI_TR_COUNT];

@@ -820,7 +820,10 @@ static mkResult_t enqueue_copies(struct mkComm *comm, struct mki_agg *g,
     const size_t row = (size_t)c->k * (size_t)c->es;
     const int64_t cr = l->chunk_rows[me];
     const int64_t nch = mki_agg_nchunks(c->m_local, cr);
-    const int split = g->ce_split;
+    /* No more side streams per peer than chunks: an idle one would only
+     * add its fork wait, join record and the caller's join wait (three
+     * stream operations; no time difference measured, bench/NOTES.md). */
+    const int split = (int64_t)g->ce_split < nch ? g->ce_split : (int)nch;
     for (int i = 1; i < d->nlocal; i++) {
         /* Each GEMM computes its own rows first, then those of the next
          * ranks in order (me + 1, me + 2, ...): my rows are wanted soonest

@@ -19,7 +19,7 @@
 
 #include "config.h"
 #include "mki.h"
-#include "../topology/topo.h"
+#include "topology/topo.h"
 
 static void print_build(void)
 {

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "mkernel.h"
-#include "plan.h"
+#include "plan/plan.h"
 
 #define MKI_TOPO_MAX_GPUS 16
 #define MKI_TOPO_MAX_NICS 32

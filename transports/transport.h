@@ -52,7 +52,7 @@
 #include <stdint.h>
 #include "mkernel.h"
 #include "bootstrap/bootstrap.h"
-#include "../kernels/common/fifo.h"
+#include "rt/fifo.h"
 
 #define MKI_TRANSPORT_VERSION 1
 #define MKI_NET_MAX_REGIONS 4

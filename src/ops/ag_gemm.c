@@ -32,8 +32,8 @@
 #include <cuda_runtime_api.h>
 
 #include "mki.h"
-#include "mem.h"
-#include "plan.h"
+#include "mem/mem.h"
+#include "plan/plan.h"
 #include "ops/ag_gemm.h"
 #include "gemm.h"
 

@@ -16,7 +16,7 @@ fi
 make -C "$BLD" -j"${JOBS:-2}" libmkcore.la > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 COMMIT=$(git rev-parse --short=12 HEAD 2>/dev/null || echo uncommitted)
 ARCH="-gencode=arch=compute_90a,code=sm_90a"
-INC="-Iinclude -Isrc -I$BLD -Itools/mkbench -I/usr/lib/x86_64-linux-gnu/pmix2/include"
+INC="-Iinclude -Isrc/core -Isrc -I. -Ikernels -Ikernels/gemm -I$BLD -Itools/mkbench -I/usr/lib/x86_64-linux-gnu/pmix2/include"
 LIBS="$BLD/.libs/libmkcore.a -lnccl -lpmix -lhwloc -libverbs -lefa -lrt -ldl -lpthread -lm"
 $NVCC $ARCH -O2 -std=c++17 $INC -DWITH_NCCL tests/gpu/test_coll.cu $LIBS -o $OUT/test_coll
 $CC -std=gnu11 -O2 -I/usr/local/cuda/include -DMKB_GIT_COMMIT="\"$COMMIT\"" \

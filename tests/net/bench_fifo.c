@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "mki.h"
-#include "proxy.h"
+#include "net/proxy.h"
 #include "bootstrap/sock.h"
 #include "../unit/check.h"
 

@@ -14,7 +14,7 @@
 
 #include "mki.h"
 #include "bootstrap/sock.h"
-#include "../../transports/transport.h"
+#include "transports/transport.h"
 
 #define EXPECT(cond)                                                         \
     do {                                                                     \

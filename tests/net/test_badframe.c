@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 
 #include "common.h"
-#include "../../transports/socket_wire.h"
+#include "transports/socket_wire.h"
 #include "../unit/check.h"
 
 #define REGION (64u << 10)

@@ -34,9 +34,9 @@
 #include <cuda_runtime_api.h>
 
 #include "mki.h"
-#include "net.h"
+#include "net/net.h"
 #include "bootstrap/sock.h"
-#include "../topology/topo.h"
+#include "topology/topo.h"
 #include "../unit/check.h"
 
 #define NBYTES (300u << 10) /* above 2 x the socket stripe: two streams */

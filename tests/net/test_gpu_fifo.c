@@ -14,7 +14,7 @@
 #include <cuda_runtime_api.h>
 
 #include "mki.h"
-#include "proxy.h"
+#include "net/proxy.h"
 #include "../unit/check.h"
 
 int mki_fifo_probe_launch(const struct mki_fifo_dev *f, unsigned int n,

@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 
 #include "common.h"
-#include "proxy.h"
+#include "net/proxy.h"
 #include "../unit/check.h"
 
 #define SIGS 4096ull

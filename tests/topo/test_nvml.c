@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "mki.h"
-#include "../../topology/topo.h"
+#include "topology/topo.h"
 #include "../unit/check.h"
 
 static struct mki_host_topo h;

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "mki.h"
-#include "plan.h"
+#include "plan/plan.h"
 #include "../unit/check.h"
 
 static const struct mki_model *md = &mki_model_default;

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "mki.h"
-#include "../../topology/topo.h"
+#include "topology/topo.h"
 #include "../unit/check.h"
 
 static int me = -1;

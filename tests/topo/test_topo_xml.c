@@ -10,7 +10,7 @@
 
 #include "config.h"
 #include "mki.h"
-#include "../../topology/topo.h"
+#include "topology/topo.h"
 #include "../unit/check.h"
 
 static char path[4096];

@@ -11,8 +11,8 @@
 
 #include "check.h"
 #include "mki.h"
-#include "mem.h"
-#include "plan.h"
+#include "mem/mem.h"
+#include "plan/plan.h"
 
 static void test_targets(void)
 {

@@ -35,7 +35,7 @@
 #include "mkernel.h"
 #include "mki.h"  /* comm->boot: barrier, bcast of the ncclUniqueId */
 extern "C" {
-#include "plan.h" /* the SM split the plan chose (a C header) */
+#include "plan/plan.h" /* the SM split the plan chose (a C header) */
 }
 #include "common.h"
 

@@ -37,9 +37,9 @@
 
 #include "mkernel.h"
 #include "mki.h" /* comm->boot->bcast carries the ncclUniqueId */
-#include "mem.h"  /* comm->dev->coll_budget */
+#include "mem/mem.h"  /* comm->dev->coll_budget */
 extern "C" {
-#include "plan.h" /* the collectives' CTA and mover rule */
+#include "plan/plan.h" /* the collectives' CTA and mover rule */
 }
 #include "common.h"
 

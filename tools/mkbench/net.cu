@@ -74,11 +74,11 @@
 #include "mkernel.h"
 extern "C" {
 #include "mki.h"   /* struct mkComm: boot, cfg, dev, net */
-#include "mem.h"   /* struct mki_devrt: the workspace */
-#include "net.h"   /* struct mki_net: fifo_dev, region, transport */
+#include "mem/mem.h"   /* struct mki_devrt: the workspace */
+#include "net/net.h"   /* struct mki_net: fifo_dev, region, transport */
 #include "param.h" /* MK_SOCKET_NCONN, size parsing */
 }
-#include "../../kernels/common/fifo.cuh"
+#include "rt/fifo.cuh"
 #include "common.h"
 
 #ifndef MKI_WS_BENCH

@@ -32,8 +32,8 @@
 
 #include "config.h"
 #include "mki.h"
-#include "plan.h"
-#include "../topology/topo.h"
+#include "plan/plan.h"
+#include "topology/topo.h"
 
 /* Figures from shared/REFERENCE.md (2 x H200, NV18, 2026-11-22) and the
  * public anchors it lists.  Calibration replaces this table only. */

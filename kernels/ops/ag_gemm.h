@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../kernels/common/devrt.h"
+#include "rt/rt.h"
 
 #define MKI_AGG_MAXCHUNKS 512   /* chunks of one rank's A, at most */
 #define MKI_AGG_SIG_BYTES (8ull * MKI_MAXLOCAL * MKI_AGG_MAXCHUNKS)

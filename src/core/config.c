@@ -13,7 +13,7 @@
 #include <strings.h>
 
 #include "mki.h"
-#include "plan.h"
+#include "plan/plan.h"
 
 #define MKI_CONFIG_MIN_SIZE (offsetof(mkConfig_t, version) + sizeof(unsigned))
 #define MKI_CONFIG_MAX_SIZE 4096 /* larger is garbage, not a newer header */

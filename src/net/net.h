@@ -23,9 +23,9 @@
 #include <stdint.h>
 
 #include "mki.h"
-#include "proxy.h"
-#include "../kernels/common/fifo.h"
-#include "../transports/transport.h"
+#include "net/proxy.h"
+#include "rt/fifo.h"
+#include "transports/transport.h"
 
 #define MKI_NET_FIFO_SLOTS 4096  /* bench/NOTES.md: 4096 beats 256 for GPUs */
 

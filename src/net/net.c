@@ -36,10 +36,10 @@
 #include <cuda_runtime_api.h>
 
 #include "mki.h"
-#include "mem.h"
-#include "net.h"
-#include "plan.h"
-#include "../topology/topo.h"
+#include "mem/mem.h"
+#include "net/net.h"
+#include "plan/plan.h"
+#include "topology/topo.h"
 
 /* ---- the CUDA hooks --------------------------------------------------- */
 

@@ -21,8 +21,8 @@
 
 #include "config.h"
 #include "mki.h"
-#include "../topology/topo.h"
-#include "net.h"
+#include "topology/topo.h"
+#include "net/net.h"
 
 MK_API mkResult_t mkGetVersion(int *version)
 {

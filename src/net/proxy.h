@@ -21,8 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "mki.h"
-#include "../kernels/common/fifo.h"
-#include "../transports/transport.h"
+#include "rt/fifo.h"
+#include "transports/transport.h"
 
 struct mki_proxy;
 

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "mki.h"
-#include "mem.h"
+#include "mem/mem.h"
 
 struct ipc_info {
     cudaIpcMemHandle_t handle;

@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "mki.h"
-#include "proxy.h"
+#include "net/proxy.h"
 #include "bootstrap/sock.h"
 
 struct mki_proxy {

@@ -13,7 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include "mkernel.h"
-#include "../kernels/common/devrt.h"
+#include "rt/rt.h"
 
 struct mkComm;
 

@@ -12,7 +12,7 @@
 #define MKI_DEVRT_CUH
 
 #include <stdint.h>
-#include "devrt.h"
+#include "rt.h"
 
 namespace mki {
 

@@ -12,9 +12,9 @@
 #include <string.h>
 
 #include "mki.h"
-#include "mem.h"
-#include "net.h"
-#include "plan.h"
+#include "mem/mem.h"
+#include "net/net.h"
+#include "plan/plan.h"
 
 int mki_coll_launch(const struct mki_coll_params *p, cudaStream_t s,
                     const char **why);

@@ -17,11 +17,11 @@
 
 #include "gemm/gemm_launch.h"
 #undef MKI_HD /* gemm_sched.h and devrt.h each define their own */
-#include "../src/ops/ag_gemm.h"
+#include "ops/ag_gemm.h"
 /* devrt.cuh defines functions with external linkage that collectives.cu
  * defines too: keep ours apart. */
 namespace agg_rt {
-#include "common/devrt.cuh"
+#include "rt/wait.cuh"
 }
 
 namespace {

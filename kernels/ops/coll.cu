@@ -46,8 +46,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "common/devrt.cuh"
-#include "common/fifo.cuh"
+#include "rt/wait.cuh"
+#include "rt/fifo.cuh"
 
 using namespace mki;
 

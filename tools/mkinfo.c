@@ -19,6 +19,7 @@
 
 #include "config.h"
 #include "mki.h"
+#include "plan/plan.h"
 #include "topology/topo.h"
 
 static void print_build(void)
@@ -113,10 +114,18 @@ static int print_topo(const struct plan_args *pa)
             mki_sb_printf(&sb, "no GPU found: planning for %d-SM GPUs joined "
                           "by NV%d (REFERENCE.md's H200s)\n", c.sm_count,
                           c.nvlinks);
-        r = mki_split_parse(mki_param_str(MKI_P_SM_SPLIT), "MK_SM_SPLIT", ovr);
+        struct mki_params pr;
+        int mover = -1;
+        r = mki_params_read(&pr);
+        if (r == mkSuccess)
+            r = mki_split_parse(mki_params_str(&pr, MKI_P_SM_SPLIT), "MK_SM_SPLIT", ovr);
+        if (r == mkSuccess)
+            r = mki_plan_coll_mover_param(mki_params_str(&pr, MKI_P_COLL_MOVER),
+                                          mki_params_is_set(&pr, MKI_P_COLL_MOVER), &mover);
         if (r == mkSuccess)
             r = mki_plan_model(&mki_model_default, &c, &ovr[op], op, pa->m,
                                pa->n, pa->k, pa->elem, &p);
+        if (r == mkSuccess) r = mki_plan_runs(&c, &pr, mover, 0, &p);
         if (r != mkSuccess) {
             free(sb.buf);
             fprintf(stderr, "mkinfo: %s: %s\n", mkGetErrorString(r),

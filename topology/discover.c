@@ -62,7 +62,7 @@ int mki_topo_gpu_by_busid(const struct mki_host_topo *h, const char *busid)
 
 void mki_topo_opts_env(struct mki_topo_opts *o)
 {
-    const char *x = getenv("MK_TOPO_XML"), *f = getenv("MK_TOPO_FAKE_GPUS");
+    const char *x = mki_param_str(MKI_P_TOPO_XML), *f = mki_param_str(MKI_P_TOPO_FAKE_GPUS);
     memset(o, 0, sizeof(*o));
     o->xml = x && *x ? x : NULL;
     o->fake_gpus = f && *f ? f : NULL;
@@ -301,9 +301,8 @@ mkResult_t mki_topo_filter_nics(const char *spec, struct mki_host_topo *h)
     return mkSuccess;
 }
 
-double mki_topo_nic_gbs(const struct mki_host_topo *h, int g)
+double mki_topo_nic_share(const struct mki_host_topo *h, int g)
 {
-    const struct mki_model *md = &mki_model_default;
     const struct mki_gpu *gp = &h->gpu[g];
     double sum = 0;
     for (int k = 0; k < gp->nnics; k++) {
@@ -311,8 +310,7 @@ double mki_topo_nic_gbs(const struct mki_host_topo *h, int g)
         for (int o = 0; o < h->ngpus; o++)
             for (int j = 0; j < h->gpu[o].nnics; j++)
                 users += h->gpu[o].nic[j] == i;
-        sum += (h->nic[i].kind == MKI_NIC_EFA ? md->efa_nic_gbs : md->ib_nic_gbs) /
-               (users > 0 ? users : 1);
+        sum += 1.0 / (users > 0 ? users : 1);
     }
     return gp->nnics ? sum / gp->nnics : 0;
 }

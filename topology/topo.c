@@ -2,8 +2,8 @@
  * topo.c - the communicator's global view of the topology.
  *
  * Each rank discovers its host, picks its GPU in that view, and publishes
- * a fixed-size record (node key, GPU facts, its NICs, the transports it
- * can run, and the kind of link from its GPU to every GPU it can see); one
+ * a fixed-size record (node key, GPU facts, its NICs and their kinds, and
+ * the kind of link from its GPU to every GPU it can see); one
  * bootstrap allgather gives every rank all records.  Then, per peer:
  *
  *     other (virtual) node                -> net
@@ -25,6 +25,20 @@
 
 #include "mki.h"
 #include "topo.h"
+
+unsigned mki_topo_nic_kinds(const struct mki_host_topo *h, int gpu)
+{
+    unsigned mask = 0;
+    for (int i = 0; i < h->nnics; i++) {
+        if (gpu >= 0 && h->gpu[gpu].nnics > 0) {
+            int mine = 0;
+            for (int j = 0; j < h->gpu[gpu].nnics; j++) mine |= h->gpu[gpu].nic[j] == i;
+            if (!mine) continue;
+        }
+        mask |= 1u << h->nic[i].kind;
+    }
+    return mask;
+}
 
 static int pick_gpu(const struct mkComm *comm, const struct mki_host_topo *h)
 {
@@ -58,7 +72,7 @@ static void my_facts(const struct mkComm *comm, const struct mki_topo *t,
     f->node_key = comm->hosts[comm->rank].node_key;
     f->sm_budget = comm->cfg.smBudget;
     f->cfg_hash = cfg_hash(&comm->cfg);
-    f->transports = mki_plan_usable_transports(h, t->my_gpu);
+    f->nic_kinds = mki_topo_nic_kinds(h, t->my_gpu);
     if (t->my_gpu < 0) return;
     const struct mki_gpu *g = &h->gpu[t->my_gpu];
     f->has_gpu = 1;
@@ -70,7 +84,7 @@ static void my_facts(const struct mkComm *comm, const struct mki_topo *t,
         f->gpu.nic[i] = i;
         f->nic_ports[i] = n->port;
     }
-    f->nic_gbs = mki_topo_nic_gbs(h, t->my_gpu);
+    f->nic_share = mki_topo_nic_share(h, t->my_gpu);
     f->nlinks = h->ngpus;
     for (int j = 0; j < h->ngpus; j++) {
         snprintf(f->links[j].busid, sizeof(f->links[j].busid), "%s",

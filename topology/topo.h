@@ -22,7 +22,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "mkernel.h"
-#include "plan/plan.h"
 
 #define MKI_TOPO_MAX_GPUS 16
 #define MKI_TOPO_MAX_NICS 32
@@ -30,6 +29,18 @@
 #define MKI_BUSID_LEN 16       /* "0000:18:00.0" + NUL */
 
 enum mki_nic_kind { MKI_NIC_IB, MKI_NIC_EFA };
+
+/* How a peer is reached (the path), whatever transport carries it. */
+enum mki_path {
+    MKI_PATH_SELF,
+    MKI_PATH_SAME_GPU, /* another process on this GPU (MPS): CUDA IPC   */
+    MKI_PATH_NVLINK,   /* peer access over NVLink: CUDA IPC              */
+    MKI_PATH_PCIE,     /* peer access over PCIe: CUDA IPC                */
+    MKI_PATH_HOST,     /* same node, no peer access: staged through host */
+    MKI_PATH_NET,      /* another (virtual) node: an inter-node transport */
+    MKI_PATH_COUNT
+};
+
 
 /* How near a NIC is to a GPU, best first. */
 enum mki_locality {
@@ -110,9 +121,9 @@ mkResult_t mki_topo_hwloc(const struct mki_topo_opts *opts,
 void mki_topo_nics_without_locality(struct mki_host_topo *h);
 /* nvml.c: active NVLinks and NVLink P2P between the GPUs found. */
 void mki_topo_nvml(struct mki_host_topo *h);
-/* Bandwidth per NIC that GPU g can count on: each NIC's rate split among
- * the GPUs that chose it (a node with fewer NICs than GPUs). */
-double mki_topo_nic_gbs(const struct mki_host_topo *h, int g);
+/* The share of its NICs that GPU g can count on: each NIC split among the
+ * GPUs that chose it (a node with fewer NICs than GPUs), averaged. */
+double mki_topo_nic_share(const struct mki_host_topo *h, int g);
 /* MK_NET_DEVICES: keep (or with ^, drop) the named devices. */
 mkResult_t mki_topo_filter_nics(const char *spec, struct mki_host_topo *h);
 /* "n=8,link=nv18,sms=132" */
@@ -123,10 +134,9 @@ void mki_topo_note(struct mki_host_topo *h, const char *fmt, ...)
 /* "0000:1B:00.0" or NVML's "00000000:1b:00.0" -> "0000:1b:00.0"; -1 when
  * it is not a PCI bus id. */
 int mki_busid_norm(const char *in, char out[MKI_BUSID_LEN]);
-/* Transports that can run on this rank (bit per enum mki_transport):
- * socket always, ibverbs/efa when built and the GPU's NICs are of that
- * kind (plan.c). */
-unsigned mki_plan_usable_transports(const struct mki_host_topo *h, int gpu);
+/* The kinds of the NICs GPU gpu uses (bit per enum mki_nic_kind; every
+ * NIC of the host when gpu < 0 or it has none of its own). */
+unsigned mki_topo_nic_kinds(const struct mki_host_topo *h, int gpu);
 
 /* ---- node grouping (nodes.c) -------------------------------------- */
 /* The key that puts ranks on one node: the PMIx node id within the PMIx
@@ -148,12 +158,12 @@ struct mki_rank_facts {
     int32_t sm_budget;         /* config smBudget (MK_SM_BUDGET), 0: none */
     int32_t has_gpu;
     int32_t nnics;
-    uint32_t transports;       /* bit per enum mki_transport that works */
+    uint32_t nic_kinds;        /* bit per enum mki_nic_kind of its NICs */
     int32_t nlinks;
     struct mki_gpu gpu;        /* nic[] indexes nic_names below */
     char nic_names[MKI_TOPO_NICS_PER_GPU][32];
     int32_t nic_ports[MKI_TOPO_NICS_PER_GPU];
-    double nic_gbs;            /* per NIC, this GPU's share of it */
+    double nic_share;          /* per NIC, this GPU's share of it */
     struct {
         char busid[MKI_BUSID_LEN];
         int32_t link;          /* enum mki_gpulink */
@@ -191,19 +201,6 @@ mkResult_t mki_topo_bind_thread(const struct mki_topo *topo);
 int mki_cpulist_parse(const char *list, void *cpu_set, size_t setsize);
 
 /* ---- text (print.c) ------------------------------------------------ */
-struct mki_strbuf {
-    char *buf;
-    size_t len, cap;
-    int oom;
-};
-void mki_sb_printf(struct mki_strbuf *sb, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
 void mki_topo_print_host(struct mki_strbuf *sb, const struct mki_host_topo *h);
-void mki_topo_print_comm(struct mki_strbuf *sb, const struct mkComm *comm);
-/* The plan context of a hypothetical communicator of ranks_per_node ranks
- * per node (one per GPU of h, or 132-SM NVLink GPUs when h has none) on
- * nnodes nodes (mkinfo --op without --comm). */
-void mki_plan_ctx_from_host(const struct mki_host_topo *h, int ranks_per_node,
-                            int nnodes, struct mki_plan_ctx *ctx);
 
 #endif /* MKI_TOPO_H */

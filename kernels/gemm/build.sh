@@ -10,14 +10,14 @@ CC=${CC:-gcc}
 CUDA_INC=${CUDA_INC:-/usr/local/cuda/include}
 OUT=build-gpu/gemm
 mkdir -p "$OUT"
-NVFLAGS="-gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -Xptxas -v -Ikernels/gemm -Itools/mkbench"
+NVFLAGS="-gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -Xptxas -v -Ikernels/gemm -Ikernels -Itools/mkbench"
 COMMIT=$(git describe --always --dirty --abbrev=12 2>/dev/null || echo uncommitted)
 
 # Host-only pieces: plain C.
-$CC -std=c99 -O2 -Wall -Wextra -Ikernels/gemm -c kernels/gemm/gemm_host.c -o $OUT/gemm_host.o
+$CC -std=c99 -O2 -Wall -Wextra -Ikernels/gemm -Ikernels -c kernels/gemm/gemm_host.c -o $OUT/gemm_host.o
 $CC -std=c99 -O2 -Wall -Wextra -I"$CUDA_INC" -DMKB_GIT_COMMIT="\"$COMMIT\"" \
     -c tools/mkbench/common.c -o $OUT/common.o
-$CC -std=c99 -O2 -Wall -Wextra -Ikernels/gemm tests/unit/test_gemm_args.c \
+$CC -std=c99 -O2 -Wall -Wextra -Ikernels/gemm -Ikernels tests/unit/test_gemm_args.c \
     kernels/gemm/gemm_host.c -o $OUT/test_gemm_args
 
 # Device code: ptxas reports go to *.ptxas so spills can be checked.

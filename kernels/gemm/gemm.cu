@@ -152,6 +152,60 @@ static int check_device_ptr(const void *ptr, const char *name, char *msg, size_t
 
 using namespace mki::gemm;
 
+/* Validated arguments -> kernel parameters and the plan (0 or an error). */
+static int prepare(const mki_gemm_args *a, mki_gemm_plan *plan, GemmParams *p, char *msg,
+                   size_t len)
+{
+    mki_gemm_device dev;
+    int r;
+    if ((r = query_device(&dev, msg, len)) || (r = mki_gemm_validate(a, &dev, plan, msg, len)))
+        return r;
+    if (plan->noop)
+        return MKI_GEMM_OK;
+    if ((r = check_device_ptr(a->a, "A", msg, len)) || (r = check_device_ptr(a->b, "B", msg, len)) ||
+        (r = check_device_ptr(a->d, "D", msg, len)) ||
+        (a->beta != 0.0f && (r = check_device_ptr(a->c, "C", msg, len))))
+        return r;
+    if ((r = make_params(a, plan, p, msg, len)))
+        return r;
+    /* pairs of CTAs share B tiles only when the grid splits into pairs */
+    set_cluster(*p, p->cluster_m == 2 && plan->grid % 2 == 0 && plan->grid >= 2 ? 2 : 1);
+    return MKI_GEMM_OK;
+}
+
+template <bool kF16, bool kTransB>
+static const void *kernel_for(int cm)
+{
+    return cm == 2 ? (const void *)gemm_kernel<kF16, kTransB, 2, DefaultHooks>
+                   : (const void *)gemm_kernel<kF16, kTransB, 1, DefaultHooks>;
+}
+
+extern "C" int mki_gemm_describe(const mki_gemm_args *a, struct mki_launch_desc *d, char *msg,
+                                 size_t len)
+{
+    mki_gemm_plan plan;
+    GemmParams p;
+    int r = prepare(a, &plan, &p, msg, len);
+    memset(d, 0, offsetof(struct mki_launch_desc, param));
+    if (r || plan.noop)
+        return r;
+    const bool f16 = a->in_type == MKI_DT_F16;
+    d->fn = f16 ? (a->trans_b ? kernel_for<true, true>(p.cluster_m)
+                              : kernel_for<true, false>(p.cluster_m))
+                : (a->trans_b ? kernel_for<false, true>(p.cluster_m)
+                              : kernel_for<false, false>(p.cluster_m));
+    d->grid = (unsigned)plan.grid;
+    d->block = kThreads;
+    d->cluster = (unsigned)p.cluster_m;
+    d->smem = kSmemBytes;
+    DefaultHooks h;
+    if (mki_launch_arg(d, &p, sizeof(p)) || mki_launch_arg(d, &h, sizeof(h))) {
+        snprintf(msg, len, "gemm: kernel parameters do not fit the launch descriptor");
+        return MKI_GEMM_ERR_INVALID;
+    }
+    return MKI_GEMM_OK;
+}
+
 template <bool kF16, bool kTransB>
 static int launch_default(const GemmParams &p, int grid, cudaStream_t s, char *msg, size_t len)
 {
@@ -160,19 +214,10 @@ static int launch_default(const GemmParams &p, int grid, cudaStream_t s, char *m
 
 extern "C" int mki_gemm(const mki_gemm_args *a, char *msg, size_t len)
 {
-    mki_gemm_device dev;
     mki_gemm_plan plan;
     GemmParams p;
-    int r;
-    if ((r = query_device(&dev, msg, len)) || (r = mki_gemm_validate(a, &dev, &plan, msg, len)))
-        return r;
-    if (plan.noop)
-        return MKI_GEMM_OK;
-    if ((r = check_device_ptr(a->a, "A", msg, len)) || (r = check_device_ptr(a->b, "B", msg, len)) ||
-        (r = check_device_ptr(a->d, "D", msg, len)) ||
-        (a->beta != 0.0f && (r = check_device_ptr(a->c, "C", msg, len))))
-        return r;
-    if ((r = make_params(a, &plan, &p, msg, len)))
+    int r = prepare(a, &plan, &p, msg, len);
+    if (r || plan.noop)
         return r;
     cudaStream_t s = (cudaStream_t)a->stream;
     bool f16 = a->in_type == MKI_DT_F16;

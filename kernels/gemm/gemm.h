@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rt/launch.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -76,8 +78,15 @@ typedef struct {
 int mki_gemm_validate(const mki_gemm_args *args, const mki_gemm_device *dev,
                       mki_gemm_plan *plan, char *msg, size_t msg_len);
 
+/* Validates, then describes the launch of the persistent GEMM for the
+ * library's one launch path (src/ops/launch.c); args->stream is ignored.
+ * d->fn is NULL when there is nothing to compute (M or N is 0). */
+int mki_gemm_describe(const mki_gemm_args *args, struct mki_launch_desc *d, char *msg,
+                      size_t msg_len);
+
 /* Validates, then launches the persistent GEMM on args->stream
- * (asynchronous). On error nothing is launched and msg says why. */
+ * (asynchronous): the engine on its own (its tests, mkbench gemm). On
+ * error nothing is launched and msg says why. */
 int mki_gemm(const mki_gemm_args *args, char *msg, size_t msg_len);
 
 /* Loads every GEMM kernel now (CUDA's lazy loading can deadlock a launch

@@ -43,10 +43,12 @@
  *   wait_a(p, t, kb)     kWaitA hooks only: called by the producer thread
  *                        before the TMA loads of k-block kb of ITS tile t
  *                        (A rows of t, and this CTA's half of B); spin
- *                        here on a peer's arrival counter (hook 1), e.g. with
- *                        wait_flag_geq. After it returns the producer issues
- *                        fence.proxy.async so TMA sees what the generic proxy
- *                        (a peer's or another CTA's stores) wrote.
+ *                        here on a peer's arrival counter (hook 1) with the
+ *                        runtime's deadline wait (kernels/rt/wait.cuh:
+ *                        spin_geq; the producer has 40 registers). After it
+ *                        returns the producer issues fence.proxy.async so
+ *                        TMA sees what the generic proxy (a peer's or
+ *                        another CTA's stores) wrote.
  *   a_src(p, m_blk, &row)  kASrc hooks only (optional member): the tensor
  *                        map that M-block m_blk's rows of A come from and
  *                        the row of that map where they start (default:
@@ -59,6 +61,12 @@
  *                        an fp32 staging bank, or direct stores to a pointer.
  *   after_store(p, t)    kSignal hooks only: one thread, after every store of
  *                        the tile is complete and visible (hook 3, signal).
+ *   side_work(p, cta, t) kSideWork hooks only (optional member): threads
+ *                        t = 1..127 of the producer warpgroup, which the
+ *                        mainloop leaves idle, on 40 registers, while the
+ *                        producer and consumers run (cta: the rank given to
+ *                        run_cta). A fused kernel does its control work
+ *                        here (a gate, flags) without taking a CTA.
  * Roles (hook 4): run_cta(p, hooks, rank, nctas, smem) is the whole compute
  * role; a fused kernel calls it from the CTAs it gives to compute, with
  * rank/nctas counting only those, and does other work in its other CTAs.
@@ -77,6 +85,7 @@
 
 #include "gemm.h"
 #include "gemm_sched.h"
+#include "rt/ptx.cuh"
 #include "wgmma_n256.h"
 
 namespace mki {
@@ -142,39 +151,9 @@ struct EpiTarget {
 };
 
 /* ---------------------------------------------------------------- PTX */
-
-__device__ __forceinline__ uint32_t smem_u32(const void *p)
-{
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void mbar_init(uint64_t *bar, int count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
-}
-
-__device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
-                 "r"(bytes)
-                 : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(uint64_t *bar)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
-
-__device__ __forceinline__ void mbar_wait(uint64_t *bar, int parity)
-{
-    asm volatile(
-        "{\n.reg .pred done;\n"
-        "WAIT_%=:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-        "@!done bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar)),
-        "r"(parity)
-        : "memory");
-}
+/* The shared helpers (mbarriers, bulk groups, proxy fences, signals, named
+ * barriers) are the device runtime's (kernels/rt/ptx.cuh); here only what
+ * is the engine's own: tensor TMA, wgmma, register reallocation. */
 
 __device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, int c0, int c1,
                                             uint64_t *bar)
@@ -203,33 +182,6 @@ __device__ __forceinline__ void tma_add_2d(const CUtensorMap *map, int c0, int c
         " [%0, {%1, %2}], [%3];" ::"l"(map),
         "r"(c0), "r"(c1), "r"(smem_u32(src))
         : "memory");
-}
-
-__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
-
-/* The smem source of all but the newest `N` store groups may be reused. */
-template <int N>
-__device__ __forceinline__ void bulk_wait_read()
-{
-    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
-}
-
-/* Every store group has finished writing global memory. */
-__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
-
-__device__ __forceinline__ void fence_proxy_async_smem()
-{
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-
-__device__ __forceinline__ void fence_proxy_async_global()
-{
-    asm volatile("fence.proxy.async.global;" ::: "memory");
-}
-
-__device__ __forceinline__ void named_bar(int id, int nthreads)
-{
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
 }
 
 template <int R>
@@ -270,46 +222,6 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint3
            ((uint64_t)((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
 }
 
-__device__ __forceinline__ uint64_t globaltimer_ns()
-{
-    uint64_t t;
-    asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-    return t;
-}
-
-__device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t *p)
-{
-    uint64_t v;
-    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
-
-/* Spins until *flag >= target or the deadline passes. Returns 0 when ready,
- * or the value last seen (+1, never 0) on timeout, so a caller can log it. */
-__device__ __forceinline__ uint64_t wait_flag_geq(const uint64_t *flag, uint64_t target,
-                                                  uint64_t timeout_ns)
-{
-    uint64_t v = ld_acquire_sys(flag);
-    if (v >= target)
-        return 0;
-    uint64_t t0 = globaltimer_ns();
-    while ((v = ld_acquire_sys(flag)) < target) {
-        if (globaltimer_ns() - t0 > timeout_ns)
-            return v + 1;
-        __nanosleep(64);
-    }
-    return 0;
-}
-
-/* Publishes a tile: everything this CTA stored (generic or TMA, already
- * complete) becomes visible to any GPU before `*sig` grows. */
-__device__ __forceinline__ void signal_add_release_sys(uint64_t *sig, uint64_t v)
-{
-    fence_proxy_async_global();
-    asm volatile("fence.acq_rel.sys;" ::: "memory");
-    asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(sig), "l"(v) : "memory");
-}
-
 /* ---------------------------------------------------------------- hooks */
 
 /* Hooks that declare `static constexpr bool kASrc = true` choose the map of
@@ -319,6 +231,14 @@ template <typename H, typename = void> struct HooksHaveASrc {
 };
 template <typename H> struct HooksHaveASrc<H, decltype((void)H::kASrc)> {
     static constexpr bool value = H::kASrc;
+};
+/* Hooks that declare `static constexpr bool kSideWork = true` get the
+ * producer warpgroup's idle threads (side_work). */
+template <typename H, typename = void> struct HooksHaveSideWork {
+    static constexpr bool value = false;
+};
+template <typename H> struct HooksHaveSideWork<H, decltype((void)H::kSideWork)> {
+    static constexpr bool value = H::kSideWork;
 };
 
 struct DefaultHooks {
@@ -455,10 +375,10 @@ __device__ __forceinline__ void tma_chunk(const float (&acc)[128], const EpiTarg
      * must be done reading it; at most the other buffer's store may pend. */
     if (t == 0)
         bulk_wait_read<1>();
-    named_bar(1 + wg, 128);
+    role_sync(1 + wg, 128);
     write_chunk<OT, CH>(acc, buf, wrow, q);
     fence_proxy_async_smem(); /* generic writes -> visible to the TMA engine */
-    named_bar(1 + wg, 128);
+    role_sync(1 + wg, 128);
     if (t == 0) {
         int c0 = e.col0 + CH * kCols, c1 = e.row0 + wg * 64;
         if (e.mode == EPI_TMA_ADD)
@@ -482,9 +402,9 @@ __device__ __forceinline__ void direct_chunk(const float (&acc)[128], const Gemm
     constexpr int kEs = (int)sizeof(T);
     constexpr int kCols = 128 / kEs;
     char *buf = bufs + (CH & 1) * kEpiChunkBytes;
-    named_bar(1 + wg, 128); /* chunk CH-2 was read out of this buffer */
+    role_sync(1 + wg, 128); /* chunk CH-2 was read out of this buffer */
     write_chunk<OT, CH>(acc, buf, wrow, q);
-    named_bar(1 + wg, 128);
+    role_sync(1 + wg, 128);
     const int warp = t >> 5, lane = t & 31;
     const int byte = lane * 4;
     const int lc = CH * kCols + byte / kEs; /* column inside the tile */
@@ -557,7 +477,7 @@ __device__ __forceinline__ void epilogue(float (&acc)[128], const GemmParams &p,
     if constexpr (Hooks::kSignal) {
         if (e.mode != EPI_DIRECT && t == 0)
             bulk_wait_all();
-        named_bar(3, 256); /* both consumer warpgroups' stores are done */
+        role_sync(3, 256); /* both consumer warpgroups' stores are done */
         if (wg == 0 && t == 0)
             h.after_store(p, tc);
     }
@@ -766,7 +686,7 @@ __device__ __forceinline__ void run_cta(const GemmParams &p, const Hooks &h, int
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], 8 * kCM); /* one arrive per consumer warp of the cluster */
         }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_init_fence();
     }
     if constexpr (kCM == 1)
         __syncthreads();
@@ -777,6 +697,8 @@ __device__ __forceinline__ void run_cta(const GemmParams &p, const Hooks &h, int
         setmaxnreg_dec<40>();
         if (t == 0)
             producer<kCM>(p, h, rank / kCM, nctas / kCM, ring, full, empty, kTransB, crank);
+        else if constexpr (HooksHaveSideWork<Hooks>::value)
+            h.side_work(p, rank, t);
     } else {
         setmaxnreg_inc<232>();
         consumer<kF16, kTransB, kCM>(p, h, rank / kCM, nctas / kCM, ring, full, empty, epi,

@@ -9,11 +9,7 @@
 
 #include <stdint.h>
 
-#ifdef __CUDACC__
-#define MKI_HD static __host__ __device__ __forceinline__
-#else
-#define MKI_HD static inline
-#endif
+#include "rt/hd.h"
 
 /* Tile shape of the engine (fixed: the kernel is tuned for it). */
 #define MKI_GEMM_BM 128

@@ -1,46 +1,60 @@
 /*
- * ag_gemm.h - what src/ops/ag_gemm.c (host) and kernels/ag_gemm.cu (device)
- * agree on for mkAllGatherGemm.  C99 and CUDA C++; no CUDA headers.
+ * ag_gemm.h - what src/ops/ag_gemm.c (host) and kernels/ops/ag_gemm.cu
+ * (device) agree on for mkAllGatherGemm.  C99 and CUDA C++; no CUDA
+ * headers.
  *
- * Each rank owns an arena (cudaMalloc, mapped by every local peer through
- * CUDA IPC):
+ * Each rank keeps, in its symmetric heap, a control block (below) and a
+ * bank: the gathered A, M x K.  Rank s copies chunk c of its A_s (rows
+ * [c * chunk_rows, ...)) into the bank of every rank of the node with the
+ * copy engine (side streams the host enqueues beside the GEMM), then
+ * copies its `cur` word into the chunk's signal there.  The GEMM waits on
+ * the signal of each chunk before loading its rows.
  *
- *   0                   sig[MKI_MAXLOCAL][MKI_AGG_MAXCHUNKS]  (uint64)
- *   MKI_AGG_SIG_BYTES   bank 0: the gathered A, M x K
- *   + bank_bytes        bank 1: the same, for the next call
+ * Epochs live on the device, so that a CUDA graph replays correctly:
  *
- * Call number k (1, 2, ... on every rank alike) uses bank k % 2.  Rank s
- * copies chunk c of A_s (rows [c * chunk_rows, ...)) into bank k % 2 of
- * every local rank (the peers' with the copy engine beside its GEMM; in its
- * own only the rows of partial tiles, before its GEMM starts, as the GEMM
- * reads its whole own tiles from the caller's A, unless gatheredA is
- * wanted), then writes k into sig[s][c] there.  Signals only grow;
- * nothing is reset.  Bank k % 2 of a rank is free again at call k + 2
- * because a rank pushes call k + 2 only after its own GEMM k + 1
- * finished, which waited for every peer's last chunk of call k + 1, which
- * each peer pushed only after its GEMM k.
+ *   call e = calls + 1        every CTA reads `calls` at its start; the
+ *                             last CTA out writes calls = e
+ *   cur = e                   written first thing by CTA 0's gate; the
+ *                             side streams copy it into peers' signals,
+ *                             which only grow: chunk c of rank s is there
+ *                             in call e when sig[s][c] >= e
+ *   gate                      the bank is single: rank s may write call
+ *                             e's rows into rank q's bank only once q
+ *                             finished reading it for call e - 1
+ *                             (q.released >= e - 1).  CTA 0's gate waits
+ *                             for that (deadline, abort word), then sets
+ *                             go[q][x] = 1 for each of its side streams
+ *                             to q, which wait for it (a stream memory
+ *                             operation) and reset it to 0 before copying
+ *   released = e              the last CTA out, or, when the gathered A is
+ *                             copied out after the GEMM, a small kernel
+ *                             after that copy
+ *
+ * The side streams never wait for a peer, only for this rank's kernel
+ * (whose every wait has a deadline), so nothing on them can hang.
  */
-#ifndef MKI_AG_GEMM_H
-#define MKI_AG_GEMM_H
+#ifndef MKI_OPS_AG_GEMM_H
+#define MKI_OPS_AG_GEMM_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rt/launch.h"
 #include "rt/rt.h"
 
 #define MKI_AGG_MAXCHUNKS 512   /* chunks of one rank's A, at most */
-#define MKI_AGG_SIG_BYTES (8ull * MKI_MAXLOCAL * MKI_AGG_MAXCHUNKS)
-#define MKI_AGG_OP 16           /* op id in error records */
+#define MKI_AGG_SPLIT_MAX 4     /* copy-engine streams per peer, at most */
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-
-/* Offset of bank b (0 or 1) in an arena whose banks hold bank_bytes. */
-static inline uint64_t mki_agg_bank_off(int b, uint64_t bank_bytes)
-{
-    return MKI_AGG_SIG_BYTES + (uint64_t)b * bank_bytes;
-}
+/* A rank's control block (in its heap, zeroed at creation). */
+struct mki_agg_ctl {
+    uint64_t calls;         /* fused calls completed here */
+    uint64_t cur;           /* the call in flight */
+    uint64_t released;      /* the last call whose bank reads are done */
+    uint32_t exits, pad;    /* CTAs done with the call in flight */
+    uint64_t spare[12];
+    uint64_t go[MKI_MAXLOCAL][MKI_AGG_SPLIT_MAX];    /* side stream (q, x) may go */
+    uint64_t sig[MKI_MAXLOCAL][MKI_AGG_MAXCHUNKS];   /* chunk c of local rank s */
+};
 
 /* Rows per chunk for a rank holding m_r rows: at least `want` (rounded up
  * to whole 128-row tiles), and few enough chunks to fit the signal array. */
@@ -53,10 +67,10 @@ static inline int64_t mki_agg_chunk_rows(int64_t m_r, int64_t want)
 }
 
 /* Each chunk costs its copy-engine stream ~6 us beyond its bytes (the
- * copy's launch and the signal's write, whose memory barrier waits for the
- * copy), so a chunk carries at least MKI_AGG_CE_CHUNK_MIN bytes, ~11 us at
- * the copy engine's rate: 2 H200, 2000x1032x1048, 8 chunks of 268 KB 70 us
- * per call, one chunk 33 us; 1024x8192x8192, 4 chunks 233 us, one 212
+ * copy's launch and the signal's copy, which waits for it), so a chunk
+ * carries at least MKI_AGG_CE_CHUNK_MIN bytes, ~11 us at the copy
+ * engine's rate: 2 H200, 2000x1032x1048, 8 chunks of 268 KB 70 us per
+ * call, one chunk 33 us; 1024x8192x8192, 4 chunks 233 us, one 212
  * (bench/NOTES.md). */
 #define MKI_AGG_CE_CHUNK_MIN (4ll << 20)
 
@@ -67,13 +81,13 @@ static inline int64_t mki_agg_chunk_floor(int64_t row_bytes)
     return (MKI_AGG_CE_CHUNK_MIN + row_bytes - 1) / row_bytes;
 }
 
-/* Rows of A in one GEMM tile (MKI_GEMM_BM; kernels/ag_gemm.cu checks). */
+/* Rows of A in one GEMM tile (MKI_GEMM_BM; kernels/ops/ag_gemm.cu checks). */
 #define MKI_AGG_TILE_ROWS 128
 
 /* This rank's rows are [lo, hi) of the gathered A.  The whole tiles among
  * them, rows [*d0, *d1), are read by the GEMM straight from the caller's A;
  * only the rows of the partial tiles at both ends, [lo, *d0) and [*d1, hi),
- * are copied into the arena.  No whole tile: *d0 = *d1 = hi (all copied). */
+ * are copied into the bank.  No whole tile: *d0 = *d1 = hi (all copied). */
 static inline void mki_agg_own_direct(int64_t lo, int64_t hi, int64_t *d0, int64_t *d1)
 {
     const int64_t t = MKI_AGG_TILE_ROWS;
@@ -91,35 +105,43 @@ static inline int64_t mki_agg_nchunks(int64_t m_r, int64_t chunk_rows)
     return n < 1 ? 1 : n;
 }
 
-/* One launch of the fused GEMM (src/ops/ag_gemm.c fills it). */
+/* One fused call (src/ops/ag_gemm.c fills it). */
 struct mki_agg_launch {
-    const void *a;          /* the gathered A in my arena's bank: M x K */
+    const void *a;          /* the gathered A: my bank, M x K */
     const void *b;
     void *c;
     int64_t m, n, k;
     int dtype;              /* MKI_BF16 or MKI_F16 */
     int trans_b;
-    int ctas;               /* compute CTAs (0: all SMs) */
+    int ctas;               /* compute CTAs */
     int nsrc;               /* local ranks = sources of rows */
+    int split;              /* side streams to each peer this call */
+    int release;            /* 1: the kernel releases the bank at its end */
     int64_t row_off[MKI_MAXLOCAL + 1]; /* gathered rows of source s start here */
     int64_t chunk_rows[MKI_MAXLOCAL];
     const void *own;        /* the caller's A, when the GEMM reads the */
     int64_t own_d0, own_d1; /* whole tiles of rows [own_d0, own_d1) from it
-                             * (own_d0 == own_d1: every row from the arena) */
-    uint64_t *sig;          /* my arena's signal array (device) */
-    uint64_t target;        /* call number k */
-    uint64_t *prof;         /* MKT_AGG_PROF: 4 words per CTA, or NULL */
-    struct mki_coll_params cp; /* ws[], me, nranks, err, timeout, epoch, op */
+                             * (own_d0 == own_d1: every row from the bank) */
+    struct mki_agg_ctl *ctl;                        /* mine */
+    const struct mki_agg_ctl *peer_ctl[MKI_MAXLOCAL]; /* local rank l's, here */
+    struct mki_rt_dev rt;
 };
 
-/* Enqueue the fused GEMM on stream s; 0 or an error with msg set. */
-int mki_agg_launch(const struct mki_agg_launch *l, void *stream, char *msg,
-                   size_t len);
-/* Load its kernels now (lazy loading can deadlock beside a spinning
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Describe the fused kernel of a call (or, with no tiles, the kernel that
+ * only takes part in the protocol); 0 or an error code of gemm.h with
+ * msg set. */
+int mki_agg_describe(const struct mki_agg_launch *l, struct mki_launch_desc *d, char *msg,
+                     size_t len);
+/* The kernel that releases the bank after the gathered A was copied out:
+ * one CTA of 32 threads, argument: struct mki_agg_ctl *. */
+const void *mki_agg_release_kernel(void);
+/* Load the kernels now (lazy loading can deadlock beside a spinning
  * stream). */
 int mki_agg_preload(char *msg, size_t len);
-
 #ifdef __cplusplus
 }
 #endif
-#endif /* MKI_AG_GEMM_H */
+#endif /* MKI_OPS_AG_GEMM_H */

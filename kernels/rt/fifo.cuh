@@ -1,104 +1,87 @@
 /*
  * fifo.cuh - the device side of the proxy FIFO (layout in fifo.h).
  *
- * Callable from any fused kernel's INTER_SEND CTAs, one thread per
- * command.  The slots and the header live in host-pinned mapped memory;
- * the head is a counter in device memory (an atomic there is cheap; the
- * host never reads it).  Every wait has a deadline (%globaltimer).
+ * Callable from any kernel's inter-node sender, one thread per command.
+ * The slots and the header live in host-pinned mapped memory; the head is
+ * a counter in device memory (an atomic there is cheap; the host never
+ * reads it).  Both waits are the runtime's deadline wait (wait.cuh): they
+ * also stop when the proxy reports an error or the abort word rises.
  */
 #ifndef MKI_FIFO_CUH
 #define MKI_FIFO_CUH
 
 #include "fifo.h"
+#include "wait.cuh"
 
-enum { MKI_FIFO_OK = 0, MKI_FIFO_PROXY_FAILED = 1, MKI_FIFO_TIMEOUT = 2 };
+namespace mki {
 
-__device__ __forceinline__ unsigned long long mki_globaltimer(void)
+enum { MKI_FIFO_OK = 0, MKI_FIFO_PROXY_FAILED = 1, MKI_FIFO_TIMEOUT = 2, MKI_FIFO_ABORTED = 3 };
+
+__device__ __forceinline__ int fifo_status(int spin)
 {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
+    return spin == SPIN_OK ? MKI_FIFO_OK : spin == SPIN_PROXY ? MKI_FIFO_PROXY_FAILED
+         : spin == SPIN_ABORT ? MKI_FIFO_ABORTED : MKI_FIFO_TIMEOUT;
 }
 
-__device__ __forceinline__ unsigned long long mki_ld_acquire_sys(
-    const unsigned long long *p)
-{
-    unsigned long long v;
-    asm volatile("ld.acquire.sys.global.u64 %0, [%1];"
-                 : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
-
-__device__ __forceinline__ void mki_st_release_sys(unsigned long long *p,
-                                                   unsigned long long v)
-{
-    asm volatile("st.release.sys.global.u64 [%0], %1;"
-                 :: "l"(p), "l"(v) : "memory");
-}
-
-__device__ __forceinline__ void mki_st_relaxed_sys(unsigned long long *p,
-                                                   unsigned long long v)
-{
-    asm volatile("st.relaxed.sys.global.u64 [%0], %1;"
-                 :: "l"(p), "l"(v) : "memory");
-}
-
-/* Wait until the ring has room for ticket.  Every poll is a read over
- * PCIe, and thousands of producers polling slow the proxy down (measured
- * on H100: 132 x 128 producers on 256 slots fell to 0.1 M commands/s), so
- * a producer sleeps in proportion to how many commands are ahead of it
- * (about 32 ns each, what the proxy needs per command), capped at 64 us. */
-__device__ __forceinline__ int mki_fifo_wait_room(const mki_fifo_dev &f,
-                                                  unsigned long long ticket,
-                                                  unsigned long long deadline)
-{
-    for (;;) {
-        unsigned long long tail =
-            mki_ld_acquire_sys((const unsigned long long *)&f.hdr->tail);
-        if (ticket - tail < f.nslots) return MKI_FIFO_OK;
-        if (mki_ld_acquire_sys((const unsigned long long *)&f.hdr->error))
-            return MKI_FIFO_PROXY_FAILED;
-        if (mki_globaltimer() > deadline) return MKI_FIFO_TIMEOUT;
-        unsigned long long ahead = ticket - tail - f.nslots + 1;
+/* Every poll of a full ring is a read over PCIe, and thousands of
+ * producers polling slow the proxy down (measured on H100: 132 x 128
+ * producers on 256 slots fell to 0.1 M commands/s), so a producer sleeps
+ * in proportion to how many commands are ahead of it (about 32 ns each,
+ * what the proxy needs per command), capped at 64 us. */
+struct fifo_room_backoff {
+    __device__ __forceinline__ void operator()(uint64_t tail, uint64_t target)
+    {
+        const uint64_t ahead = target - tail;
         __nanosleep(ahead > 2048 ? 65536u : 32u * (unsigned)ahead);
     }
-}
+};
+
+/* Doubling pauses from 64 ns to 4 us (waiting for the proxy's progress). */
+struct fifo_done_backoff {
+    unsigned ns = 64;
+    __device__ __forceinline__ void operator()(uint64_t, uint64_t)
+    {
+        __nanosleep(ns);
+        ns = ns < 4096 ? ns * 2 : ns;
+    }
+};
 
 /* Enqueue one command; *ticket gets its position in the ring.  Returns
  * MKI_FIFO_OK, or why it gave up (a claimed ticket is then left empty:
- * the caller must raise the abort word, as for any timeout). */
-__device__ __forceinline__ int mki_fifo_push(const mki_fifo_dev &f,
-                                             const mki_fifo_cmd &c,
-                                             unsigned long long deadline,
-                                             unsigned long long *ticket)
+ * the caller must fail(), which raises the abort word, as for any
+ * timeout).  abort may be NULL (tests without a communicator). */
+__device__ __forceinline__ int fifo_push(const mki_fifo_dev &f, const mki_fifo_cmd &c,
+                                         const uint64_t *abort, uint64_t timeout_ns,
+                                         unsigned long long *ticket)
 {
-    unsigned long long t = atomicAdd(f.head, 1ull);
+    const unsigned long long t = atomicAdd(f.head, 1ull);
     *ticket = t;
-    int r = mki_fifo_wait_room(f, t, deadline);
-    if (r != MKI_FIFO_OK) return r;
+    if (t + 1 > f.nslots) { /* room once tail > t - nslots */
+        uint64_t seen, why;
+        const int r = spin_geq(reinterpret_cast<const uint64_t *>(&f.hdr->tail), t + 1 - f.nslots,
+                               abort, reinterpret_cast<const uint64_t *>(&f.hdr->error),
+                               timeout_ns, &seen, &why, fifo_room_backoff());
+        if (r != SPIN_OK) return fifo_status(r);
+    }
     uint64_t w[MKI_FIFO_SLOT_WORDS];
     mki_fifo_payload(&c, w);
-    unsigned long long *s = (unsigned long long *)f.slots[t % f.nslots].w;
-    for (int i = 1; i < MKI_FIFO_SLOT_WORDS; i++) mki_st_relaxed_sys(s + i, w[i]);
-    mki_st_release_sys(s, mki_fifo_word0(&c));
+    uint64_t *s = reinterpret_cast<uint64_t *>(f.slots[t % f.nslots].w);
+    for (int i = 1; i < MKI_FIFO_SLOT_WORDS; i++) st_relaxed_sys(s + i, w[i]);
+    st_release_sys(s, mki_fifo_word0(&c));
     return MKI_FIFO_OK;
 }
 
 /* Wait until the proxy completed `count` commands (e.g. all this kernel
- * pushed) or failed or the deadline passed. */
-__device__ __forceinline__ int mki_fifo_wait_done(const mki_fifo_dev &f,
-                                                  unsigned long long count,
-                                                  unsigned long long deadline)
+ * pushed), or it failed, the abort word rose, or the deadline passed. */
+__device__ __forceinline__ int fifo_wait_done(const mki_fifo_dev &f, unsigned long long count,
+                                              const uint64_t *abort, uint64_t timeout_ns)
 {
-    unsigned ns = 64;
-    while (mki_ld_acquire_sys((const unsigned long long *)&f.hdr->done) < count) {
-        if (mki_ld_acquire_sys((const unsigned long long *)&f.hdr->error))
-            return MKI_FIFO_PROXY_FAILED;
-        if (mki_globaltimer() > deadline) return MKI_FIFO_TIMEOUT;
-        __nanosleep(ns);
-        ns = ns < 4096 ? ns * 2 : ns;
-    }
-    return MKI_FIFO_OK;
+    uint64_t seen, why;
+    return fifo_status(spin_geq(reinterpret_cast<const uint64_t *>(&f.hdr->done), count, abort,
+                                reinterpret_cast<const uint64_t *>(&f.hdr->error), timeout_ns,
+                                &seen, &why, fifo_done_backoff()));
 }
+
+} /* namespace mki */
 
 #endif /* MKI_FIFO_CUH */

@@ -3,49 +3,46 @@
  * n WRITE_SIGNAL commands (command j: offsets j * 64, 64 bytes, ADD 1 to
  * counter 0 of the peer), then thread 0 waits until the proxy reports
  * them done.  Compiled in every build so fifo.cuh stays valid for sm_90a;
- * tests/net/test_gpu_fifo runs it against a host proxy.
+ * tests/net/test_gpu_fifo runs it against a host proxy (no communicator,
+ * so no abort word: each wait ends by the proxy's error or its deadline).
  */
 #include <cuda_runtime_api.h>
-#include "fifo.cuh"
 
-__global__ void mki_fifo_probe_kernel(mki_fifo_dev f, unsigned int n,
-                                      unsigned int peer,
-                                      unsigned long long timeout_ns,
-                                      int *status)
+#include "rt/fifo.cuh"
+
+using namespace mki;
+
+__global__ void mki_fifo_probe_kernel(mki_fifo_dev f, unsigned int n, unsigned int peer,
+                                      unsigned long long timeout_ns, int *status)
 {
-    unsigned long long deadline = mki_globaltimer() + timeout_ns;
-    unsigned int stride = gridDim.x * blockDim.x;
-    for (unsigned int j = blockIdx.x * blockDim.x + threadIdx.x; j < n;
-         j += stride) {
-        mki_fifo_cmd c = {MKI_CMD_WRITE_SIGNAL, peer, 2 /* ADD */, 0,
-                          (uint64_t)j * 64, (uint64_t)j * 64, 64, 0, 1};
+    const unsigned int stride = gridDim.x * blockDim.x;
+    for (unsigned int j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += stride) {
+        mki_fifo_cmd c = {MKI_CMD_WRITE_SIGNAL, peer, MKI_SIG_ADD, 0, (uint64_t)j * 64,
+                          (uint64_t)j * 64, 64, 0, 1};
         unsigned long long t;
-        int r = mki_fifo_push(f, c, deadline, &t);
+        const int r = fifo_push(f, c, nullptr, timeout_ns, &t);
         if (r != MKI_FIFO_OK) {
             atomicMax(status, r);
             return;
         }
     }
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-        int r = mki_fifo_wait_done(f, n, deadline);
+        const int r = fifo_wait_done(f, n, nullptr, timeout_ns);
         if (r != MKI_FIFO_OK) atomicMax(status, r);
     }
 }
 
-/* For mki_kernels_preload (probe.cu): the kernel's host handle. */
+/* For the kernel preload of the runtime (rt/probe.cu). */
 extern "C" const void *mki_fifo_probe_kernel_handle(void)
 {
     return (const void *)mki_fifo_probe_kernel;
 }
 
 /* Launch the probe (tests); returns the launch's cudaError_t. */
-extern "C" int mki_fifo_probe_launch(const mki_fifo_dev *f, unsigned int n,
-                                     unsigned int peer,
-                                     unsigned long long timeout_ns,
-                                     int *status, unsigned int blocks,
-                                     unsigned int threads, cudaStream_t s)
+extern "C" int mki_fifo_probe_launch(const mki_fifo_dev *f, unsigned int n, unsigned int peer,
+                                     unsigned long long timeout_ns, int *status,
+                                     unsigned int blocks, unsigned int threads, cudaStream_t s)
 {
-    mki_fifo_probe_kernel<<<blocks, threads, 0, s>>>(*f, n, peer, timeout_ns,
-                                                     status);
+    mki_fifo_probe_kernel<<<blocks, threads, 0, s>>>(*f, n, peer, timeout_ns, status);
     return (int)cudaGetLastError();
 }

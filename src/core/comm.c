@@ -2,7 +2,8 @@
  * comm.c - communicator lifecycle, queries and the async error state.
  *
  * Creation, whatever the bootstrap:
- *   1. resolve the config (user struct of any version + MK_* variables);
+ *   1. read the MK_* parameters once and resolve the config (user struct
+ *      of any version + those parameters); the communicator keeps both;
  *   2. bring up a bootstrap (pmix for the job, tcp for a unique id or a
  *      split, "self" for a size-1 communicator);
  *   3. agree on a job cookie (rank 0 draws it, bcast);
@@ -10,7 +11,10 @@
  *      host hash, then MK_NODE_SIZE consecutive local ranks per virtual
  *      node: topology/nodes.c);
  *   5. pick the CUDA device (config, else local rank % device count; none
- *      in a process without GPUs).
+ *      in a process without GPUs);
+ *   6. topology, plan, device runtime (symmetric heap), inter-node path,
+ *      then every op of the op table (its state, its kernels loaded now):
+ *      the core names no op.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,8 +25,11 @@
 
 #include "config.h"
 #include "mki.h"
-#include "topology/topo.h"
+#include "mem/mem.h"
 #include "net/net.h"
+#include "ops/op.h"
+#include "plan/plan.h"
+#include "topology/topo.h"
 
 MK_API mkResult_t mkGetVersion(int *version)
 {
@@ -110,29 +117,28 @@ static mkResult_t comm_boot(struct mkComm *comm, mkResult_t res)
 
 /* ---- creation ----------------------------------------------------- */
 
-int mki_kernels_preload(const char **failed);
+int mki_rt_preload(char *msg, size_t len); /* kernels/rt/probe.cu */
 
-/* Load every kernel now, on the communicator's device (REFERENCE: lazy
- * loading can deadlock a launch beside a spinning stream). */
+/* Load every kernel now, on the communicator's device (REFERENCE.md: lazy
+ * loading can deadlock a launch beside a spinning stream): the runtime's
+ * own, then every op's. */
 static mkResult_t preload_kernels(struct mkComm *comm)
 {
+    if (comm->cuda_dev < 0) return mkSuccess;
     int prev;
-    const char *why = "";
+    char msg[256];
     cudaError_t err = cudaGetDevice(&prev);
     if (err == cudaSuccess) err = cudaSetDevice(comm->cuda_dev);
     if (err != cudaSuccess)
         return mki_error(comm, mkErrCuda, "cannot use CUDA device %d: %s",
                          comm->cuda_dev, cudaGetErrorString(err));
-    int rc = mki_kernels_preload(&why);
-    err = cudaSetDevice(prev);
-    if (rc != 0)
-        return mki_error(comm, mkErrCuda, "cannot load mkernel's kernels on "
-                         "device %d: %s (the library is built for sm_90a: "
-                         "Hopper GPUs only)", comm->cuda_dev, why);
-    if (err != cudaSuccess)
-        return mki_error(comm, mkErrCuda, "cudaSetDevice(%d): %s", prev,
-                         cudaGetErrorString(err));
-    return mkSuccess;
+    mkResult_t res = mkSuccess;
+    if (mki_rt_preload(msg, sizeof(msg)) != 0)
+        res = mki_error(comm, mkErrCuda, "cannot load mkernel's kernels on device %d: %s (the "
+                        "library is built for sm_90a: Hopper GPUs only)", comm->cuda_dev, msg);
+    if (res == mkSuccess) res = mki_ops_preload(comm);
+    (void)cudaSetDevice(prev);
+    return res;
 }
 
 static mkResult_t pick_device(struct mkComm *comm)
@@ -168,13 +174,41 @@ static mkResult_t pick_device(struct mkComm *comm)
     return preload_kernels(comm);
 }
 
+/* The device runtime with a heap sized by the plan (the largest node) and
+ * a host segment for what the ops send across nodes. */
+static mkResult_t devrt_create(struct mkComm *comm)
+{
+    const size_t heap = mki_heap_default_bytes(comm->cfg.workspaceSize,
+                                               mki_plan_context(comm)->local_size);
+    return mki_devrt_create(comm, heap, comm->nnodes > 1 ? mki_ops_host_bytes(comm) : 0);
+}
+
+/* Every op's state, on the communicator's device. */
+static mkResult_t ops_create(struct mkComm *comm)
+{
+    int prev = -1;
+    if (comm->cuda_dev >= 0 && (cudaGetDevice(&prev) != cudaSuccess ||
+                                cudaSetDevice(comm->cuda_dev) != cudaSuccess))
+        return mki_error(comm, mkErrCuda, "cannot use CUDA device %d", comm->cuda_dev);
+    mkResult_t res = mki_ops_create(comm);
+    if (prev >= 0) (void)cudaSetDevice(prev);
+    return res;
+}
+
 static void comm_free(struct mkComm *comm)
 {
     if (!comm) return;
     /* Undo the later stages in reverse order (network, device runtime,
      * topology + plan) before the bootstrap goes. */
     mki_net_destroy(comm); /* drains, then a barrier: bootstrap still up */
-    mki_ag_gemm_free(comm); /* before the device runtime: it uses its device */
+    if (comm->dev) {       /* the ops' streams and buffers, on their device */
+        int prev = -1;
+        if (cudaGetDevice(&prev) == cudaSuccess) (void)cudaSetDevice(comm->dev->dev);
+        mki_ops_destroy(comm);
+        if (prev >= 0) (void)cudaSetDevice(prev);
+    } else {
+        mki_ops_destroy(comm);
+    }
     mki_devrt_destroy(comm);
     mki_plan_free(comm);
     mki_topo_free(comm);
@@ -185,7 +219,7 @@ static void comm_free(struct mkComm *comm)
     free(comm);
 }
 
-mkResult_t mki_comm_create(const struct mki_config *cfg,
+mkResult_t mki_comm_create(const struct mki_config *cfg, const struct mki_params *params,
                            const struct mki_bootstrap_ops *boot, void *ctx,
                            int rank, int nranks, uint64_t cookie,
                            mkComm_t *out)
@@ -199,6 +233,7 @@ mkResult_t mki_comm_create(const struct mki_config *cfg,
     pthread_mutex_init(&comm->lock, NULL);
     comm->magic = MKI_COMM_MAGIC;
     comm->cfg = *cfg;
+    comm->params = *params;
     comm->boot = boot;
     comm->boot_ctx = ctx;
     comm->rank = rank;
@@ -218,13 +253,13 @@ mkResult_t mki_comm_create(const struct mki_config *cfg,
                    res, fail);
     MKI_CHECK_GOTO(mki_topo_group_nodes(comm), res, fail);
     MKI_CHECK_GOTO(pick_device(comm), res, fail);
-    /* Later stages of creation (each part adds its one call here, in this
-     * order; each must undo itself in comm_free):
-     *   topology + plan, device runtime (workspace, peers), network. */
+    /* Later stages of creation, in this order (each undoes itself in
+     * comm_free): topology + plan, device runtime (heap), network, ops. */
     MKI_CHECK_GOTO(mki_topo_setup(comm), res, fail);
     MKI_CHECK_GOTO(mki_plan_setup(comm), res, fail);
-    MKI_CHECK_GOTO(mki_devrt_create(comm), res, fail);
-    MKI_CHECK_GOTO(mki_net_create(comm), res, fail);
+    MKI_CHECK_GOTO(devrt_create(comm), res, fail);
+    MKI_CHECK_GOTO(mki_net_create(comm, mki_ops_host_bytes(comm)), res, fail);
+    MKI_CHECK_GOTO(ops_create(comm), res, fail);
     mki_log_set_rank(rank);
     MKI_INFO(MKI_SUB_INIT, "communicator ready: rank %d of %d over %s, node "
              "%d of %d, local rank %d of %d, CUDA device %d", rank, nranks,
@@ -245,27 +280,16 @@ static mkResult_t agree_cookie(const struct mki_bootstrap_ops *boot, void *ctx,
     return boot->bcast(ctx, cookie, sizeof(*cookie), 0);
 }
 
-/* The variable that shows a launcher started more than one process, or
- * NULL (Slurm, Open MPI, MPICH/Hydra, PMIx). */
-static const char *launcher_env(void)
-{
-    static const char *vars[] = {"SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE",
-                                 "PMI_SIZE", "PMIX_RANK"};
-    for (unsigned i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-        const char *v = getenv(vars[i]);
-        if (v && (i == 3 || atoi(v) > 1)) return vars[i];
-    }
-    return NULL;
-}
-
 MK_API mkResult_t mkCommInit(mkComm_t *comm, const mkConfig_t *config)
 {
     struct mki_config cfg;
+    struct mki_params pr;
     mki_log_init();
     mki_thread_error_clear();
     CHECK_OUT(comm, "mkCommInit");
-    MKI_CHECK(mki_config_resolve(config, &cfg));
-    const char *mode = mki_param_str(MKI_P_BOOTSTRAP);
+    MKI_CHECK(mki_params_read(&pr));
+    MKI_CHECK(mki_config_resolve(config, &pr, &cfg));
+    const char *mode = mki_params_str(&pr, MKI_P_BOOTSTRAP);
     if (strcmp(mode, "auto") && strcmp(mode, "pmix") && strcmp(mode, "none"))
         return mki_error(NULL, mkErrInvalidArgument, "MK_BOOTSTRAP=%s; use "
                          "auto, pmix or none", mode);
@@ -283,14 +307,14 @@ MK_API mkResult_t mkCommInit(mkComm_t *comm, const mkConfig_t *config)
                              "--mpi=pmix, mpirun or prterun, or set "
                              "MK_BOOTSTRAP=none for one rank",
                              mki_thread_error());
-        } else if (launcher_env()) {
+        } else if (mki_env_launcher()) {
             /* Started by a launcher we cannot talk to: size 1 is almost
              * surely not what the user wants, so say it loudly. */
             MKI_WARN(MKI_SUB_INIT, "%s, but the environment says a launcher "
                      "started this process (%s): running as a communicator "
                      "of size 1; use srun --mpi=pmix or a PMIx-enabled build, "
                      "or set MK_BOOTSTRAP=pmix to make this an error",
-                     mki_thread_error(), launcher_env());
+                     mki_thread_error(), mki_env_launcher());
             mki_thread_error_clear();
         } else {
             MKI_INFO(MKI_SUB_INIT, "no launcher found (%s): running as a "
@@ -303,7 +327,7 @@ MK_API mkResult_t mkCommInit(mkComm_t *comm, const mkConfig_t *config)
         boot->close(ctx);
         return res;
     }
-    return mki_comm_create(&cfg, boot, ctx, rank, nranks, cookie, comm);
+    return mki_comm_create(&cfg, &pr, boot, ctx, rank, nranks, cookie, comm);
 }
 
 MK_API mkResult_t mkGetUniqueId(mkUniqueId *uniqueId)
@@ -312,7 +336,7 @@ MK_API mkResult_t mkGetUniqueId(mkUniqueId *uniqueId)
     mki_thread_error_clear();
     CHECK_OUT(uniqueId, "mkGetUniqueId");
     int64_t timeout;
-    MKI_CHECK(mki_param_int(MKI_P_TIMEOUT_MS, &timeout));
+    MKI_CHECK(mki_param_int(MKI_P_TIMEOUT_MS, &timeout)); /* no communicator yet */
     struct mki_unique_id id;
     MKI_CHECK(mki_tcp_root_start(&id, (int)timeout));
     memset(uniqueId, 0, sizeof(*uniqueId));
@@ -325,6 +349,7 @@ MK_API mkResult_t mkCommInitRank(mkComm_t *comm, int nranks,
                                  const mkConfig_t *config)
 {
     struct mki_config cfg;
+    struct mki_params pr;
     struct mki_unique_id id;
     mki_log_init();
     mki_thread_error_clear();
@@ -340,10 +365,11 @@ MK_API mkResult_t mkCommInitRank(mkComm_t *comm, int nranks,
         return mki_error(NULL, mkErrInvalidArgument, "mkCommInitRank: the "
                          "unique id is not from mkGetUniqueId of this mkernel "
                          "version; broadcast all sizeof(mkUniqueId) bytes");
-    MKI_CHECK(mki_config_resolve(config, &cfg));
+    MKI_CHECK(mki_params_read(&pr));
+    MKI_CHECK(mki_config_resolve(config, &pr, &cfg));
     void *ctx;
     MKI_CHECK(mki_bootstrap_tcp_init(&id, rank, nranks, cfg.timeoutMs, &ctx));
-    return mki_comm_create(&cfg, &mki_bootstrap_tcp_ops, ctx, rank, nranks,
+    return mki_comm_create(&cfg, &pr, &mki_bootstrap_tcp_ops, ctx, rank, nranks,
                            id.cookie, comm);
 }
 
@@ -373,7 +399,7 @@ MK_API mkResult_t mkCommSplit(mkComm_t comm, int color, int key,
         return mki_comm_broken(comm, broken, "mkCommSplit");
     struct mki_config cfg = comm->cfg;
     if (config) {
-        mkResult_t r = mki_config_resolve(config, &cfg);
+        mkResult_t r = mki_config_resolve(config, &comm->params, &cfg);
         if (r != mkSuccess) return mki_error(comm, r, "%s", mki_thread_error());
     }
     /* A rank keeps its GPU in the new communicator unless told otherwise:
@@ -402,8 +428,8 @@ MK_API mkResult_t mkCommSplit(mkComm_t comm, int color, int key,
     }
     int member = color != MK_SPLIT_NOCOLOR;
     uint64_t cookie = comm->cookie ^ (0x9e3779b97f4a7c15ull *
-                                      (comm->epoch + 1 + (uint64_t)color));
-    comm->epoch++;
+                                      (comm->splits + 1 + (uint64_t)color));
+    comm->splits++;
     void *ctx = NULL;
     MKI_CHECK_GOTO(comm_boot(comm, mki_bootstrap_tcp_from_parent(
                                        comm->boot, comm->boot_ctx, comm->rank,
@@ -414,7 +440,7 @@ MK_API mkResult_t mkCommSplit(mkComm_t comm, int color, int key,
         *newcomm = NULL;
         goto free_tables;
     }
-    res = mki_comm_create(&cfg, &mki_bootstrap_tcp_ops, ctx, myrank, m, cookie,
+    res = mki_comm_create(&cfg, &comm->params, &mki_bootstrap_tcp_ops, ctx, myrank, m, cookie,
                           newcomm);
     if (res != mkSuccess) mki_error_quiet(comm, "%s", mki_thread_error());
 free_tables:

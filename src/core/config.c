@@ -28,23 +28,22 @@ static mkResult_t check_transports(const char *list, const char *what)
     return mki_transport_list(list, what, order, &n);
 }
 
-static mkResult_t resolve_split(const mkConfig_t *cfg, struct mki_config *r)
+static mkResult_t resolve_split(const mkConfig_t *cfg, const struct mki_params *pr,
+                                struct mki_config *r)
 {
     struct mki_split_ovr ovr[MKI_OP_COUNT];
-    const char *s = cfg->smSplit ? cfg->smSplit : mki_param_str(MKI_P_SM_SPLIT);
+    const char *s = cfg->smSplit ? cfg->smSplit : mki_params_str(pr, MKI_P_SM_SPLIT);
     MKI_CHECK(mki_split_parse(s, cfg->smSplit ? "config->smSplit"
                                               : "MK_SM_SPLIT", ovr));
     snprintf(r->smSplit, sizeof(r->smSplit), "%s", s);
     return mkSuccess;
 }
 
-static mkResult_t int_field(int user, enum mki_param_id id, int64_t min,
-                            const char *field, int *out)
+static mkResult_t int_field(int user, const struct mki_params *pr, enum mki_param_id id,
+                            int64_t min, const char *field, int *out)
 {
     if (user == MK_CONFIG_UNDEF_INT) {
-        int64_t v;
-        MKI_CHECK(mki_param_int(id, &v));
-        *out = (int)v;
+        *out = (int)mki_params_int(pr, id);
         return mkSuccess;
     }
     const struct mki_param_desc *d = mki_param_desc(id);
@@ -82,11 +81,17 @@ static mkResult_t copy_user_config(const mkConfig_t *config, mkConfig_t *cfg)
     return mkSuccess;
 }
 
-mkResult_t mki_config_resolve(const mkConfig_t *config, struct mki_config *out)
+mkResult_t mki_config_resolve(const mkConfig_t *config, const struct mki_params *pr,
+                              struct mki_config *out)
 {
     mkConfig_t cfg = MK_CONFIG_INITIALIZER;
     struct mki_config r;
+    struct mki_params now;
     memset(&r, 0, sizeof(r));
+    if (!pr) {
+        MKI_CHECK(mki_params_read(&now));
+        pr = &now;
+    }
     if (config) MKI_CHECK(copy_user_config(config, &cfg));
 
     if (cfg.cudaDev != MK_CONFIG_UNDEF_INT && cfg.cudaDev < 0)
@@ -94,22 +99,18 @@ mkResult_t mki_config_resolve(const mkConfig_t *config, struct mki_config *out)
                          "config->cudaDev = %d; give a device ordinal >= 0 "
                          "or leave it undefined", cfg.cudaDev);
     r.cudaDev = cfg.cudaDev == MK_CONFIG_UNDEF_INT ? -1 : cfg.cudaDev;
-    MKI_CHECK(int_field(cfg.timeoutMs, MKI_P_TIMEOUT_MS, 1, "timeoutMs",
-                        &r.timeoutMs));
-    MKI_CHECK(int_field(cfg.smBudget, MKI_P_SM_BUDGET, 0, "smBudget",
-                        &r.smBudget));
-    MKI_CHECK(int_field(cfg.nodeSize, MKI_P_NODE_SIZE, 0, "nodeSize",
-                        &r.nodeSize));
+    MKI_CHECK(int_field(cfg.timeoutMs, pr, MKI_P_TIMEOUT_MS, 1, "timeoutMs", &r.timeoutMs));
+    MKI_CHECK(int_field(cfg.smBudget, pr, MKI_P_SM_BUDGET, 0, "smBudget", &r.smBudget));
+    MKI_CHECK(int_field(cfg.nodeSize, pr, MKI_P_NODE_SIZE, 0, "nodeSize", &r.nodeSize));
     /* 0: sized by the node's rank count when the communicator is made
      * (mki_ws_bytes). */
     if (cfg.workspaceSize == MK_CONFIG_UNDEF_SIZE) {
-        int64_t v;
-        MKI_CHECK(mki_param_int(MKI_P_WORKSPACE_SIZE, &v));
+        int64_t v = mki_params_int(pr, MKI_P_WORKSPACE_SIZE);
         if (v != 0 && v < MKI_WS_MIN_BYTES)
             return mki_error(NULL, mkErrInvalidArgument,
                              "MK_WORKSPACE_SIZE=%s is below the 1 MiB "
                              "minimum; give at least 1M, or 0 for the "
-                             "automatic size", mki_param_str(MKI_P_WORKSPACE_SIZE));
+                             "automatic size", mki_params_str(pr, MKI_P_WORKSPACE_SIZE));
         r.workspaceSize = (size_t)v;
     } else if (cfg.workspaceSize != 0 && cfg.workspaceSize < MKI_WS_MIN_BYTES) {
         return mki_error(NULL, mkErrInvalidArgument,
@@ -119,12 +120,11 @@ mkResult_t mki_config_resolve(const mkConfig_t *config, struct mki_config *out)
     } else {
         r.workspaceSize = cfg.workspaceSize;
     }
-    const char *tr = cfg.transports ? cfg.transports
-                                    : mki_param_str(MKI_P_TRANSPORT);
+    const char *tr = cfg.transports ? cfg.transports : mki_params_str(pr, MKI_P_TRANSPORT);
     MKI_CHECK(check_transports(tr, cfg.transports ? "config->transports"
                                                   : "MK_TRANSPORT"));
     snprintf(r.transports, sizeof(r.transports), "%s", tr);
-    MKI_CHECK(resolve_split(&cfg, &r));
+    MKI_CHECK(resolve_split(&cfg, pr, &r));
     *out = r;
     return mkSuccess;
 }

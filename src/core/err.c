@@ -80,6 +80,15 @@ void mki_error_quiet(struct mkComm *comm, const char *fmt, ...)
     store(comm, msg);
 }
 
+mkResult_t mki_cuda_error(struct mkComm *comm, cudaError_t e, const char *what,
+                          const char *file, int line)
+{
+    (void)cudaGetLastError(); /* a non-sticky error must not leak into the next call */
+    MKI_TRACE(MKI_SUB_ALL, "-> %s:%d (%s)", file, line, cudaGetErrorName(e));
+    return mki_error(comm, e == cudaErrorMemoryAllocation ? mkErrNoMemory : mkErrCuda,
+                     "%s: %s", what, cudaGetErrorString(e));
+}
+
 MK_API const char *mkGetLastError(mkComm_t comm)
 {
     /* Copied under the lock into this thread's buffer: another thread may

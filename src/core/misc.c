@@ -2,6 +2,8 @@
  * misc.c - clocks, randomness and host identity.
  */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -58,4 +60,22 @@ uint64_t mki_host_hash(void)
         close(fd);
     }
     return h;
+}
+
+void mki_sb_printf(struct mki_strbuf *sb, const char *fmt, ...)
+{
+    va_list ap;
+    if (sb->oom) return;
+    for (;;) {
+        size_t room = sb->cap - sb->len;
+        va_start(ap, fmt);
+        int n = vsnprintf(sb->buf ? sb->buf + sb->len : NULL, room, fmt, ap);
+        va_end(ap);
+        if (n < 0) { sb->oom = 1; return; }
+        if ((size_t)n < room) { sb->len += (size_t)n; return; }
+        size_t cap = (sb->cap ? sb->cap * 2 : 1024) + (size_t)n;
+        char *b = realloc(sb->buf, cap);
+        if (!b) { sb->oom = 1; return; }
+        sb->buf = b, sb->cap = cap;
+    }
 }

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "param.h"
 #include "bootstrap/bootstrap.h"
+#include "check.h"
 
 #define MKI_ERRMSG_LEN 1024
 
@@ -35,26 +36,25 @@ void mki_error_quiet(struct mkComm *comm, const char *fmt, ...)
 const char *mki_thread_error(void);
 void mki_thread_error_clear(void);
 
-/* Propagate an error, adding one "-> file:line" frame at TRACE. */
-#define MKI_CHECK(call)                                                    \
-    do {                                                                   \
-        mkResult_t mki_res_ = (call);                                      \
-        if (mki_res_ != mkSuccess) {                                       \
-            MKI_TRACE(MKI_SUB_ALL, "-> %s:%d (%s)", __FILE__, __LINE__,    \
-                      mkGetErrorString(mki_res_));                         \
-            return mki_res_;                                               \
-        }                                                                  \
-    } while (0)
+/* ---- operations ----------------------------------------------------- */
 
-#define MKI_CHECK_GOTO(call, res, label)                                   \
-    do {                                                                   \
-        (res) = (call);                                                    \
-        if ((res) != mkSuccess) {                                          \
-            MKI_TRACE(MKI_SUB_ALL, "-> %s:%d (%s)", __FILE__, __LINE__,    \
-                      mkGetErrorString(res));                              \
-            goto label;                                                    \
-        }                                                                  \
-    } while (0)
+/* Every operation the library has or plans (ids in error records, plans,
+ * MK_SM_SPLIT and the op table of src/ops/). */
+enum mki_op {
+    MKI_OP_ALLGATHER,
+    MKI_OP_REDUCESCATTER,
+    MKI_OP_ALLREDUCE,
+    MKI_OP_ALLTOALL,
+    MKI_OP_AG_GEMM,
+    MKI_OP_GEMM_RS,
+    MKI_OP_GEMM_AR,
+    MKI_OP_COUNT
+};
+/* "allgather", "ag_gemm", ... (MK_SM_SPLIT, mkinfo --op); "?" when unknown */
+const char *mki_op_name(enum mki_op op);
+/* "mkAllGather", "mkAllGatherGemm", ...; "an operation" when unknown */
+const char *mki_op_api_name(int op);
+int mki_op_from_name(const char *name);          /* -1 when unknown */
 
 /* ---- configuration ------------------------------------------------ */
 
@@ -70,15 +70,16 @@ struct mki_config {
 };
 
 /* Copy the user's config (which may come from an older or newer header)
- * into *out, fill undefined fields from MK_* parameters and defaults, and
- * validate.  config may be NULL.  On error nothing in *out is meaningful
- * and the detail is in the thread error (comm is NULL at init time). */
-mkResult_t mki_config_resolve(const mkConfig_t *config,
+ * into *out, fill undefined fields from the MK_* parameters in params
+ * (NULL: read the environment now) and defaults, and validate.  config
+ * may be NULL.  On error nothing in *out is meaningful and the detail is
+ * in the thread error (comm is NULL at init time). */
+mkResult_t mki_config_resolve(const mkConfig_t *config, const struct mki_params *params,
                               struct mki_config *out);
 
 /* ---- communicator ------------------------------------------------- */
 
-#define MKI_WS_MIN_BYTES (1ll << 20)
+#define MKI_WS_MIN_BYTES (1ll << 20) /* least MK_WORKSPACE_SIZE */
 
 #define MKI_COMM_MAGIC 0x6d6b636fu /* "mkco" */
 
@@ -91,10 +92,11 @@ struct mki_host_info {
 };
 
 struct mki_topo;   /* topology/: discovery and node grouping */
-struct mki_plan;   /* src/plan.c: transports per peer, SM splits */
-struct mki_devrt;  /* src/mem.c: workspace, peers, signals, error records */
-struct mki_net;    /* src/proxy.c + transports/: inter-node path */
-struct mki_agg;    /* src/ops/ag_gemm.c: mkAllGatherGemm's arena */
+struct mki_plan;   /* src/plan/: transports per peer, what each call runs */
+struct mki_devrt;  /* src/mem/: symmetric heap, error record, watchdog */
+struct mki_net;    /* src/net/ + transports/: inter-node path */
+
+#define MKI_OPS_SLOTS 16   /* states of the op table (src/ops/op.h) */
 
 struct mkComm {
     uint32_t magic;
@@ -103,8 +105,9 @@ struct mkComm {
     int node, nnodes;
     int cuda_dev;                       /* -1: no GPU in this process */
     uint64_t cookie;                    /* job cookie of this communicator */
-    uint64_t epoch;                     /* incremented by every operation */
+    uint64_t splits;                    /* mkCommSplit calls (child cookies) */
     struct mki_config cfg;
+    struct mki_params params;           /* MK_* values read at creation */
     const struct mki_bootstrap_ops *boot;
     void *boot_ctx;
     struct mki_host_info *hosts;        /* nranks entries */
@@ -112,7 +115,7 @@ struct mkComm {
     struct mki_plan *plan;
     struct mki_devrt *dev;              /* NULL in a process without GPU */
     struct mki_net *net;
-    struct mki_agg *agg;                /* src/ops/ag_gemm.c: arena, side streams */
+    void *op_state[MKI_OPS_SLOTS];      /* each op's state (src/ops/optable.c) */
     pthread_mutex_t lock;               /* guards the fields below */
     mkResult_t async_error;
     int aborted;
@@ -133,36 +136,24 @@ mkResult_t mki_comm_broken(struct mkComm *comm, mkResult_t res,
  * taken from the communicator's last error: record it first. */
 void mki_comm_set_async_error(struct mkComm *comm, mkResult_t res);
 /* Build a communicator around an initialised bootstrap (takes ownership
- * of the bootstrap context, also on failure). */
-mkResult_t mki_comm_create(const struct mki_config *cfg,
+ * of the bootstrap context, also on failure); params: what the MK_*
+ * parameters were when the communicator was asked for. */
+mkResult_t mki_comm_create(const struct mki_config *cfg, const struct mki_params *params,
                            const struct mki_bootstrap_ops *boot, void *ctx,
                            int rank, int nranks, uint64_t cookie,
                            mkComm_t *out);
-/* src/mem.c: the device runtime of a communicator (workspace, peers,
- * error record, watchdog).  Create skips a process without GPU; destroy is
- * NULL-safe; abort raises every local peer's abort word without waiting
- * for peers (call it before destroy). */
-mkResult_t mki_devrt_create(struct mkComm *comm);
-void mki_devrt_destroy(struct mkComm *comm);
-void mki_devrt_abort(struct mkComm *comm);
-/* src/ops/ag_gemm.c: mkAllGatherGemm's arena and streams (NULL-safe). */
-void mki_ag_gemm_free(struct mkComm *comm);
 
 /* ---- misc --------------------------------------------------------- */
+/* A growing text buffer (oom set when an allocation failed). */
+struct mki_strbuf {
+    char *buf;
+    size_t len, cap;
+    int oom;
+};
+void mki_sb_printf(struct mki_strbuf *sb, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 uint64_t mki_now_ns(void);               /* CLOCK_MONOTONIC */
 mkResult_t mki_random_bytes(void *buf, size_t len);
 uint64_t mki_host_hash(void);            /* hostname + boot id */
-
-/* Workspace bytes of this rank: the configured size, or when that is 0,
- * 128 MiB per rank of the node plus 1 MiB (256 KiB slots for every
- * (peer, channel, slot) at MKI_MAXCH channels), at least 256 MiB.  The
- * same on every rank of a node. */
-static inline size_t mki_ws_bytes(const struct mkComm *comm)
-{
-    if (comm->cfg.workspaceSize) return comm->cfg.workspaceSize;
-    size_t n = comm->local_size > 0 ? (size_t)comm->local_size : 1;
-    size_t b = n * ((size_t)128 << 20) + ((size_t)1 << 20);
-    return b < ((size_t)256 << 20) ? ((size_t)256 << 20) : b;
-}
 
 #endif /* MKI_H */

@@ -1,8 +1,10 @@
 /*
- * param.c - the MK_* parameter table and its parsers.
+ * param.c - the MK_* parameter table and its parsers: the library's only
+ * reader of the environment.
  */
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,4 +85,33 @@ mkResult_t mki_param_int(enum mki_param_id id, int64_t *value)
                          (long long)d->min, (long long)d->max);
     *value = v;
     return mkSuccess;
+}
+
+_Static_assert(MKI_P_COUNT <= 64, "struct mki_params.set has 64 bits");
+
+mkResult_t mki_params_read(struct mki_params *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (int i = 0; i < MKI_P_COUNT; i++) {
+        const enum mki_param_id id = (enum mki_param_id)i;
+        const char *v = mki_param_str(id);
+        if (strlen(v) >= MKI_PARAM_STR_MAX)
+            return mki_error(NULL, mkErrInvalidArgument, "%s is longer than %d "
+                             "characters", params[i].name, MKI_PARAM_STR_MAX - 1);
+        snprintf(out->str[i], MKI_PARAM_STR_MAX, "%s", v);
+        if (mki_param_is_set(id)) out->set |= 1ull << i;
+        if (params[i].type != MKI_PT_STR) MKI_CHECK(mki_param_int(id, &out->num[i]));
+    }
+    return mkSuccess;
+}
+
+const char *mki_env_launcher(void)
+{
+    static const char *vars[] = {"SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE",
+                                 "PMI_SIZE", "PMIX_RANK"};
+    for (unsigned i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *v = getenv(vars[i]);
+        if (v && (i == 3 || atoi(v) > 1)) return vars[i];
+    }
+    return NULL;
 }

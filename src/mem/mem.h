@@ -1,7 +1,13 @@
 /*
- * mem.h - the device runtime of a communicator: symmetric workspace mapped
- * by every local peer, the host-mapped error record and its watchdog, the
- * abort word, registered user buffers.
+ * mem.h - the device runtime of a communicator (src/mem/): its symmetric
+ * heap (heap.h), the host-mapped error record and the watchdog that turns
+ * it into the communicator's async error, the abort word, and the user
+ * buffers registered with it.
+ *
+ *   devrt.c     create / destroy / abort, the kernels' view (mki_rt_fill)
+ *   heap.c      segments and blocks of the symmetric heap
+ *   watchdog.c  error records -> async error; the abort word
+ *   reg.c       mkMemAlloc, mkCommRegister and their release
  */
 #ifndef MKI_MEM_H
 #define MKI_MEM_H
@@ -13,6 +19,7 @@
 #include <cuda_runtime_api.h>
 
 #include "mkernel.h"
+#include "mem/heap.h"
 #include "rt/rt.h"
 
 struct mkComm;
@@ -30,7 +37,7 @@ struct mki_ipc_map {
 /* One buffer from mkMemAlloc or mkCommRegister (both collective): every
  * local peer's buffer of the same registration is mapped here, and every
  * peer told us where it maps ours, so a kernel can tell a peer where to
- * write into our buffer (zero copy, see collectives.cu). */
+ * write into our buffer (zero copy, kernels/ops/coll.cu). */
 struct mki_reg {
     struct mki_reg *next;
     void *ptr;
@@ -44,19 +51,14 @@ struct mki_reg {
 struct mki_devrt {
     int dev;
     int nlocal, me;                 /* ranks of my node; my index */
-    int ranks_on_dev;               /* local ranks sharing my GPU (MPS) */
     int sm_count;
-    int coll_budget;                /* CTAs a collective may use, equal on
-                                     * every rank of the node */
-    char *ws;                       /* my workspace */
-    size_t ws_bytes;
-    uint64_t slot_bytes;            /* 0: workspace too small for a mesh */
-    char *peer_ws[MKI_MAXLOCAL];    /* every local rank's workspace, here */
-    int opened[MKI_MAXLOCAL];       /* 1: mapped with cudaIpcOpenMemHandle */
     int comm_rank[MKI_MAXLOCAL];    /* communicator rank of local index */
+    struct mki_heap heap;
+    struct mki_heap_blk local_of;   /* int32 [nranks]: rt.h's local_of */
     struct mki_err_record *rec;     /* host-mapped: host view */
     struct mki_err_record *rec_dev; /* the same, device view */
-    cudaStream_t side;              /* private stream: abort words, polls */
+    cudaStream_t side;              /* private stream: abort words, polls,
+                                     * zeroing heap blocks */
     uint64_t *pinned;               /* [0]: abort value out, [1]: poll in */
     pthread_t watchdog;
     int watchdog_up;
@@ -68,35 +70,40 @@ struct mki_devrt {
     struct mki_ipc_map *maps;       /* peers' allocations mapped here */
 };
 
-/* Set up comm->dev (collective over comm->boot); a process without GPU
- * (comm->cuda_dev < 0) gets comm->dev == NULL and returns mkSuccess. */
-mkResult_t mki_devrt_create(struct mkComm *comm);
+/* ---- devrt.c ----------------------------------------------------------- */
+/* Set up comm->dev (collective over comm->boot) with a heap whose first
+ * segment has heap_bytes and, when host_bytes > 0, a host segment of that
+ * size; a process without GPU (comm->cuda_dev < 0) gets comm->dev == NULL
+ * and returns mkSuccess. */
+mkResult_t mki_devrt_create(struct mkComm *comm, size_t heap_bytes, size_t host_bytes);
 /* Undo mki_devrt_create (NULL-safe).  After mki_devrt_abort, device
  * memory is left alone: kernels may still be running on it. */
 void mki_devrt_destroy(struct mkComm *comm);
-/* Raise the abort word in every local peer's workspace and in mine,
- * waiting at most a short bounded time for the writes; never waits for
- * peers. */
-void mki_devrt_abort(struct mkComm *comm);
-
 /* mkErrUnsupported with a message when the communicator has no GPU. */
 mkResult_t mki_devrt_require(struct mkComm *comm, const char *func);
+/* Bytes of a communicator's first heap segment: MK_WORKSPACE_SIZE, or
+ * when that is 0, 128 MiB per rank of the largest node plus 1 MiB (the
+ * collectives' slots), at least 256 MiB.  The same on every rank. */
+size_t mki_heap_default_bytes(size_t configured, int largest_node);
 
+/* ---- watchdog.c --------------------------------------------------------- */
+mkResult_t mki_watchdog_start(struct mkComm *comm);
+void mki_watchdog_stop(struct mki_devrt *d);
+/* Raise the abort word in every local peer's heap and in mine, waiting
+ * at most a short bounded time for the writes; never waits for peers. */
+void mki_devrt_abort(struct mkComm *comm);
 /* Decode an error record into text naming op, ranks, channel, chunk,
- * expected and seen values; comm_rank maps local indices (may be NULL).
- * Returns mkErrTimeout, mkErrRemote or mkErrTransport (a failed proxy);
- * mkSuccess when !valid.  A record with global set names communicator
- * ranks already (kernels across nodes). */
-mkResult_t mki_err_record_format(const struct mki_err_record *r,
-                                 const int *comm_rank, int nlocal, char *buf,
-                                 size_t len);
-const char *mki_coll_op_name(int op);
+ * expected and seen values.  Returns mkErrTimeout, mkErrRemote or
+ * mkErrTransport (a failed proxy); mkSuccess when !valid. */
+mkResult_t mki_err_record_format(const struct mki_err_record *r, char *buf, size_t len);
 
-/* 1 when [ptr, ptr + bytes) lies in a buffer registered with comm;
- * then seen_by[l] (when not NULL) receives the address of ptr in local
- * rank l's address space (ptr itself for me and for a rank of my
- * process). */
-int mki_devrt_is_registered(struct mkComm *comm, const void *ptr,
-                            size_t bytes, uint64_t *seen_by);
+/* ---- reg.c ---------------------------------------------------------------- */
+/* 1 when [ptr, ptr + bytes) lies in a buffer registered with comm; then
+ * seen_by[l] (when not NULL) receives the address of ptr in local rank l's
+ * address space (ptr itself for me and for a rank of my process). */
+int mki_devrt_is_registered(struct mkComm *comm, const void *ptr, size_t bytes,
+                            uint64_t *seen_by);
+/* Drop every registration (communicator destroy). */
+void mki_reg_free_all(struct mki_devrt *d);
 
 #endif /* MKI_MEM_H */

@@ -12,11 +12,12 @@
  *      the proxy thread pinned near the GPU, a monitor thread that turns a
  *      proxy failure into the communicator's async error.
  *
- * Region 1 is the kernels' net buffer (page-locked, mapped; devrt.h):
- * the collectives exchange everything with remote ranks there, so the
+ * Region 0 is the symmetric heap's first segment (GPU memory), region 1
+ * its host segment (page-locked, mapped into the GPU; src/mem/heap.h):
+ * the kernels exchange everything with remote ranks in region 1, so the
  * proxy makes no CUDA call for them.  The CUDA hooks (copy_device,
- * raise_device_signal) serve region 0, the GPU workspace (tools such as
- * mkbench net --device-region); they run in the proxy thread on a private
+ * raise_device_signal) serve region 0 (tools such as mkbench net
+ * --device-region); they run in the proxy thread on a private
  * non-blocking stream, and can still wait behind the application's own
  * pageable copies (transport.h).  Tested on H200 hosts: the collectives
  * and mkAllGatherGemm across virtual nodes (tests/gpu/run.sh, ag_gemm.sh),
@@ -49,11 +50,11 @@ struct mki_net_dev {
     uint64_t *word;               /* pinned: the signal value in flight */
     uint64_t *head;               /* device: producers' ticket counter */
     int fifo_pinned;              /* the FIFO came from cudaHostAlloc */
-    /* Last value raised at each counter of the workspace's signal area
-     * (offsets below MKI_WS_DATA, zeroed at creation): the proxy is the
+    /* Last value raised at each counter of region 0's control block
+     * (offsets below MKI_CTL_BYTES, zeroed at creation): the proxy is the
      * sole writer of the counters it raises, so it never reads them. */
     char *base;
-    uint64_t shadow[MKI_WS_DATA / 8];
+    uint64_t shadow[MKI_CTL_BYTES / 8];
 };
 
 static __thread int hook_dev = -1;
@@ -135,7 +136,7 @@ static mkResult_t net_raise_device_signal(void *ctx, void *addr, uint32_t op,
         return mkSuccess;
     uintptr_t off = (uintptr_t)addr - (uintptr_t)d->base;
     uint64_t *sh = NULL;
-    if (d->base && (uintptr_t)addr >= (uintptr_t)d->base && off < MKI_WS_DATA)
+    if (d->base && (uintptr_t)addr >= (uintptr_t)d->base && off < MKI_CTL_BYTES)
         sh = &d->shadow[off / 8];
     uint64_t cur = 0;
     if (sh) {
@@ -223,69 +224,48 @@ static void dev_free(struct mki_net *n)
 
 /* ---- region 0 ---------------------------------------------------------- */
 
-static mkResult_t region_setup(struct mkComm *comm, struct mki_net *n)
+/* Plain host memory (no GPU): zero pages on demand. */
+static mkResult_t map_host(struct mkComm *comm, size_t bytes, char **out)
 {
-    struct mki_devrt *d = comm->dev;
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return mki_error(comm, mkErrNoMemory, "inter-node path: cannot map a host region of "
+                         "%zu bytes: %s", bytes, strerror(errno));
+    *out = p;
+    return mkSuccess;
+}
+
+static mkResult_t region_setup(struct mkComm *comm, struct mki_net *n, size_t host_bytes)
+{
+    const struct mki_devrt *d = comm->dev;
     if (d) {
-        n->region = d->ws;
-        n->region_bytes = d->ws_bytes;
+        const struct mki_heap *h = &d->heap;
+        n->region = h->seg[0].base;
+        n->region_bytes = h->seg[0].bytes;
         n->kind = MKI_MEM_DEVICE;
+        if (h->host_seg < 0)
+            return mki_error(comm, mkErrInternal, "inter-node path: the heap has no host "
+                             "segment");
+        n->host_region = h->seg[h->host_seg].base;
+        n->host_bytes = h->seg[h->host_seg].bytes;
         return mkSuccess;
     }
-    /* Zero pages on demand: a 256 MiB region costs only what is touched. */
-    const size_t rb = mki_ws_bytes(comm);
-    void *p = mmap(NULL, rb, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return mki_error(comm, mkErrNoMemory, "inter-node path: cannot map "
-                         "a host region of %zu bytes (MK_WORKSPACE_SIZE): %s",
-                         rb, strerror(errno));
-    n->region = p;
-    n->region_bytes = rb;
+    n->region_bytes = mki_heap_default_bytes(comm->cfg.workspaceSize, comm->local_size);
     n->kind = MKI_MEM_HOST;
+    MKI_CHECK(map_host(comm, n->region_bytes, &n->region));
+    n->host_bytes = host_bytes ? host_bytes : MKI_CTL_BYTES;
+    MKI_CHECK(map_host(comm, n->host_bytes, &n->host_region));
+    n->host_mapped = 1;
     return mkSuccess;
 }
 
-/* Region 1: the kernels' net buffer, host memory the proxy moves without
- * CUDA calls (devrt.h says why). */
-static mkResult_t nb_setup(struct mkComm *comm, struct mki_net *n)
+static void region_free(struct mki_net *n)
 {
-    n->nb_slot = mki_nb_stride(comm->nranks);
-    n->nb_bytes = mki_nb_bytes(comm->nranks, n->nb_slot);
-    if (n->dev) {
-        cudaError_t e = cudaSetDevice(comm->cuda_dev);
-        if (e == cudaSuccess)
-            e = cudaHostAlloc((void **)&n->nb, n->nb_bytes,
-                              cudaHostAllocMapped | cudaHostAllocPortable);
-        if (e == cudaSuccess) {
-            n->nb_pinned = 1;
-            memset(n->nb, 0, n->nb_bytes);
-            e = cudaHostGetDevicePointer((void **)&n->nb_dev, n->nb, 0);
-        }
-        if (e != cudaSuccess)
-            return mki_error(comm, e == cudaErrorMemoryAllocation
-                             ? mkErrNoMemory : mkErrCuda, "inter-node path: "
-                             "cannot allocate the %zu-byte page-locked net "
-                             "buffer: %s", n->nb_bytes, cudaGetErrorString(e));
-        return mkSuccess;
-    }
-    void *p = mmap(NULL, n->nb_bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return mki_error(comm, mkErrNoMemory, "inter-node path: cannot map "
-                         "the %zu-byte net buffer: %s", n->nb_bytes,
-                         strerror(errno));
-    n->nb = p;
-    return mkSuccess;
-}
-
-static void nb_free(struct mki_net *n)
-{
-    /* After mkCommAbort a kernel may still read it: leave it mapped. */
-    if (!n->nb || n->aborted) return;
-    if (n->nb_pinned) (void)cudaFreeHost(n->nb);
-    else (void)munmap(n->nb, n->nb_bytes);
-    n->nb = n->nb_dev = NULL;
+    /* After mkCommAbort a kernel may still read them: leave them mapped. */
+    if (n->aborted) return;
+    if (n->region && n->kind == MKI_MEM_HOST) (void)munmap(n->region, n->region_bytes);
+    if (n->host_region && n->host_mapped) (void)munmap(n->host_region, n->host_bytes);
+    n->region = n->host_region = NULL;
 }
 
 /* ---- transport choice --------------------------------------------------- */
@@ -376,11 +356,12 @@ static mkResult_t wire(struct mkComm *comm, struct mki_net *n)
                          "%s", n->tops->name, n->region_bytes,
                          n->kind == MKI_MEM_DEVICE ? "GPU" : "host",
                          mki_thread_error());
-    if (n->tops->reg_mem(n->tctx, n->nb, n->nb_bytes, MKI_MEM_HOST,
-                         &n->nb_id) != mkSuccess || n->nb_id != 1)
+    int id = -1;
+    if (n->tops->reg_mem(n->tctx, n->host_region, n->host_bytes, MKI_MEM_HOST,
+                         &id) != mkSuccess || id != 1)
         return mki_error(comm, mkErrTransport, "inter-node path: the %s "
-                         "transport cannot register the %zu-byte net buffer "
-                         "as region 1: %s", n->tops->name, n->nb_bytes,
+                         "transport cannot register the %zu-byte host segment "
+                         "as region 1: %s", n->tops->name, n->host_bytes,
                          mki_thread_error());
     if (n->tops->connect(n->tctx) != mkSuccess)
         return mki_error(comm, mkErrTransport, "inter-node path: %s connect: "
@@ -468,15 +449,14 @@ static void say_ready(struct mkComm *comm, const struct mki_net *n)
              cpus);
 }
 
-static mkResult_t build(struct mkComm *comm, struct mki_net *n)
+static mkResult_t build(struct mkComm *comm, struct mki_net *n, size_t host_bytes)
 {
     n->nslots = MKI_NET_FIFO_SLOTS;
     MKI_CHECK(find_peers(comm, n));
     if (comm->dev) MKI_CHECK(dev_setup(comm, n));
     MKI_CHECK(open_transport(comm, n));
-    MKI_CHECK(region_setup(comm, n));
+    MKI_CHECK(region_setup(comm, n, host_bytes));
     if (n->dev && n->kind == MKI_MEM_DEVICE) n->dev->base = n->region;
-    MKI_CHECK(nb_setup(comm, n));
     MKI_CHECK(wire(comm, n));
     if (!n->fifo && mki_fifo_alloc(n->nslots, &n->fifo) != mkSuccess)
         return mki_error(comm, mkErrNoMemory, "%s", mki_thread_error());
@@ -487,7 +467,7 @@ static mkResult_t build(struct mkComm *comm, struct mki_net *n)
     return mkSuccess;
 }
 
-mkResult_t mki_net_create(struct mkComm *comm)
+mkResult_t mki_net_create(struct mkComm *comm, size_t host_bytes)
 {
     if (comm->nnodes <= 1) {
         MKI_INFO(MKI_SUB_NET, "one node: no inter-node path");
@@ -496,7 +476,7 @@ mkResult_t mki_net_create(struct mkComm *comm)
     struct mki_net *n = calloc(1, sizeof(*n));
     if (!n) return mki_error(comm, mkErrNoMemory, "out of host memory");
     comm->net = n;
-    mkResult_t res = build(comm, n);
+    mkResult_t res = build(comm, n, host_bytes);
     if (res != mkSuccess) {
         mki_net_destroy(comm); /* not ready: no barrier, peers see EOF */
         return res;
@@ -540,9 +520,7 @@ void mki_net_destroy(struct mkComm *comm)
     stop_monitor(n);
     drain_and_meet(comm, n);
     if (n->tctx) n->tops->close(n->tctx);
-    if (n->region && n->kind == MKI_MEM_HOST)
-        (void)munmap(n->region, n->region_bytes);
-    nb_free(n);
+    region_free(n);
     dev_free(n);
     if (n->fifo) mki_fifo_free(n->fifo);
     free(n->peers);

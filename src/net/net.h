@@ -25,6 +25,7 @@
 #include "mki.h"
 #include "net/proxy.h"
 #include "rt/fifo.h"
+#include "rt/rt.h"
 #include "transports/transport.h"
 
 #define MKI_NET_FIFO_SLOTS 4096  /* bench/NOTES.md: 4096 beats 256 for GPUs */
@@ -36,20 +37,18 @@ struct mki_net {
     void *tctx;
     int *peers;                   /* ranks on other nodes, ascending */
     int npeers;
-    /* Region 0 on every rank: the device workspace, or (no GPU) a host
-     * region of cfg.workspaceSize bytes, so the path runs on CPUs. */
+    /* Region 0 on every rank: the first segment of the symmetric heap, or
+     * (no GPU) a host region of its size, so the path runs on CPUs. */
     char *region;
     size_t region_bytes;
     enum mki_mem_kind kind;
     int region_id;
-    /* Region 1 on every rank: the net buffer of the kernels (devrt.h),
-     * page-locked and mapped with a GPU (nb_dev: the device view), plain
-     * host memory without; nb_slot: its slot stride. */
-    char *nb, *nb_dev;
-    size_t nb_bytes;
-    uint64_t nb_slot;
-    int nb_id;
-    int nb_pinned;
+    /* Region 1 on every rank: the heap's host segment (what the kernels
+     * send across nodes; page-locked and mapped into the GPU), or (no GPU)
+     * plain host memory of its size. */
+    char *host_region;
+    size_t host_bytes;
+    int host_mapped;              /* 1: mmap'ed here (no GPU) */
     /* The ring: host view, and the view a kernel gets (zero without GPU). */
     struct mki_fifo_hdr *fifo;
     uint32_t nslots;
@@ -64,9 +63,10 @@ struct mki_net {
 };
 
 /* Build comm->net (collective over comm->boot when comm->nnodes > 1);
- * nothing for one node.  On failure comm->net stays NULL and the detail
- * is in comm's last error. */
-mkResult_t mki_net_create(struct mkComm *comm);
+ * nothing for one node.  host_bytes: the size of region 1 in a process
+ * without GPU (with one, the heap's host segment is region 1).  On
+ * failure comm->net stays NULL and the detail is in comm's last error. */
+mkResult_t mki_net_create(struct mkComm *comm, size_t host_bytes);
 /* Undo mki_net_create in the order above (NULL-safe); bounded by
  * MK_TIMEOUT_MS for the drain and the barrier. */
 void mki_net_destroy(struct mkComm *comm);

@@ -1,6 +1,14 @@
 /*
- * plan.h - the per-communicator plan: which transport reaches each peer,
- * and how one operation of one shape splits its SMs among roles.
+ * plan.h - the per-communicator plan (src/plan/): which transport reaches
+ * each peer, and, per operation and shape, what its kernel runs: CTAs,
+ * roles, movers, chunks, fused or not.  What the plan decides is what
+ * runs; mkinfo and mkCommGetInfo print it.
+ *
+ *   model.c  the cost model of the fused ops (pure: tests and mkinfo)
+ *   coll.c   the plain collectives' measured rules (pure, and per call)
+ *   parse.c  MK_TRANSPORT and MK_SM_SPLIT
+ *   setup.c  a communicator's facts, transports, SM budget; plan cache
+ *   print.c  the communicator and its plans as text; mkCommGetInfo
  *
  * What the fused kernels use:
  *
@@ -41,22 +49,15 @@
 #ifndef MKI_PLAN_H
 #define MKI_PLAN_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "mkernel.h"
+#include "mki.h"
+#include "ops/coll.h"
+#include "topology/topo.h"
 
 struct mkComm;
-
-enum mki_op {
-    MKI_OP_ALLGATHER,
-    MKI_OP_REDUCESCATTER,
-    MKI_OP_ALLREDUCE,
-    MKI_OP_ALLTOALL,
-    MKI_OP_AG_GEMM,
-    MKI_OP_GEMM_RS,
-    MKI_OP_GEMM_AR,
-    MKI_OP_COUNT
-};
 
 /* How bytes move between GPUs of one node. */
 enum mki_mover {
@@ -65,17 +66,6 @@ enum mki_mover {
     MKI_MOVER_TMA,    /* cp.async.bulk, one thread per CTA */
     MKI_MOVER_REG,    /* register loads/stores (combine on the way) */
     MKI_MOVER_COUNT
-};
-
-/* How a peer is reached (the path), whatever transport carries it. */
-enum mki_path {
-    MKI_PATH_SELF,
-    MKI_PATH_SAME_GPU, /* another process on this GPU (MPS): CUDA IPC   */
-    MKI_PATH_NVLINK,   /* peer access over NVLink: CUDA IPC              */
-    MKI_PATH_PCIE,     /* peer access over PCIe: CUDA IPC                */
-    MKI_PATH_HOST,     /* same node, no peer access: staged through host */
-    MKI_PATH_NET,      /* another (virtual) node: an inter-node transport */
-    MKI_PATH_COUNT
 };
 
 enum mki_transport {
@@ -87,6 +77,17 @@ enum mki_transport {
 
 struct mki_split {
     int compute, intra, inter_send, inter_reduce;
+};
+
+/* The plan of one call of a plain collective (kernels/ops/coll.cu). */
+struct mki_coll_plan {
+    int nch;                   /* CTAs = channels */
+    int mover;                 /* enum mki_coll_mover */
+    int oneshot;               /* all-reduce in one phase */
+    int direct;                /* zero copy into registered recvbufs */
+    uint64_t chunk;            /* bytes of a chunk (what one slot holds) */
+    uint64_t block;            /* bytes of one peer block */
+    struct mki_roles roles;    /* threads of each role, in the kernel's order */
 };
 
 struct mki_op_plan {
@@ -102,6 +103,8 @@ struct mki_op_plan {
                                   collectives: 0 when a row is larger) */
     int fused;                 /* 1: fused kernel; 0: unfused sequence */
     unsigned overridden;       /* MKI_OVR_* bits taken from MK_SM_SPLIT */
+    int ce_streams;            /* mkAllGatherGemm: copy-engine streams per peer */
+    struct mki_coll_plan coll; /* a plain collective: what its kernel runs */
     /* The model's view, for mkinfo and for calibration. */
     double flops;              /* per rank */
     int64_t intra_bytes;       /* per rank, moved inside the node */
@@ -140,6 +143,7 @@ struct mki_plan_ctx {
     int nics;                  /* NICs per rank (0: socket transport) */
     double nic_gbs;            /* one NIC's rate for one rank, GB/s */
     size_t workspace;
+    int gpu_share;             /* most ranks on one GPU (MPS; 0 or 1: none) */
 };
 
 /* The cost model's constants (REFERENCE.md), in one place. */
@@ -172,9 +176,7 @@ struct mki_model {
 
 extern const struct mki_model mki_model_default;
 
-/* ---- names -------------------------------------------------------- */
-const char *mki_op_name(enum mki_op op);
-int mki_op_from_name(const char *name);          /* -1 when unknown */
+/* ---- names (the ops' names: src/core/mki.h) ----------------------- */
 const char *mki_mover_name(enum mki_mover m);
 const char *mki_path_name(enum mki_path p);
 const char *mki_transport_name(enum mki_transport t);
@@ -198,37 +200,94 @@ mkResult_t mki_plan_model(const struct mki_model *model,
                           struct mki_op_plan *out);
 
 /* ---- per communicator ---------------------------------------------- */
+
+#define MKI_PLAN_CACHE 32
+struct mki_plan {
+    struct mki_plan_ctx ctx;
+    struct mki_split_ovr ovr[MKI_OP_COUNT];
+    enum mki_transport *tr;    /* per rank (MKI_PATH_NET peers) */
+    int coll_mover;            /* MK_COLL_MOVER as enum mki_coll_mover, -1: unset */
+    pthread_mutex_t lock;
+    int ncache, next;
+    struct mki_op_plan cache[MKI_PLAN_CACHE];
+};
+
 /* Build comm->plan from comm->topo (transport per peer, SM budget, the
  * parsed MK_SM_SPLIT); called by comm creation after the topology. */
 mkResult_t mki_plan_setup(struct mkComm *comm);
 void mki_plan_free(struct mkComm *comm);
 
+/* What runs for a plan of the model (mki_plan_model): the collectives'
+ * kernel (their measured rules), mkAllGatherGemm's grid and copy streams;
+ * for a context and parameters (mkinfo) or, through mki_plan_op, for a
+ * communicator. */
+mkResult_t mki_plan_runs(const struct mki_plan_ctx *c, const struct mki_params *pr,
+                         int coll_mover, int registered, struct mki_op_plan *p);
 /* The plan of one call; cached per (op, shape, dtype).  Errors name the
  * argument (bad op, sizes < 1, dtype_bytes not 2 or 4). */
 mkResult_t mki_plan_op(struct mkComm *comm, enum mki_op op, int64_t m,
                        int64_t n, int64_t k, int dtype_bytes,
                        struct mki_op_plan *out);
 
-/* The plain collectives' kernel (kernels/collectives.cu): CTAs and mover
- * for one call, from measurements rather than the cost model above (the
- * model's per-CTA rates describe the fused kernels' roles, not the
- * workspace pipeline; bench/NOTES.md has the runs).  block: bytes of one
- * peer block; oneshot: all-reduce in one phase; nnodes: nodes of the
- * communicator; budget: CTAs the node's ranks may all use.  The same
- * inputs give the same answer on every rank. */
+/* ---- the plain collectives (coll.c) --------------------------------- */
+/* Measured rules.  block: bytes of one peer block; oneshot: all-reduce in
+ * one phase; nnodes: nodes of the communicator; budget: CTAs every rank
+ * may use.  The same inputs give the same answer on every rank. */
 enum mki_coll_pick_mover { MKI_COLL_PICK_TMA_SEND, MKI_COLL_PICK_REG };
 int mki_plan_coll_ctas(uint64_t block, int oneshot, int nnodes, int budget);
 enum mki_coll_pick_mover mki_plan_coll_mover(uint64_t block, int zero_copy);
 int mki_plan_coll_oneshot(uint64_t bytes, uint64_t limit, int nranks);
+
+/* What a collective's plan depends on. */
+struct mki_coll_in {
+    enum mki_op op;
+    uint64_t count;            /* elements, as in the public call */
+    int esize;
+    int nranks, nnodes;
+    int budget;                /* CTAs every rank may use */
+    int maxch;                 /* channels the slots have (0: MKI_MAXCH) */
+    uint64_t slot_bytes;       /* bytes a slot holds */
+    int registered;            /* the communicator has registered buffers */
+    int ctas;                  /* MK_COLL_CTAS (0: the rule's) */
+    int mover;                 /* MK_COLL_MOVER (-1: the rule's) */
+    uint64_t oneshot_limit;    /* MK_COLL_AR_ONESHOT */
+    uint64_t zcopy_min;        /* MK_COLL_ZCOPY_MIN (0: never) */
+};
+void mki_plan_coll_model(const struct mki_coll_in *in, struct mki_coll_plan *out);
+/* The slots every rank gives the collectives (bytes a slot holds, the
+ * same on every rank) and the channels across nodes (the net block's). */
+void mki_plan_coll_slots(const struct mki_plan_ctx *c, uint64_t *slot_bytes, int *net_ch);
+/* The plan of one call of a collective: on comm, or for a context and
+ * parameters (mkinfo; mover: MK_COLL_MOVER parsed, -1 unset). */
+mkResult_t mki_plan_coll(struct mkComm *comm, enum mki_op op, uint64_t count, int esize,
+                         struct mki_coll_plan *out);
+mkResult_t mki_plan_coll_ctx(const struct mki_plan_ctx *c, const struct mki_params *pr,
+                             int mover, int registered, enum mki_op op, uint64_t count,
+                             int esize, struct mki_coll_plan *out);
+mkResult_t mki_plan_coll_mover_param(const char *value, int set, int *mover);
 
 /* How this rank reaches peer (path and, for MKI_PATH_NET, transport). */
 enum mki_path mki_plan_path(const struct mkComm *comm, int peer);
 enum mki_transport mki_plan_transport(const struct mkComm *comm, int peer);
 const struct mki_plan_ctx *mki_plan_context(const struct mkComm *comm);
 
-/* Text for mkinfo and mkCommGetInfo (appended to *buf; see print.c). */
-struct mki_strbuf;
+/* ---- text (print.c) -------------------------------------------------- */
 void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *ctx,
                     const struct mki_op_plan *p);
+void mki_plan_print_comm(struct mki_strbuf *sb, const struct mkComm *comm);
+/* The plan context of a hypothetical communicator of ranks_per_node ranks
+ * per node (one per GPU of h, or 132-SM NVLink GPUs when h has none) on
+ * nnodes nodes (mkinfo --op without --comm). */
+void mki_plan_ctx_from_host(const struct mki_host_topo *h, int ranks_per_node,
+                            int nnodes, struct mki_plan_ctx *ctx);
+
+/* ---- model.c helpers shared with parse.c ------------------------------ */
+unsigned mki_plan_movers(enum mki_op op);   /* bit per enum mki_mover it may use */
+/* What a rank gets of one NIC (its kinds: bits of enum mki_nic_kind) for
+ * the share of it that its GPU has. */
+double mki_plan_nic_gbs(unsigned nic_kinds, double share);
+/* A user split (MK_SM_SPLIT) must fit the rank's SMs. */
+mkResult_t mki_plan_check_ovr(const struct mki_split_ovr *o, enum mki_op op, int budget);
+int mki_op_has_gemm(enum mki_op op);
 
 #endif /* MKI_PLAN_H */

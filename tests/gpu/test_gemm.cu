@@ -22,7 +22,9 @@
 #include <vector>
 
 #include "gemm_launch.h"
+#include "rt/wait.cuh"
 
+using namespace mki;
 using namespace mki::gemm;
 
 #define CK(call)                                                                             \
@@ -287,16 +289,17 @@ struct LateHooks : DefaultHooks {
     {
         if (kb != 0 || t.m_blk < local_blocks)
             return;
-        uint64_t seen = wait_flag_geq(&flags[t.m_blk], epoch, 2000000000ull);
-        if (seen)
+        uint64_t seen = 0, why = 0;
+        if (spin_geq(&flags[t.m_blk], epoch, nullptr, nullptr, 2000000000ull, &seen, &why,
+                     no_backoff()) != SPIN_OK)
             atomicExch(error, 1ull + t.m_blk);
     }
 };
 
 __device__ void spin_ns(uint64_t ns)
 {
-    uint64_t t0 = globaltimer_ns();
-    while (globaltimer_ns() - t0 < ns)
+    uint64_t t0 = globaltimer();
+    while (globaltimer() - t0 < ns)
         __nanosleep(1000);
 }
 
@@ -548,7 +551,7 @@ struct PeerStoreHooks : DefaultHooks {
     }
     __device__ void after_store(const GemmParams &p, TileCoord t) const
     {
-        signal_add_release_sys(&sig[t.m_blk * p.num_n_blk + t.n_blk], 1);
+        signal_add_release(&sig[t.m_blk * p.num_n_blk + t.n_blk], 1);
     }
 };
 

@@ -175,18 +175,18 @@ static void bad_input(void)
     /* The communicator's config rejects both at mkCommInit time. */
     struct mki_config r;
     setenv("MK_SM_SPLIT", "intra=lots", 1);
-    CHECK_RES(mki_config_resolve(NULL, &r), mkErrInvalidArgument);
+    CHECK_RES(mki_config_resolve(NULL, NULL, &r), mkErrInvalidArgument);
     CHECK_CONTAINS(mki_thread_error(), "MK_SM_SPLIT=\"intra=lots\"");
     mkConfig_t cfg = MK_CONFIG_INITIALIZER;
     cfg.smSplit = "ag_gemm:intra=8"; /* the config field wins */
-    CHECK_RES(mki_config_resolve(&cfg, &r), mkSuccess);
+    CHECK_RES(mki_config_resolve(&cfg, NULL, &r), mkSuccess);
     CHECK(!strcmp(r.smSplit, "ag_gemm:intra=8"));
     cfg.smSplit = "ag_gemm:intra";
-    CHECK_RES(mki_config_resolve(&cfg, &r), mkErrInvalidArgument);
+    CHECK_RES(mki_config_resolve(&cfg, NULL, &r), mkErrInvalidArgument);
     CHECK_CONTAINS(mki_thread_error(), "config->smSplit");
     unsetenv("MK_SM_SPLIT");
     setenv("MK_TRANSPORT", "ibverbs,rdma", 1);
-    CHECK_RES(mki_config_resolve(NULL, &r), mkErrInvalidArgument);
+    CHECK_RES(mki_config_resolve(NULL, NULL, &r), mkErrInvalidArgument);
     CHECK_CONTAINS(mki_thread_error(), "unknown transport \"rdma\"");
     unsetenv("MK_TRANSPORT");
 }

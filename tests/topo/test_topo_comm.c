@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "mki.h"
+#include "plan/plan.h"
 #include "topology/topo.h"
 #include "../unit/check.h"
 

@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "mki.h"
+#include "plan/plan.h"
 #include "topology/topo.h"
 #include "../unit/check.h"
 
@@ -110,11 +111,10 @@ static void p5en(void)
     struct mki_op_plan p;
     plan_of(&h, 8, 2, MKI_OP_GEMM_RS, 16384, 8192, 8192, &p);
     CHECK(p.split.inter_send == 2); /* one FIFO producer per EFA */
-    /* The plan transports: an EFA rank can run efa (when built) and socket. */
-    unsigned tr = mki_plan_usable_transports(&h, 0);
-    CHECK(tr & (1u << MKI_TR_SOCKET));
-    CHECK(!!(tr & (1u << MKI_TR_EFA)) == HAVE_EFA);
-    CHECK(!(tr & (1u << MKI_TR_IBVERBS)));
+    /* Discovery says which kinds of NIC a GPU has (the plan picks the
+     * transports from them): an EFA rank has EFA devices only. */
+    unsigned kinds = mki_topo_nic_kinds(&h, 0);
+    CHECK(kinds == 1u << MKI_NIC_EFA);
 }
 
 static void pcie4(void)

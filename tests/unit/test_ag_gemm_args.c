@@ -1,11 +1,12 @@
 /*
- * test_ag_gemm_args.c - mkAllGatherGemm without a GPU: chunk and arena
- * arithmetic, argument validation on one rank, and the first-call shape
+ * test_ag_gemm_args.c - mkAllGatherGemm without a GPU: chunk arithmetic
+ * and its control block, argument validation on one rank, and the first-call shape
  * check across real processes (fork + TCP bootstrap): a rank that passes
  * another k, n or row count is reported by name on every rank, and
  * nothing is computed.
  */
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,10 +60,16 @@ static void test_chunks(void)
     CHECK(d0 == 256 && d1 == 384);
     mki_agg_own_direct(5, 5, &d0, &d1);       /* no rows */
     CHECK(d0 == d1);
-    /* banks after the signals, back to back */
-    CHECK(mki_agg_bank_off(0, 1 << 20) == MKI_AGG_SIG_BYTES);
-    CHECK(mki_agg_bank_off(1, 1 << 20) == MKI_AGG_SIG_BYTES + (1 << 20));
-    CHECK(MKI_AGG_SIG_BYTES % 4096 == 0);
+    /* The control block: words the copy engines and stream memory
+     * operations touch are 8-byte aligned (32-bit waits on go's low half),
+     * the signal array last. */
+    CHECK(offsetof(struct mki_agg_ctl, go) % 8 == 0);
+    CHECK(offsetof(struct mki_agg_ctl, sig) % 8 == 0);
+    CHECK(offsetof(struct mki_agg_ctl, cur) % 8 == 0);
+    CHECK(sizeof(((struct mki_agg_ctl *)0)->sig) ==
+          8ull * MKI_MAXLOCAL * MKI_AGG_MAXCHUNKS);
+    CHECK(offsetof(struct mki_agg_ctl, sig) + sizeof(((struct mki_agg_ctl *)0)->sig) ==
+          sizeof(struct mki_agg_ctl));
 }
 
 static char buf[4096] __attribute__((aligned(64)));

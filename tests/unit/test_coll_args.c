@@ -1,7 +1,8 @@
 /*
  * test_coll_args.c - the collectives and the device runtime without a GPU:
- * signal/epoch arithmetic, channel and chunk splits, workspace layout,
- * error-record decoding, and argument validation of every collective and
+ * signal/epoch arithmetic, channel and chunk splits, the channel blocks'
+ * layout at any number of ranks, error-record decoding, the collectives'
+ * plan and role dispatch, and argument validation of every collective and
  * memory call (bad dtype, NULL, count overflow, a broken communicator, no
  * GPU in the process).
  */
@@ -13,6 +14,7 @@
 #include "mki.h"
 #include "mem/mem.h"
 #include "plan/plan.h"
+#include "rt/channel.h"
 
 static void test_targets(void)
 {
@@ -63,26 +65,34 @@ static void test_split(void)
 
 static void test_layout(void)
 {
-    /* The signal arrays do not overlap each other or the data. */
-    CHECK(mki_ws_arrive(1, MKI_MAXLOCAL - 1, MKI_MAXCH - 1) + 8 <= MKI_WS_CREDIT);
-    CHECK(mki_ws_credit(1, MKI_MAXLOCAL - 1, MKI_MAXCH - 1) + 8 <= MKI_WS_DATA);
-    /* Zero-copy posts and done counters: after the credits, before the
-     * slots, and apart from each other. */
-    CHECK(mki_ws_credit(1, MKI_MAXLOCAL - 1, MKI_MAXCH - 1) + 8 <= mki_ws_post(0, 0));
-    CHECK(mki_ws_post(MKI_MAXLOCAL - 1, MKI_MAXCH - 1) + 16 <= mki_ws_done(0, 0));
-    CHECK(mki_ws_done(MKI_MAXLOCAL - 1, MKI_MAXCH - 1) + 8 <= mki_ws_owed(0, 0, 0));
-    CHECK(mki_ws_owed(1, MKI_MAXLOCAL - 1, MKI_MAXCH - 1) + 8 <= MKI_WS_DATA);
-    CHECK(mki_ws_owed(0, 1, 0) - mki_ws_owed(0, 0, MKI_MAXCH - 1) == 8);
-    CHECK(mki_ws_post(1, 0) - mki_ws_post(0, MKI_MAXCH - 1) == 16);
-    CHECK(mki_ws_post(0, 0) % 16 == 0 && mki_ws_done(0, 0) % 8 == 0);
-    CHECK(MKI_WS_SEQ + 8 * MKI_MAXCH <= MKI_WS_ARRIVE);
-    uint64_t ws = 256ull << 20, s = mki_ws_slot_bytes(ws, 2);
-    CHECK(s > 0 && s % MKI_SLOT_ALIGN == 0 && s <= MKI_SLOT_MAX);
-    CHECK(mki_ws_slot(1, 1, MKI_MAXCH - 1, MKI_NSLOTS - 1, 2, s) + s <= ws);
-    CHECK(mki_ws_slot_bytes(ws, 8) > 0);
-    CHECK(mki_ws_slot(1, 7, MKI_MAXCH - 1, MKI_NSLOTS - 1, 8, mki_ws_slot_bytes(ws, 8)) +
-              mki_ws_slot_bytes(ws, 8) <= ws);
-    CHECK(mki_ws_slot_bytes(1 << 20, 8) == 0); /* too small: refused, not overrun */
+    /* The channel block: the arrays follow each other without overlap. */
+    CHECK(mki_ch_seq(MKI_MAXCH - 1) + 8 <= MKI_CH_ARRIVE);
+    CHECK(mki_ch_arrive(1, MKI_MAXLOCAL - 1, MKI_MAXCH - 1) + 8 <= MKI_CH_CREDIT);
+    CHECK(mki_ch_credit(1, MKI_MAXLOCAL - 1, MKI_MAXCH - 1) + 8 <= MKI_CH_POST);
+    CHECK(mki_ch_post(MKI_MAXLOCAL - 1, MKI_MAXCH - 1) + 16 <= MKI_CH_DONE);
+    CHECK(mki_ch_done(MKI_MAXLOCAL - 1, MKI_MAXCH - 1) + 8 <= MKI_CH_OWED);
+    CHECK(mki_ch_post(1, 0) - mki_ch_post(0, MKI_MAXCH - 1) == 16);
+    CHECK(mki_ch_post(0, 0) % 16 == 0 && mki_ch_done(0, 0) % 8 == 0);
+    /* owed[] grows with the ranks, not bounded by the node size */
+    for (int n = 1; n <= 1024; n *= 4) {
+        CHECK(mki_ch_owed(1, n - 1, n, MKI_MAXCH - 1) + 8 == mki_ch_block_bytes(n));
+        CHECK(mki_ch_owed(0, 1, n, 0) - mki_ch_owed(0, 0, n, MKI_MAXCH - 1) == 8);
+    }
+    /* The slot block: the last slot of phase 1 ends at the block's end. */
+    for (int n = 1; n <= MKI_MAXLOCAL; n++) {
+        uint64_t block = (uint64_t)n * (128u << 20), s = mki_ch_slot_bytes(block, n);
+        CHECK(s == 256u << 10 && s % MKI_SLOT_ALIGN == 0);
+        CHECK(mki_ch_slot(1, n - 1, MKI_MAXCH - 1, MKI_NSLOTS - 1, n, s) + s <= block);
+    }
+    CHECK(mki_ch_slot_bytes(1 << 20, 8) == 0); /* too small: refused, not overrun */
+    CHECK(mki_ch_slot_bytes(1ull << 40, 2) == MKI_SLOT_MAX);
+    /* The heap's first segment: 128 MiB per rank of the largest node plus
+     * 1 MiB, at least 256 MiB; a configured size as is. */
+    CHECK(mki_heap_default_bytes(0, 1) == 256u << 20);
+    CHECK(mki_heap_default_bytes(0, 8) == (8ull << 27) + (1u << 20));
+    CHECK(mki_heap_default_bytes(3u << 20, 8) == 3u << 20);
+    /* The control block: abort and claim words, tool words, blocks after. */
+    CHECK(MKI_CTL_TOOLS >= MKI_CTL_CLAIM + 8 && MKI_CTL_TOOLS + 16 * 8 <= MKI_CTL_BYTES);
 }
 
 static void test_record(void)
@@ -90,59 +100,72 @@ static void test_record(void)
     struct mki_err_record r;
     char buf[512];
     memset(&r, 0, sizeof(r));
-    CHECK_RES(mki_err_record_format(&r, NULL, 0, buf, sizeof(buf)), mkSuccess);
+    CHECK_RES(mki_err_record_format(&r, buf, sizeof(buf)), mkSuccess);
     r.valid = 1;
     r.kind = MKI_ERR_TIMEOUT;
-    r.op = MKI_COLL_ALLREDUCE;
-    r.rank = 0;
-    r.peer = 1;
+    r.op = MKI_OP_ALLREDUCE;
+    r.rank = 4;
+    r.peer = 9;
     r.channel = 3;
     r.chunk = 17;
     r.expected = mki_sig_target(5, 17);
     r.seen = mki_sig_target(4, 2);
     r.epoch = 42;
-    int map[2] = {4, 9}; /* local index -> communicator rank */
-    CHECK_RES(mki_err_record_format(&r, map, 2, buf, sizeof(buf)), mkErrTimeout);
-    CHECK_CONTAINS(buf, "mkAllReduce");
+    CHECK_RES(mki_err_record_format(&r, buf, sizeof(buf)), mkErrTimeout);
+    CHECK_CONTAINS(buf, "mkAllReduce (call 42)");
     CHECK_CONTAINS(buf, "rank 4 timed out waiting for rank 9");
     CHECK_CONTAINS(buf, "chunk 17");
     CHECK_CONTAINS(buf, "channel 3");
     CHECK_CONTAINS(buf, "expected signal 0x500000012");
     CHECK_CONTAINS(buf, "saw 0x400000003");
     CHECK_CONTAINS(buf, "MK_TIMEOUT_MS");
+    r.chunk = -1; /* a handshake (zero copy, the fused ops' gate) */
+    CHECK_RES(mki_err_record_format(&r, buf, sizeof(buf)), mkErrTimeout);
+    CHECK_CONTAINS(buf, "handshake");
     r.kind = MKI_ERR_REMOTE;
-    r.op = MKI_COLL_ALLGATHER;
-    CHECK_RES(mki_err_record_format(&r, NULL, 0, buf, sizeof(buf)), mkErrRemote);
-    CHECK_CONTAINS(buf, "mkAllGather");
-    CHECK_CONTAINS(buf, "rank 1 failed or aborted");
-    /* across nodes the kernel names communicator ranks itself */
-    r.global = 1;
+    r.op = MKI_OP_AG_GEMM;
     r.rank = 5;
     r.peer = 2;
-    CHECK_RES(mki_err_record_format(&r, map, 2, buf, sizeof(buf)), mkErrRemote);
-    CHECK_CONTAINS(buf, "on rank 5 stopped: rank 2 failed");
+    CHECK_RES(mki_err_record_format(&r, buf, sizeof(buf)), mkErrRemote);
+    CHECK_CONTAINS(buf, "mkAllGatherGemm");
+    CHECK_CONTAINS(buf, "on rank 5 stopped: rank 2 failed or aborted");
     r.kind = MKI_ERR_PROXY;
-    CHECK_RES(mki_err_record_format(&r, map, 2, buf, sizeof(buf)), mkErrTransport);
+    CHECK_RES(mki_err_record_format(&r, buf, sizeof(buf)), mkErrTransport);
     CHECK_CONTAINS(buf, "inter-node proxy failed while sending to rank 2");
+    r.op = 99;
+    CHECK_RES(mki_err_record_format(&r, buf, sizeof(buf)), mkErrTransport);
+    CHECK_CONTAINS(buf, "an operation");
 }
 
-/* The cross-node net buffer: counters, receive slots and staging slots
- * never overlap and fit the buffer; the bench words fit the workspace. */
+/* The cross-node net block at any number of ranks: counters, receive
+ * slots and staging slots never overlap and fit the block; channels give
+ * way before slots shrink. */
 static void test_net_layout(void)
 {
-    for (int n = 2; n <= MKI_MAXLOCAL; n++) {
-        uint64_t st = mki_nb_stride(n), bytes = mki_nb_bytes(n, st);
-        CHECK(st >= MKI_SLOT_ALIGN && st % MKI_SLOT_ALIGN == 0 && st <= MKI_SLOT_MAX);
-        CHECK(bytes <= MKI_NB_DATA + MKI_NB_TARGET);
-        CHECK(mki_nb_credit(1, MKI_MAXLOCAL - 1, MKI_MAXCH - 1) + 8 <= MKI_NB_ARRIVE);
-        CHECK(mki_nb_arrive(1, MKI_MAXLOCAL - 1, MKI_MAXCH - 1, MKI_NSLOTS - 1) + 8 <= MKI_NB_DATA);
-        CHECK(mki_nb_arrive(0, 1, 0, 1) - mki_nb_arrive(0, 1, 0, 0) == 8);
+    for (int n = 2; n <= 4096; n = n < 16 ? n + 1 : n * 2) {
+        struct mki_nb_geom g = mki_nb_geometry(n);
+        CHECK(g.nbch >= 1 && g.nbch <= MKI_NB_MAXCH);
+        CHECK(g.stride >= MKI_SLOT_ALIGN && g.stride % MKI_SLOT_ALIGN == 0 &&
+              g.stride <= MKI_SLOT_MAX);
+        CHECK(g.nbch == 1 || g.stride >= MKI_NB_MINSLOT);
+        CHECK(mki_nb_credit(&g, 1, n - 1, g.nbch - 1) + 8 <= g.arrive);
+        CHECK(mki_nb_arrive(&g, 1, n - 1, g.nbch - 1, MKI_NSLOTS - 1) + 8 <= g.slots);
+        CHECK(mki_nb_arrive(&g, 0, 1, 0, 1) - mki_nb_arrive(&g, 0, 1, 0, 0) == 8);
+        CHECK(g.slots % MKI_SLOT_ALIGN == 0);
         /* last receive slot of phase 0 ends where the staging begins */
-        CHECK(mki_nb_slot(0, n - 1, MKI_MAXCH - 1, MKI_NSLOTS - 1, n, st) + st ==
-              mki_nb_slot(0, n, 0, 0, n, st));
-        CHECK(mki_nb_slot(1, 2 * n - 1, MKI_MAXCH - 1, MKI_NSLOTS - 1, n, st) + st == bytes);
+        CHECK(mki_nb_slot(&g, 0, n - 1, g.nbch - 1, MKI_NSLOTS - 1) + g.stride ==
+              mki_nb_slot(&g, 0, n, 0, 0));
+        CHECK(mki_nb_slot(&g, 1, 2 * n - 1, g.nbch - 1, MKI_NSLOTS - 1) + g.stride == g.bytes);
     }
-    CHECK(mki_nb_stride(2) == 64u << 10);
+    CHECK(mki_nb_geometry(2).nbch == MKI_NB_MAXCH);
+    CHECK(mki_nb_geometry(16).nbch == MKI_NB_MAXCH && mki_nb_geometry(16).stride == 16u << 10);
+    CHECK(mki_nb_geometry(64).nbch == 8);
+}
+
+/* The plan of the plain collectives: the measured rules, then what the
+ * kernel runs (roles, mover, phases, zero copy). */
+static void test_plan_rules(void)
+{
     /* The plan's rule for the collectives' CTAs and mover. */
     /* one-phase all-reduce: the 2-rank limit, x 2 / n at n ranks */
     CHECK(mki_plan_coll_oneshot(4u << 20, 4u << 20, 2) == 1);
@@ -168,21 +191,61 @@ static void test_net_layout(void)
     CHECK(mki_plan_coll_mover(1u << 20, 0) == MKI_COLL_PICK_REG);
     CHECK(mki_plan_coll_mover(4u << 20, 0) == MKI_COLL_PICK_TMA_SEND);
     CHECK(mki_plan_coll_mover(64u << 20, 1) == MKI_COLL_PICK_REG);
-    /* The automatic workspace gives 256 KiB slots at any local size; a
-     * configured size is taken as is. */
-    {
-        static struct mkComm c;
-        for (int n = 1; n <= MKI_MAXLOCAL; n++) {
-            c.local_size = n;
-            c.cfg.workspaceSize = 0;
-            size_t b = mki_ws_bytes(&c);
-            CHECK(b >= (256u << 20));
-            if (n >= 2) CHECK(mki_ws_slot_bytes(b, n) == 256u << 10);
-        }
-        c.cfg.workspaceSize = 3u << 20;
-        CHECK(mki_ws_bytes(&c) == 3u << 20);
-    }
-    CHECK(MKI_WS_BENCH >= MKI_WS_CLAIM + 8 && MKI_WS_BENCH + 16 * 8 <= MKI_WS_SEQ);
+    struct mki_coll_in in;
+    struct mki_coll_plan p;
+    memset(&in, 0, sizeof(in));
+    in.op = MKI_OP_ALLREDUCE;
+    in.esize = 4;
+    in.nranks = 2;
+    in.nnodes = 1;
+    in.budget = 132;
+    in.slot_bytes = 256u << 10;
+    in.mover = -1;
+    in.oneshot_limit = 4u << 20;
+    in.zcopy_min = 256u << 10;
+    in.count = 65537; /* 256 KiB: one phase, register stores, 17 CTAs */
+    mki_plan_coll_model(&in, &p);
+    CHECK(p.oneshot && p.mover == MKI_COLL_MOVER_REG && p.nch == 17 && !p.direct);
+    CHECK(p.roles.n == 2 && p.roles.end[0] == 256 && p.roles.end[1] == MKI_COLL_THREADS);
+    CHECK(mki_roles_valid(&p.roles, MKI_COLL_THREADS));
+    in.count = 256u << 20; /* 1 GiB: two phases, TMA, every CTA of the budget up to 64 */
+    mki_plan_coll_model(&in, &p);
+    CHECK(!p.oneshot && p.mover == MKI_COLL_MOVER_TMA_SEND && p.nch == MKI_MAXCH);
+    CHECK(p.roles.n == 4 && p.roles.end[0] == 32 && p.roles.end[1] == 64 &&
+          p.roles.end[2] == 384 && p.roles.end[3] == MKI_COLL_THREADS);
+    in.nnodes = 2;
+    in.maxch = 16; /* across nodes: the net block's channels */
+    mki_plan_coll_model(&in, &p);
+    CHECK(p.nch == 16);
+    in.count = 1u << 20; /* register stores cannot reach a remote rank: TMA */
+    in.oneshot_limit = 0;
+    mki_plan_coll_model(&in, &p);
+    CHECK(!p.oneshot && p.mover == MKI_COLL_MOVER_TMA_SEND);
+    in.nnodes = 1;
+    in.maxch = 0;
+    in.op = MKI_OP_ALLGATHER; /* zero copy with registered buffers */
+    in.registered = 1;
+    in.count = 64u << 20;
+    in.nranks = 4;
+    mki_plan_coll_model(&in, &p);
+    CHECK(p.direct && p.mover == MKI_COLL_MOVER_REG && p.roles.end[0] == 384);
+    in.ctas = 5; /* MK_COLL_CTAS */
+    in.mover = MKI_COLL_MOVER_TMA; /* MK_COLL_MOVER */
+    mki_plan_coll_model(&in, &p);
+    CHECK(p.nch == 5 && p.mover == MKI_COLL_MOVER_TMA && p.roles.end[0] == 32);
+    in.budget = 3;
+    mki_plan_coll_model(&in, &p);
+    CHECK(p.nch == 3);
+    /* Role dispatch: index -> role, rank in it, its size. */
+    const struct mki_roles r = {3, {192, 384, 512, 0}};
+    int rank, size;
+    CHECK(mki_role_of(&r, 0, &rank, &size) == 0 && rank == 0 && size == 192);
+    CHECK(mki_role_of(&r, 200, &rank, &size) == 1 && rank == 8 && size == 192);
+    CHECK(mki_role_of(&r, 511, &rank, &size) == 2 && rank == 127 && size == 128);
+    CHECK(mki_role_of(&r, 512, &rank, &size) == -1);
+    CHECK(mki_roles_valid(&r, 512) && !mki_roles_valid(&r, 480));
+    const struct mki_roles bad = {2, {100, 512, 0, 0}};
+    CHECK(!mki_roles_valid(&bad, 512));
 }
 
 typedef mkResult_t (*coll_fn)(const void *, void *, size_t, mkDataType_t,
@@ -251,6 +314,7 @@ int main(void)
     test_layout();
     test_record();
     test_net_layout();
+    test_plan_rules();
     test_args();
     TEST_DONE();
 }

@@ -1,0 +1,184 @@
+/*
+ * channel.cuh - the credit/slot channel protocol on the device (the
+ * layout and the arithmetic are in channel.h).
+ *
+ *     sender, channel c                          receiver q, channel c
+ *     wait credit(q) >= chunk k - NSLOTS          wait arrive(me, slot) >= k
+ *     copy chunk k -> q's slot k % NSLOTS         consume the slot
+ *     release arrive(me) = k      ------------>   release credit(q) = k  --> back
+ *
+ * A peer of this node is reached through its mapped heap (stores over
+ * NVLink or inside the GPU, release stores of the counters); a peer on
+ * another node through the proxy: the sender stages the chunk in its net
+ * block and pushes one WRITE_SIGNAL (the proxy writes it into the
+ * receiver's slot, then raises its arrive counter of that slot with
+ * MAX), credits go back as SIGNAL commands (MAX too).
+ *
+ * Waits are done by one leader thread of a role; the role's other threads
+ * meet it at a named barrier and then read the CTA's quit flag, so a
+ * failed wait stops the whole CTA within one barrier and every role
+ * leaves at its next wait.
+ */
+#ifndef MKI_CHANNEL_CUH
+#define MKI_CHANNEL_CUH
+
+#include "channel.h"
+#include "copy.cuh"
+#include "fifo.cuh"
+#include "wait.cuh"
+
+namespace mki {
+
+/* One channel (CTA) of one call. */
+struct chan {
+    const mki_rt_dev *rt;
+    const mki_chan_dev *ch;
+    int c;                /* channel */
+    uint64_t e;           /* operation number of this channel (>= 1) */
+    volatile int *quit;   /* the CTA's quit flag (shared memory) */
+
+    __device__ __forceinline__ int lof(int q) const { return __ldg(rt->local_of + q); }
+    __device__ __forceinline__ bool remote(int q) const { return lof(q) < 0; }
+    __device__ __forceinline__ char *my_ctl() const { return ch->ctl[rt->local]; }
+    __device__ __forceinline__ uint64_t target(uint64_t k) const { return mki_sig_target(e, k); }
+
+    /* The credit rank q raised for what I sent it. */
+    __device__ __forceinline__ const uint64_t *credit(int q, int phase) const
+    {
+        const int l = lof(q);
+        return reinterpret_cast<const uint64_t *>(
+            l < 0 ? ch->nb + mki_nb_credit(&ch->nbg, phase, q, c)
+                  : my_ctl() + mki_ch_credit(phase, l, c));
+    }
+    /* The arrive counter of chunks from rank q (per slot across nodes). */
+    __device__ __forceinline__ const uint64_t *arrive(int q, int phase, int slot) const
+    {
+        const int l = lof(q);
+        return reinterpret_cast<const uint64_t *>(
+            l < 0 ? ch->nb + mki_nb_arrive(&ch->nbg, phase, q, c, slot)
+                  : my_ctl() + mki_ch_arrive(phase, l, c));
+    }
+    /* Where chunks from rank q land here. */
+    __device__ __forceinline__ const char *inbox(int q, int phase, int slot) const
+    {
+        const int l = lof(q);
+        return l < 0 ? ch->nb + mki_nb_slot(&ch->nbg, phase, q, c, slot)
+                     : ch->slots[rt->local] +
+                           mki_ch_slot(phase, l, c, slot, rt->nlocal, ch->slot_bytes);
+    }
+    /* The credit rank q still owes this channel's use of its slots. */
+    __device__ __forceinline__ uint64_t *owed(int q, int phase) const
+    {
+        return reinterpret_cast<uint64_t *>(my_ctl() + mki_ch_owed(phase, q, rt->nranks, c));
+    }
+};
+
+__device__ __forceinline__ wait_site owed_site(uint64_t owed, int q, int c, int phase)
+{
+    return wait_site{q, c, (int)(owed & 0xffffffffull) - 1, phase};
+}
+
+/* Push one command to the proxy (one thread).  A full ring that never
+ * drains or a failed proxy is recorded like a failed wait and quits the
+ * CTA; the role sees quit at its next wait. */
+static __device__ __noinline__ bool net_push(const chan &k, const mki_fifo_cmd &c,
+                                             const wait_site &w)
+{
+    unsigned long long ticket;
+    const int r = fifo_push(k.rt->fifo, c, abort_word(*k.rt), k.rt->timeout_ns, &ticket);
+    if (r == MKI_FIFO_OK) return true;
+    fail(*k.rt, r == MKI_FIFO_PROXY_FAILED ? MKI_ERR_PROXY : MKI_ERR_TIMEOUT, w, 0, 0, k.e);
+    *k.quit = 1;
+    return false;
+}
+
+/* Tell rank q that I consumed its chunks of (phase, channel) up to the
+ * target v (one thread). */
+__device__ __forceinline__ void raise_credit(const chan &k, int q, int phase, uint64_t v,
+                                             const wait_site &w)
+{
+    const int l = k.lof(q);
+    if (l >= 0) {
+        st_release_sys(reinterpret_cast<uint64_t *>(
+                           k.ch->ctl[l] + mki_ch_credit(phase, k.rt->local, k.c)), v);
+        return;
+    }
+    const mki_fifo_cmd c = {MKI_CMD_SIGNAL, (uint32_t)q, MKI_SIG_MAX, 1, 0, 0, 0,
+                            k.ch->nb_off + mki_nb_credit(&k.ch->nbg, phase, k.rt->rank, k.c), v};
+    (void)net_push(k, c, w);
+}
+
+/* Deliver n bytes at src as chunk `target` into slot `slot` of phase
+ * `phase` that rank q keeps for me, then raise q's arrive counter.  The
+ * whole role calls it.  A remote q gets the bytes staged in my net block
+ * (index nranks + q) and one WRITE_SIGNAL; the system fence and the role
+ * barrier order the staging before the push. */
+static __device__ __noinline__ void deliver(const chan &k, tma_pipe *tp, int tid, int nthr,
+                                            int bar, int phase, int q, int slot,
+                                            const char *src, uint64_t n, uint64_t target,
+                                            const wait_site &w)
+{
+    const mki_rt_dev &rt = *k.rt;
+    const int l = k.lof(q);
+    if (l >= 0) {
+        move_bytes(tp, k.ch->slots[l] + mki_ch_slot(phase, rt.local, k.c, slot, rt.nlocal,
+                                                    k.ch->slot_bytes),
+                   src, n, tid, nthr);
+        __threadfence_system();
+        role_sync(bar, nthr);
+        if (tid == 0)
+            st_release_sys(reinterpret_cast<uint64_t *>(
+                               k.ch->ctl[l] + mki_ch_arrive(phase, rt.local, k.c)), target);
+        return;
+    }
+    /* Register stores into mapped host memory (no TMA there). */
+    const uint64_t stage = mki_nb_slot(&k.ch->nbg, phase, rt.nranks + q, k.c, slot);
+    copy_bytes(k.ch->nb + stage, src, n, tid, nthr);
+    __threadfence_system();
+    role_sync(bar, nthr);
+    if (tid == 0) {
+        const uint64_t base = k.ch->nb_off;
+        const mki_fifo_cmd c = {MKI_CMD_WRITE_SIGNAL, (uint32_t)q, MKI_SIG_MAX, 1, base + stage,
+                                base + mki_nb_slot(&k.ch->nbg, phase, rt.rank, k.c, slot), n,
+                                base + mki_nb_arrive(&k.ch->nbg, phase, rt.rank, k.c, slot),
+                                target};
+        (void)net_push(k, c, w);
+    }
+}
+
+/* Leader waits, then the role meets; false when the CTA quits. */
+__device__ __forceinline__ bool role_wait(const chan &k, int bar, int nthr, int tid,
+                                          const uint64_t *addr, uint64_t target, wait_site w)
+{
+    if (tid == 0) wait_geq(*k.rt, addr, target, w, k.e, k.quit);
+    role_sync(bar, nthr);
+    return *k.quit == 0;
+}
+
+/* Before chunk k to rank q of a phase: the slot it reuses is free (the
+ * credit of chunk k - NSLOTS; for chunk 0, what the last call that used
+ * q's slots left owed).  The whole role calls it. */
+__device__ __forceinline__ bool wait_slot(const chan &k, int bar, int nthr, int tid, int q,
+                                          int phase, uint64_t chunk)
+{
+    const uint64_t *cr = k.credit(q, phase);
+    if (chunk >= MKI_NSLOTS)
+        return role_wait(k, bar, nthr, tid, cr, k.target(chunk - MKI_NSLOTS),
+                         wait_site{q, k.c, (int)chunk, phase});
+    if (chunk == 0) {
+        const uint64_t owed = *k.owed(q, phase);
+        return role_wait(k, bar, nthr, tid, cr, owed, owed_site(owed, q, k.c, phase));
+    }
+    return *k.quit == 0;
+}
+
+/* At the end of a role that sent nk chunks to q through a phase's slots:
+ * what q owes (the next call waits for it before reusing them). */
+__device__ __forceinline__ void note_owed(const chan &k, int q, int phase, uint64_t nk)
+{
+    if (nk > 0) *k.owed(q, phase) = k.target(nk - 1);
+}
+
+} /* namespace mki */
+
+#endif /* MKI_CHANNEL_CUH */

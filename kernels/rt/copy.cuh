@@ -1,0 +1,161 @@
+/*
+ * copy.cuh - moving bytes inside a kernel: 16-byte register copies by the
+ * threads of a role, and a TMA bulk-copy pipe (global -> shared ->
+ * global) driven by one thread.
+ *
+ * Register stores move about 20 GB/s per CTA over NVLink and can combine
+ * data on the way; TMA bulk copies about 43 GB/s per CTA from one thread,
+ * leaving the CTA's other warps free (REFERENCE.md).
+ */
+#ifndef MKI_COPY_CUH
+#define MKI_COPY_CUH
+
+#include <stdint.h>
+
+#include "ptx.cuh"
+
+namespace mki {
+
+/* Loads bypass L1: slots are rewritten by peers between uses. */
+__device__ __forceinline__ uint4 ld16(const void *p) { return __ldcg(reinterpret_cast<const uint4 *>(p)); }
+
+/* Copy n bytes (a multiple of 2) with the threads [tid, nthr) of a role:
+ * 16-byte vectors, 8 in flight per thread, when both ends are 16-byte
+ * aligned; 4-byte or 2-byte words otherwise. */
+__device__ __forceinline__ void copy_bytes(char *dst, const char *src, uint64_t n, int tid, int nthr)
+{
+    if ((((uintptr_t)dst | (uintptr_t)src) & 15) == 0) {
+        const uint64_t nv = n / 16;
+        const uint4 *s = reinterpret_cast<const uint4 *>(src);
+        uint4 *d = reinterpret_cast<uint4 *>(dst);
+        constexpr int U = 8;
+        uint64_t i = tid;
+        for (; i + (uint64_t)(U - 1) * nthr < nv; i += (uint64_t)U * nthr) {
+            uint4 r[U];
+#pragma unroll
+            for (int u = 0; u < U; u++) r[u] = ld16(s + i + (uint64_t)u * nthr);
+#pragma unroll
+            for (int u = 0; u < U; u++) d[i + (uint64_t)u * nthr] = r[u];
+        }
+        for (; i < nv; i += nthr) d[i] = ld16(s + i);
+        const uint64_t done = nv * 16;
+        for (uint64_t j = done + 2 * (uint64_t)tid; j < n; j += 2 * (uint64_t)nthr)
+            *reinterpret_cast<uint16_t *>(dst + j) = __ldcg(reinterpret_cast<const unsigned short *>(src + j));
+    } else if ((((uintptr_t)dst | (uintptr_t)src | n) & 3) == 0) {
+        for (uint64_t j = 4 * (uint64_t)tid; j < n; j += 4 * (uint64_t)nthr)
+            *reinterpret_cast<uint32_t *>(dst + j) = __ldcg(reinterpret_cast<const unsigned int *>(src + j));
+    } else {
+        for (uint64_t j = 2 * (uint64_t)tid; j < n; j += 2 * (uint64_t)nthr)
+            *reinterpret_cast<uint16_t *>(dst + j) = __ldcg(reinterpret_cast<const unsigned short *>(src + j));
+    }
+}
+
+/* ---- TMA bulk copies (cp.async.bulk), issued by one thread ------------- */
+
+/* A pipe of MKI_TMA_STAGES pieces in shared memory: loads run
+ * MKI_TMA_AHEAD pieces ahead of the stores, and up to STAGES - AHEAD
+ * stores are in flight (bytes in flight are what a CTA's NVLink rate is
+ * made of: about 2 us x rate). */
+#define MKI_TMA_STAGES 6
+#define MKI_TMA_AHEAD 2
+#define MKI_TMA_PIECE (32u << 10)
+#define MKI_TMA_MAXPIPES 3
+#define MKI_TMA_SMEM (MKI_TMA_STAGES * MKI_TMA_PIECE + MKI_TMA_MAXPIPES * 8 * MKI_TMA_STAGES)
+
+struct tma_pipe {
+    char *smem;      /* MKI_TMA_STAGES pieces of `piece` bytes */
+    uint64_t *mbar;  /* MKI_TMA_STAGES mbarriers (shared) */
+    uint32_t piece;
+    uint32_t phase;  /* parity bit of each stage */
+    uint32_t used;   /* pieces moved so far (stage = used % STAGES) */
+};
+
+__device__ __forceinline__ void tma_init(tma_pipe &t, char *smem, uint64_t *mbar, uint32_t piece)
+{
+    t.smem = smem;
+    t.mbar = mbar;
+    t.piece = piece;
+    t.phase = 0;
+    t.used = 0;
+    for (int s = 0; s < MKI_TMA_STAGES; s++) mbar_init(&t.mbar[s], 1);
+    mbar_init_fence();
+    fence_proxy_async_smem();
+}
+
+__device__ __forceinline__ void tma_load(tma_pipe &t, int s, const char *src, uint32_t n)
+{
+    mbar_expect_tx(&t.mbar[s], n);
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(smem_u32(t.smem + (size_t)s * t.piece)), "l"(src), "r"(n),
+                 "r"(smem_u32(&t.mbar[s]))
+                 : "memory");
+}
+
+__device__ __forceinline__ void tma_wait_load(tma_pipe &t, int s)
+{
+    mbar_wait(&t.mbar[s], (int)((t.phase >> s) & 1u));
+    t.phase ^= 1u << s;
+}
+
+__device__ __forceinline__ void tma_store(tma_pipe &t, int s, char *dst, uint32_t n)
+{
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+                 ::"l"(dst), "r"(smem_u32(t.smem + (size_t)s * t.piece)), "r"(n)
+                 : "memory");
+    bulk_commit();
+}
+
+/* Copy n bytes (a multiple of 16, both ends 16-byte aligned) global ->
+ * shared -> global.  Returns with every store complete and ordered before
+ * later generic stores of this thread (for the release that follows). */
+static __device__ __noinline__ void tma_copy(tma_pipe &t, char *dst, const char *src, uint64_t n)
+{
+    const uint64_t np = (n + t.piece - 1) / t.piece;
+    const uint32_t base = t.used;
+    /* Order the generic accesses before (the acquire of a signal, stores
+     * of the source) with the bulk copies' async-proxy accesses. */
+    fence_proxy_async_global();
+    auto piece = [&](uint64_t j) -> uint32_t {
+        uint64_t r = n - j * t.piece;
+        return r < t.piece ? (uint32_t)r : t.piece;
+    };
+    /* Every store of earlier chunks has completed (see the end), so every
+     * stage is free here. */
+    for (uint64_t j = 0; j < np && j < MKI_TMA_AHEAD; j++)
+        tma_load(t, (int)((base + j) % MKI_TMA_STAGES), src + j * t.piece, piece(j));
+    for (uint64_t j = 0; j < np; j++) {
+        const uint64_t l = j + MKI_TMA_AHEAD;
+        if (l < np) {
+            /* The stage of piece l was last read by the store of piece
+             * l - STAGES; j stores are issued: allow STAGES - AHEAD - 1
+             * of them to be pending. */
+            static_assert(MKI_TMA_STAGES - MKI_TMA_AHEAD - 1 == 3, "wait_group.read count");
+            bulk_wait_read<3>();
+            tma_load(t, (int)((base + l) % MKI_TMA_STAGES), src + l * t.piece, piece(l));
+        }
+        const int s = (int)((base + j) % MKI_TMA_STAGES);
+        tma_wait_load(t, s);
+        tma_store(t, s, dst + j * t.piece, piece(j));
+    }
+    t.used = base + (uint32_t)np;
+    bulk_wait_all();
+    fence_proxy_async_global();
+}
+
+/* n bytes by TMA (one thread) when a pipe is given and both ends are
+ * 16-byte aligned, the tail and unaligned copies by the role's threads. */
+__device__ __forceinline__ void move_bytes(tma_pipe *t, char *dst, const char *src, uint64_t n,
+                                           int tid, int nthr)
+{
+    if (t && (((uintptr_t)src | (uintptr_t)dst) & 15) == 0) {
+        const uint64_t body = n & ~15ull;
+        if (tid == 0 && body) tma_copy(*t, dst, src, body);
+        if (n > body) copy_bytes(dst + body, src + body, n - body, tid, nthr);
+    } else {
+        copy_bytes(dst, src, n, tid, nthr);
+    }
+}
+
+} /* namespace mki */
+
+#endif /* MKI_COPY_CUH */

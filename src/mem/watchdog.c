@@ -1,0 +1,155 @@
+/*
+ * watchdog.c - device failures become the communicator's async error.
+ *
+ * A kernel that gives up (a wait past its deadline, a peer that aborted,
+ * a failed proxy) writes the host-mapped error record (kernels/rt/wait.cuh).
+ * The watchdog thread polls the record every 2 ms and the local abort
+ * word (through the runtime's private stream, never blocking) every 50
+ * ms: either becomes the communicator's async error and a WARN line.
+ * mkCommAbort raises the abort word of every rank of the node.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mki.h"
+#include "mem/mem.h"
+
+mkResult_t mki_err_record_format(const struct mki_err_record *r, char *buf, size_t len)
+{
+    if (!r->valid) {
+        snprintf(buf, len, "no error recorded");
+        return mkSuccess;
+    }
+    const char *op = mki_op_api_name(r->op);
+    const unsigned long long call = (unsigned long long)r->epoch;
+    if (r->kind == MKI_ERR_PROXY) {
+        snprintf(buf, len, "%s (call %llu) on rank %d stopped: this rank's inter-node "
+                 "proxy failed while sending to rank %d (channel %d, chunk %d); the "
+                 "transport's error is logged at WARN; destroy this communicator", op, call,
+                 r->rank, r->peer, r->channel, r->chunk);
+        return mkErrTransport;
+    }
+    if (r->kind == MKI_ERR_TIMEOUT && r->chunk < 0) {
+        snprintf(buf, len, "%s (call %llu) on rank %d timed out waiting for rank %d in a "
+                 "handshake (channel %d, expected signal 0x%llx, saw 0x%llx): rank %d is "
+                 "dead, hung or never made the call, or the ranks disagree on the call "
+                 "(its arguments, MK_COLL_ZCOPY_MIN, or their mkMemAlloc/mkCommRegister "
+                 "calls, which every rank makes in the same order)", op, call, r->rank,
+                 r->peer, r->channel, (unsigned long long)r->expected,
+                 (unsigned long long)r->seen, r->peer);
+        return mkErrTimeout;
+    }
+    if (r->kind == MKI_ERR_TIMEOUT) {
+        snprintf(buf, len, "%s (call %llu) on rank %d timed out waiting for rank %d: "
+                 "channel %d, chunk %d, phase %d, expected signal 0x%llx, saw 0x%llx; "
+                 "rank %d is dead, hung or never made the call (raise MK_TIMEOUT_MS if it "
+                 "is only slow)", op, call, r->rank, r->peer, r->channel, r->chunk, r->phase,
+                 (unsigned long long)r->expected, (unsigned long long)r->seen, r->peer);
+        return mkErrTimeout;
+    }
+    snprintf(buf, len, "%s (call %llu) on rank %d stopped: rank %d failed or aborted the "
+             "communicator (channel %d, chunk %d); destroy this communicator", op, call,
+             r->rank, r->peer, r->channel, r->chunk);
+    return mkErrRemote;
+}
+
+static void *abort_word(struct mki_devrt *d)
+{
+    return d->heap.seg[0].base + MKI_CTL_ABORT;
+}
+
+static void watchdog_report(struct mkComm *comm)
+{
+    char msg[512];
+    mkResult_t res = mki_err_record_format(comm->dev->rec, msg, sizeof(msg));
+    mki_error(comm, res, "%s", msg);
+    mki_comm_set_async_error(comm, res);
+}
+
+/* Poll the local abort word without ever blocking on the device. */
+static int watchdog_poll_abort(struct mki_devrt *d, int *inflight)
+{
+    if (*inflight) {
+        cudaError_t e = cudaStreamQuery(d->side);
+        if (e == cudaErrorNotReady) return 0;
+        *inflight = 0;
+        if (e != cudaSuccess) return -1;
+        return d->pinned[1] != 0;
+    }
+    if (cudaMemcpyAsync(&d->pinned[1], abort_word(d), 8, cudaMemcpyDeviceToHost, d->side) ==
+        cudaSuccess)
+        *inflight = 1;
+    return 0;
+}
+
+static void *watchdog_main(void *arg)
+{
+    struct mkComm *comm = arg;
+    struct mki_devrt *d = comm->dev;
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    if (cudaSetDevice(d->dev) != cudaSuccess) return NULL;
+    int inflight = 0, tick = 0, reported = 0;
+    const struct timespec ts = {0, 2000000};
+    while (!d->stop) {
+        nanosleep(&ts, NULL);
+        if (reported) continue;
+        if (d->rec->valid) {
+            watchdog_report(comm);
+            reported = 1;
+            continue;
+        }
+        if (++tick % 25 != 0 && !inflight) continue;
+        int up = watchdog_poll_abort(d, &inflight);
+        if (up > 0 && !d->rec->valid) {
+            mki_error(comm, mkErrRemote, "rank %d failed or aborted the communicator; "
+                      "destroy it", (int)d->pinned[1] - 1);
+            mki_comm_set_async_error(comm, mkErrRemote);
+            reported = 1;
+        }
+    }
+    if (inflight) (void)cudaStreamSynchronize(d->side);
+    return NULL;
+}
+
+mkResult_t mki_watchdog_start(struct mkComm *comm)
+{
+    struct mki_devrt *d = comm->dev;
+    if (pthread_create(&d->watchdog, NULL, watchdog_main, comm) != 0)
+        return mki_error(comm, mkErrSystem, "cannot start the watchdog thread");
+    d->watchdog_up = 1;
+    return mkSuccess;
+}
+
+void mki_watchdog_stop(struct mki_devrt *d)
+{
+    if (!d->watchdog_up) return;
+    d->stop = 1;
+    pthread_join(d->watchdog, NULL);
+    d->watchdog_up = 0;
+}
+
+void mki_devrt_abort(struct mkComm *comm)
+{
+    struct mki_devrt *d = comm->dev;
+    if (!d || d->heap.nseg == 0) return;
+    int prev = 0;
+    (void)cudaGetDevice(&prev);
+    (void)cudaSetDevice(d->dev);
+    d->pinned[0] = (uint64_t)comm->rank + 1;
+    const struct mki_heap_seg *s = &d->heap.seg[0];
+    for (int l = 0; l < d->nlocal; l++)
+        if (s->peer[l])
+            (void)cudaMemcpyAsync(s->peer[l] + MKI_CTL_ABORT, &d->pinned[0], 8,
+                                  cudaMemcpyHostToDevice, d->side);
+    /* Bounded wait for the writes to land (the copies do not depend on any
+     * peer); then leave device memory to the process's exit. */
+    uint64_t t0 = mki_now_ns();
+    while (cudaStreamQuery(d->side) == cudaErrorNotReady && mki_now_ns() - t0 < 1000000000ull)
+        usleep(100);
+    d->aborted = 1;
+    (void)cudaGetLastError();
+    (void)cudaSetDevice(prev);
+}

@@ -1,0 +1,186 @@
+/*
+ * launch.c - the one path of every call (op.h): entry checks, the device
+ * guard, the capture status, the kernels' view of the communicator, and
+ * the launch of a persistent grid.
+ *
+ * A persistent kernel's CTAs spin on each other and on other ranks, so
+ * the whole grid must be resident at once: the grid of a launch is
+ * checked against what the device can hold of that kernel (occupancy,
+ * cached per kernel and shape).  The plan keeps every rank's grids within
+ * its share of the SMs (MK_SM_BUDGET, or the GPU's SMs split among the
+ * ranks on it), so that ranks sharing a GPU under MPS fit beside each
+ * other.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "mki.h"
+#include "mem/mem.h"
+#include "net/net.h"
+#include "ops/op.h"
+
+mkResult_t mki_call_enter(mkComm_t comm, enum mki_op op, cudaStream_t stream,
+                          struct mki_call *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->func = mki_op_api_name(op);
+    c->op = op;
+    c->stream = stream;
+    c->prev_dev = -1;
+    MKI_CHECK(mki_comm_check(comm, c->func));
+    c->comm = comm;
+    mkResult_t broken = mki_comm_async_error(comm);
+    if (broken != mkSuccess) return mki_comm_broken(comm, broken, c->func);
+    c->res = mki_devrt_require(comm, c->func);
+    if (c->res != mkSuccess) return mkSuccess;
+    int prev = -1;
+    cudaError_t e = cudaGetDevice(&prev);
+    if (e == cudaSuccess && prev != comm->dev->dev) e = cudaSetDevice(comm->dev->dev);
+    if (e != cudaSuccess) {
+        c->res = mki_error(comm, mkErrCuda, "%s: cannot use CUDA device %d: %s", c->func,
+                           comm->dev->dev, cudaGetErrorString(e));
+        (void)cudaGetLastError();
+        return mkSuccess;
+    }
+    c->prev_dev = prev;
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    e = cudaStreamIsCapturing(stream, &cs);
+    if (e != cudaSuccess)
+        c->res = mki_error(comm, mkErrInvalidArgument, "%s: cannot query the stream's capture "
+                           "status (%s): is the stream valid, and of CUDA device %d?", c->func,
+                           cudaGetErrorString(e), comm->dev->dev);
+    else if (cs == cudaStreamCaptureStatusInvalidated)
+        c->res = mki_error(comm, mkErrInvalidArgument, "%s: the stream's capture was "
+                           "invalidated by an earlier error; end it and capture again",
+                           c->func);
+    c->capturing = cs == cudaStreamCaptureStatusActive;
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    return mkSuccess;
+}
+
+mkResult_t mki_call_leave(struct mki_call *c, mkResult_t res)
+{
+    if (c->comm && c->comm->dev && c->prev_dev >= 0 && c->prev_dev != c->comm->dev->dev)
+        (void)cudaSetDevice(c->prev_dev);
+    return res;
+}
+
+void mki_rt_fill(const struct mkComm *comm, int op, struct mki_rt_dev *rt)
+{
+    const struct mki_devrt *d = comm->dev;
+    memset(rt, 0, sizeof(*rt));
+    rt->rank = comm->rank;
+    rt->nranks = comm->nranks;
+    rt->local = d->me;
+    rt->nlocal = d->nlocal;
+    rt->op = op;
+    for (int l = 0; l < d->nlocal; l++) {
+        rt->glob[l] = d->comm_rank[l];
+        rt->heap[l] = d->heap.seg[0].peer[l];
+    }
+    rt->local_of = (const int32_t *)mki_heap_ptr(comm, &d->local_of, d->me);
+    rt->err = d->rec_dev;
+    rt->timeout_ns = (uint64_t)comm->cfg.timeoutMs * 1000000ull;
+    if (comm->net) rt->fifo = comm->net->fifo_dev;
+}
+
+/* ---- co-residency ------------------------------------------------------ */
+
+static dim3 dim3_of(unsigned x)
+{
+    dim3 d = {x, 1, 1};
+    return d;
+}
+
+struct fit {
+    const void *fn;
+    int dev;
+    unsigned block, cluster;
+    size_t smem;
+    int ctas;          /* CTAs of the kernel the device holds at once */
+};
+
+#define FIT_CACHE 64
+static struct fit fits[FIT_CACHE];
+static int nfits;
+static pthread_mutex_t fit_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static mkResult_t device_fit(struct mki_call *c, const struct mki_launch_desc *d, int *ctas)
+{
+    const int dev = c->comm->dev->dev;
+    pthread_mutex_lock(&fit_lock);
+    for (int i = 0; i < nfits; i++)
+        if (fits[i].fn == d->fn && fits[i].dev == dev && fits[i].block == d->block &&
+            fits[i].cluster == d->cluster && fits[i].smem == d->smem) {
+            *ctas = fits[i].ctas;
+            pthread_mutex_unlock(&fit_lock);
+            return mkSuccess;
+        }
+    pthread_mutex_unlock(&fit_lock);
+    cudaError_t e = cudaSuccess;
+    int n = 0;
+    if (d->cluster > 1) {
+        cudaLaunchConfig_t cfg;
+        cudaLaunchAttribute at;
+        memset(&cfg, 0, sizeof(cfg));
+        at.id = cudaLaunchAttributeClusterDimension;
+        at.val.clusterDim.x = d->cluster;
+        at.val.clusterDim.y = at.val.clusterDim.z = 1;
+        cfg.gridDim = dim3_of(d->cluster);
+        cfg.blockDim = dim3_of(d->block);
+        cfg.dynamicSmemBytes = d->smem;
+        cfg.attrs = &at;
+        cfg.numAttrs = 1;
+        e = cudaOccupancyMaxActiveClusters(&n, d->fn, &cfg);
+        n *= (int)d->cluster;
+    } else {
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, d->fn, (int)d->block, d->smem);
+        n *= c->comm->dev->sm_count;
+    }
+    if (e != cudaSuccess)
+        return mki_error(c->comm, mkErrCuda, "%s: occupancy of its kernel: %s", c->func,
+                         cudaGetErrorString(e));
+    pthread_mutex_lock(&fit_lock);
+    if (nfits < FIT_CACHE) fits[nfits++] = (struct fit){d->fn, dev, d->block, d->cluster, d->smem, n};
+    pthread_mutex_unlock(&fit_lock);
+    *ctas = n;
+    return mkSuccess;
+}
+
+mkResult_t mki_launch(struct mki_call *c, struct mki_launch_desc *d)
+{
+    int fit = 0;
+    MKI_CHECK(device_fit(c, d, &fit));
+    const unsigned cl = d->cluster > 1 ? d->cluster : 1;
+    if ((int)d->grid > fit) {
+        if (d->exact || fit < (int)cl)
+            return mki_error(c->comm, mkErrInternal, "%s: the plan asked for %u CTAs but CUDA "
+                             "device %d holds %d of this kernel at once (a persistent grid "
+                             "must be resident); lower MK_SM_BUDGET or MK_COLL_CTAS",
+                             c->func, d->grid, c->comm->dev->dev, fit);
+        d->grid = (unsigned)fit / cl * cl;
+    }
+    void *args[MKI_LAUNCH_MAXARGS];
+    for (int i = 0; i < d->nargs; i++) args[i] = d->param + d->arg_off[i];
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute at;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.gridDim = dim3_of(d->grid);
+    cfg.blockDim = dim3_of(d->block);
+    cfg.dynamicSmemBytes = d->smem;
+    cfg.stream = c->stream;
+    if (cl > 1) {
+        at.id = cudaLaunchAttributeClusterDimension;
+        at.val.clusterDim.x = cl;
+        at.val.clusterDim.y = at.val.clusterDim.z = 1;
+        cfg.attrs = &at;
+        cfg.numAttrs = 1;
+    }
+    cudaError_t e = cudaLaunchKernelExC(&cfg, d->fn, args);
+    if (e == cudaSuccess) e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return mki_error(c->comm, e == cudaErrorMemoryAllocation ? mkErrNoMemory : mkErrCuda,
+                         "%s: kernel launch failed: %s", c->func, cudaGetErrorString(e));
+    return mkSuccess;
+}

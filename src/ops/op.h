@@ -1,0 +1,113 @@
+/*
+ * op.h - what an operation is to the library, and the one path every
+ * call takes.
+ *
+ * An operation is a host file in src/ops/ (validate, plan, resources,
+ * launch) and a kernel file in kernels/ops/ (role split and schedule); its
+ * descriptor is one line of the op table (optable.c).  The communicator
+ * core names no op: it sizes, creates, loads and destroys them all
+ * through the table.  Adding mkGemmReduceScatter, say, adds
+ * src/ops/gemm_rs.c (with `const struct mki_op_desc mki_op_gemm_rs`),
+ * kernels/ops/gemm_rs.cu, a line in optable.c, its tests and its page.
+ *
+ * Every public call of an op:
+ *
+ *     struct mki_call c;
+ *     MKI_CHECK(mki_call_enter(comm, MKI_OP_..., stream, &c));   handle, broken?
+ *     ... validate (c.res holds the device/capture checks' verdict) ...
+ *     ... plan (src/plan/), fill the kernel's parameters (mki_rt_fill) ...
+ *     r = mki_launch(&c, &desc);                                  co-resident?
+ *     return mki_call_leave(&c, r);                               device back
+ */
+#ifndef MKI_OP_H
+#define MKI_OP_H
+
+#include <stddef.h>
+
+#include <cuda_runtime_api.h>
+
+#include "mki.h"
+#include "rt/launch.h"
+#include "rt/rt.h"
+
+struct mki_op_desc {
+    const char *name;  /* for messages: "the collectives", "mkAllGatherGemm" */
+    /* Bytes this op needs in the heap's host segment on a communicator of
+     * several nodes; NULL: none. */
+    size_t (*host_bytes)(const struct mkComm *comm);
+    /* Its state in a communicator, made with it (collective: heap blocks
+     * come in the same order on every rank) and destroyed with it (state
+     * may be NULL there); either may be NULL. */
+    mkResult_t (*create)(struct mkComm *comm, void **state);
+    void (*destroy)(struct mkComm *comm, void *state);
+    /* Load its kernels now (never lazily: REFERENCE.md); 0, or nonzero
+     * with msg set. */
+    int (*preload)(char *msg, size_t len);
+};
+
+/* The table, NULL-terminated (optable.c). */
+extern const struct mki_op_desc *const mki_op_table[];
+/* An op's state in comm (NULL before it was made). */
+void *mki_op_state(const struct mkComm *comm, const struct mki_op_desc *op);
+
+/* For the communicator's creation and destruction (src/core/comm.c). */
+size_t mki_ops_host_bytes(const struct mkComm *comm);
+mkResult_t mki_ops_create(struct mkComm *comm);
+void mki_ops_destroy(struct mkComm *comm);
+mkResult_t mki_ops_preload(struct mkComm *comm);
+
+/* ---- one call -------------------------------------------------------- */
+
+struct mki_call {
+    struct mkComm *comm;
+    enum mki_op op;
+    const char *func;       /* the public name, for messages */
+    cudaStream_t stream;
+    int prev_dev;           /* the caller's device, restored on leave */
+    int capturing;          /* the stream is being captured into a graph */
+    mkResult_t res;         /* the device and capture checks' verdict */
+};
+
+/* The handle, and a communicator already broken: errors returned at once.
+ * Then, recorded in c->res (an op that must still meet the other ranks,
+ * as a first call's shape check does, takes part before it returns it):
+ * a GPU in this process, the communicator's device made current, the
+ * stream's capture status (an invalidated capture is an error). */
+mkResult_t mki_call_enter(mkComm_t comm, enum mki_op op, cudaStream_t stream,
+                          struct mki_call *c);
+/* Give the caller its device back; returns res. */
+mkResult_t mki_call_leave(struct mki_call *c, mkResult_t res);
+/* The communicator as a kernel of operation op sees it. */
+void mki_rt_fill(const struct mkComm *comm, int op, struct mki_rt_dev *rt);
+/* Launch a described kernel on the call's stream: co-residency of the
+ * persistent grid (exact grids are refused when they do not fit, the
+ * others shrink to what fits), the launch, the launch's error. */
+mkResult_t mki_launch(struct mki_call *c, struct mki_launch_desc *d);
+
+/* ---- shared argument checks (validate.c) ----------------------------- */
+
+int mki_dtype_bytes(mkDataType_t t);   /* 0: not a type */
+int mki_overlap(const void *a, size_t na, const void *b, size_t nb);
+/* p (bytes long, not NULL) is device memory of the communicator's device,
+ * aligned to align bytes; the error names func and the argument. */
+mkResult_t mki_check_dev_ptr(struct mkComm *comm, const char *func, const char *name,
+                             const void *p, size_t align);
+
+/* The first call of a shape: every rank checks what every rank passed
+ * (a bootstrap allgather of a fixed-size record), so that mismatched
+ * arguments are reported on every rank instead of computed wrong; known
+ * shapes (by hash) skip it.  compare() returns mkSuccess or an error
+ * naming the first rank that differs. */
+#define MKI_SHAPES 16
+struct mki_shape_cache {
+    int n;
+    uint64_t hash[MKI_SHAPES];
+};
+typedef mkResult_t (*mki_shape_cmp)(struct mkComm *comm, const void *all, size_t rec,
+                                    const void *ctx);
+mkResult_t mki_agree_shape(struct mkComm *comm, struct mki_shape_cache *cache,
+                           const char *func, uint64_t hash, void *records, size_t rec,
+                           mkResult_t local, mki_shape_cmp compare, const void *ctx);
+uint64_t mki_hash64(uint64_t h, uint64_t v);   /* FNV-1a step */
+
+#endif /* MKI_OP_H */

@@ -1,0 +1,97 @@
+/*
+ * validate.c - argument checks every op shares: element types, device
+ * pointers, overlaps, and the first call of a shape checked on every rank.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mki.h"
+#include "mem/mem.h"
+#include "ops/op.h"
+
+int mki_dtype_bytes(mkDataType_t t)
+{
+    switch (t) {
+    case mkBfloat16: return 2;
+    case mkFloat16: return 2;
+    case mkFloat32: return 4;
+    default: return 0;
+    }
+}
+
+int mki_overlap(const void *a, size_t na, const void *b, size_t nb)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return a && b && na && nb && x < y + nb && y < x + na;
+}
+
+mkResult_t mki_check_dev_ptr(struct mkComm *comm, const char *func, const char *name,
+                             const void *p, size_t align)
+{
+    const int dev = comm->dev->dev;
+    struct cudaPointerAttributes a;
+    cudaError_t e = cudaPointerGetAttributes(&a, p);
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    if (e != cudaSuccess || a.type != cudaMemoryTypeDevice)
+        return mki_error(comm, mkErrInvalidArgument, "%s: %s = %p is not device memory (%s); "
+                         "pass memory from cudaMalloc or mkMemAlloc on CUDA device %d", func,
+                         name, p, e != cudaSuccess ? cudaGetErrorString(e)
+                         : a.type == cudaMemoryTypeHost ? "host memory"
+                         : a.type == cudaMemoryTypeManaged ? "managed memory"
+                         : "unregistered host memory", dev);
+    if (a.device != dev)
+        return mki_error(comm, mkErrInvalidArgument, "%s: %s = %p is memory of CUDA device %d "
+                         "but the communicator uses device %d", func, name, p, a.device, dev);
+    if ((uintptr_t)p % align != 0)
+        return mki_error(comm, mkErrInvalidArgument, "%s: %s = %p is not aligned to %zu "
+                         "bytes, which the kernel needs", func, name, p, align);
+    return mkSuccess;
+}
+
+uint64_t mki_hash64(uint64_t h, uint64_t v)
+{
+    return (h ^ v) * 1099511628211ull;
+}
+
+/* The other ranks' own verdicts on their arguments (the record's first
+ * int32 is its rank's "ok"). */
+static mkResult_t others_ok(struct mkComm *comm, const char *func, const char *all, size_t rec)
+{
+    for (int r = 0; r < comm->nranks; r++) {
+        int32_t ok;
+        memcpy(&ok, all + (size_t)r * rec, sizeof(ok));
+        if (!ok)
+            return mki_error(comm, mkErrInvalidArgument, "%s: rank %d rejected its arguments "
+                             "for this shape (its mkGetLastError says why); no rank computed",
+                             func, r);
+    }
+    return mkSuccess;
+}
+
+mkResult_t mki_agree_shape(struct mkComm *comm, struct mki_shape_cache *cache,
+                           const char *func, uint64_t hash, void *records, size_t rec,
+                           mkResult_t local, mki_shape_cmp compare, const void *ctx)
+{
+    for (int i = 0; local == mkSuccess && cache && i < cache->n; i++)
+        if (cache->hash[i] == hash) return mkSuccess;
+    char saved[MKI_ERRMSG_LEN];
+    snprintf(saved, sizeof(saved), "%s", mkGetLastError(comm));
+    const int32_t ok = local == mkSuccess;
+    memcpy((char *)records + (size_t)comm->rank * rec, &ok, sizeof(ok));
+    mkResult_t r = comm->boot->allgather(comm->boot_ctx, records, rec);
+    if (r != mkSuccess)
+        return mki_error(comm, r, "%s: the shape check with the other ranks failed (bootstrap "
+                         "allgather: %s); is every rank making this call?", func,
+                         mki_thread_error());
+    /* Disagreement between ranks first, then this rank's own detail. */
+    r = compare(comm, records, rec, ctx);
+    if (r == mkSuccess && local != mkSuccess) {
+        mki_error_quiet(comm, "%s", saved);
+        r = local;
+    }
+    if (r == mkSuccess) r = others_ok(comm, func, records, rec);
+    if (r != mkSuccess || !cache) return r;
+    cache->hash[cache->n < MKI_SHAPES ? cache->n++ : (int)(hash % MKI_SHAPES)] = hash;
+    return mkSuccess;
+}

@@ -1,0 +1,212 @@
+/*
+ * coll.c - the plan of the plain collectives (kernels/ops/coll.cu): CTAs,
+ * mover, one or two phases, zero copy, chunk and the threads of each
+ * role, from measured rules rather than the cost model (the model's
+ * per-CTA rates describe the fused kernels' roles, not the slot
+ * pipeline; bench/NOTES.md has the runs).  The same inputs give the same
+ * answer on every rank.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config.h"
+#include "mki.h"
+#include "plan/plan.h"
+#include "mem/mem.h"
+
+/* ---- the plain collectives (measured rules) ------------------------ */
+
+/* Bytes of a peer block per CTA below the wide regime: small calls are
+ * latency-bound, so more CTAs pay even at 16 KB each (1 MB per rank,
+ * 16 -> 32 CTAs: reduce-scatter 21.3 -> 19.6 us; bench/NOTES.md). */
+#define COLL_BYTES_PER_CTA (16u << 10)
+#define COLL_NARROW_MAXCH 32
+/* From this many bytes per peer block, on one node, a collective takes
+ * every CTA it may (MKI_MAXCH = 64): a CTA moves about 8 GB/s through the
+ * workspace, so the bandwidth grows with the count up to 64 (4 H200, 1 GB
+ * per rank: all-gather 193 / 222 / 258 / 265 / 292 GB/s at 16 / 24 / 32 /
+ * 48 / 64 CTAs; 2 H200: all-reduce 299 -> 342 GB/s). */
+#define COLL_WIDE_MIN (4u << 20)
+/* One-phase all-reduce from 1 MiB (2 H200, 1 MB: 18.7-18.8 us on 64 CTAs
+ * against 18.9-19.1 on 32, three runs each). */
+#define COLL_WIDE_MIN_ONESHOT (1u << 20)
+
+int mki_plan_coll_ctas(uint64_t block, int oneshot, int nnodes, int budget)
+{
+    if (budget < 1) budget = 1;
+    /* across nodes at most 32: the proxy's chunks were measured so */
+    if (nnodes == 1 && block >= (oneshot ? COLL_WIDE_MIN_ONESHOT : COLL_WIDE_MIN))
+        return budget;
+    int cap = budget < COLL_NARROW_MAXCH ? budget : COLL_NARROW_MAXCH;
+    uint64_t n = (block + COLL_BYTES_PER_CTA - 1) / COLL_BYTES_PER_CTA;
+    if (n < 1) n = 1;
+    return n < (uint64_t)cap ? (int)n : cap;
+}
+
+/* One-phase all-reduce up to limit bytes at 2 ranks (MK_COLL_AR_ONESHOT),
+ * limit x 2 / n at n ranks: it sends (n - 1) x S where two phases send
+ * 2 (n - 1) / n x S, n / 2 times the bytes (8 H200, 4 MB: 194 us one phase
+ * against 111 us in two; 1 MB: 104 against 97; 256 KB: 62 against 93). */
+int mki_plan_coll_oneshot(uint64_t bytes, uint64_t limit, int nranks)
+{
+    if (limit == 0 || nranks < 2) return 0;
+    if (nranks > 2) limit = limit / (uint64_t)nranks * 2;
+    return bytes <= limit;
+}
+
+/* Register stores for zero copy (4 H200, 1 GB per rank: 312 GB/s against
+ * 281 with TMA; 2 H200, 16 CTAs: 311 against 259) and below COLL_WIDE_MIN
+ * per block (a chunk's bulk copies end with a wait for their completion
+ * that register stores and a fence do not pay: 2 H200, 1 MB per rank,
+ * all-reduce 20.3 -> 19.0 us, all-to-all 19.9 -> 17.9 us); TMA bulk copies
+ * to the peers otherwise (256 MB, 64 CTAs: 333 against 317 GB/s). */
+enum mki_coll_pick_mover mki_plan_coll_mover(uint64_t block, int zero_copy)
+{
+    return zero_copy || block < COLL_WIDE_MIN ? MKI_COLL_PICK_REG
+                                              : MKI_COLL_PICK_TMA_SEND;
+}
+
+
+/* Bytes of one peer block: the whole buffer, except for all-reduce in two
+ * phases (a rank's block of the sum). */
+static uint64_t block_bytes(const struct mki_coll_in *in, int oneshot)
+{
+    if (in->op != MKI_OP_ALLREDUCE || oneshot) return in->count * (uint64_t)in->esize;
+    uint64_t first, elems;
+    mki_ar_block(in->count, in->nranks, 0, &first, &elems);
+    return elems * (uint64_t)in->esize;
+}
+
+/* Zero copy (kernels/ops/coll.cu): all-gather, all-to-all, and all-reduce
+ * in two phases with register stores (REDUCE pushes the reduced blocks
+ * into the peers' recvbufs; on 2 H200 at 64 MB - 1 GB it measured 232-284
+ * GB/s against 257-300 for TMA through the slots, so only when
+ * MK_COLL_MOVER=reg asks), on one node, when the communicator has
+ * registered buffers (collective calls: every rank counts the same) and a
+ * block is at least MK_COLL_ZCOPY_MIN. */
+static int zero_copy(const struct mki_coll_in *in, int oneshot, int mover, uint64_t block)
+{
+    if (in->op == MKI_OP_REDUCESCATTER || oneshot || in->nnodes != 1 || !in->registered)
+        return 0;
+    if (in->op == MKI_OP_ALLREDUCE && mover != MKI_COLL_MOVER_REG) return 0;
+    return in->zcopy_min > 0 && block >= in->zcopy_min;
+}
+
+/* The threads of each role, in the order of the kernel (ops/coll.h). */
+static struct mki_roles coll_roles(enum mki_op op, int mover, int oneshot, int direct,
+                                   int nranks)
+{
+    /* SEND: one warp issuing TMA bulk copies, or half the CTA with
+     * register stores; zero copy leaves RECV only the own block to copy:
+     * with 3 or more peers in flight SEND takes 384 threads (4 H200: 312
+     * -> 320 GB/s at 1 GB); with one peer 256 stay better (2 H200: 316 vs
+     * 279). */
+    const int send = mover != MKI_COLL_MOVER_REG ? 32 : direct && nranks > 2 ? 384 : 256;
+    struct mki_roles r = {2, {send, MKI_COLL_THREADS, 0, 0}};
+    if (op == MKI_OP_ALLREDUCE && !oneshot) {
+        /* TMA: SEND 1 warp, SEND2 1 warp, REDUCE 10, RECV 4; registers:
+         * SEND 6 warps, REDUCE 6 (pushing the results), RECV 4 */
+        const struct mki_roles tma = {4, {32, 64, 384, MKI_COLL_THREADS}};
+        const struct mki_roles reg = {3, {192, 384, MKI_COLL_THREADS, 0}};
+        r = mover != MKI_COLL_MOVER_REG ? tma : reg;
+    }
+    return r;
+}
+
+void mki_plan_coll_model(const struct mki_coll_in *in, struct mki_coll_plan *out)
+{
+    memset(out, 0, sizeof(*out));
+    const uint64_t bytes = in->count * (uint64_t)in->esize;
+    out->oneshot = in->op == MKI_OP_ALLREDUCE &&
+                   mki_plan_coll_oneshot(bytes, in->oneshot_limit, in->nranks);
+    out->block = block_bytes(in, out->oneshot);
+    int mover = in->mover >= 0 ? in->mover : MKI_COLL_MOVER_TMA_SEND;
+    out->direct = zero_copy(in, out->oneshot, mover, out->block);
+    if (in->mover < 0 && mki_plan_coll_mover(out->block, out->direct) == MKI_COLL_PICK_REG)
+        mover = MKI_COLL_MOVER_REG;
+    /* Register stores push all-reduce results straight into peers'
+     * slots, which a remote rank does not have: TMA (SEND2) there. */
+    if (in->nnodes > 1 && in->op == MKI_OP_ALLREDUCE && !out->oneshot &&
+        mover == MKI_COLL_MOVER_REG)
+        mover = MKI_COLL_MOVER_TMA_SEND;
+    out->mover = mover;
+    int cap = in->budget < MKI_MAXCH ? in->budget : MKI_MAXCH;
+    if (in->maxch > 0 && cap > in->maxch) cap = in->maxch;
+    if (cap < 1) cap = 1;
+    out->nch = in->ctas > 0 ? (in->ctas < cap ? in->ctas : cap)
+                            : mki_plan_coll_ctas(out->block, out->oneshot, in->nnodes, cap);
+    out->chunk = in->slot_bytes;
+    out->roles = coll_roles(in->op, mover, out->oneshot, out->direct, in->nranks);
+}
+
+/* Heap bytes of the first segment that the collectives leave to the other
+ * blocks (control, rank table, channel counters, the fused ops' control). */
+#define COLL_HEAP_RESERVE (1ull << 20)
+
+void mki_plan_coll_slots(const struct mki_plan_ctx *c, uint64_t *slot_bytes, int *net_ch)
+{
+    /* The largest node sizes it, so that every rank chunks alike. */
+    const uint64_t heap = c->workspace;
+    *slot_bytes = heap > COLL_HEAP_RESERVE
+                      ? mki_ch_slot_bytes(heap - COLL_HEAP_RESERVE, c->local_size) : 0;
+    *net_ch = MKI_MAXCH;
+    if (c->nnodes > 1) {
+        const struct mki_nb_geom g = mki_nb_geometry(c->nranks);
+        *net_ch = g.nbch;
+        if (*slot_bytes > g.stride) *slot_bytes = g.stride;
+    }
+}
+
+mkResult_t mki_plan_coll_ctx(const struct mki_plan_ctx *c, const struct mki_params *pr,
+                             int mover, int registered, enum mki_op op, uint64_t count,
+                             int esize, struct mki_coll_plan *out)
+{
+    struct mki_coll_in in;
+    memset(&in, 0, sizeof(in));
+    in.op = op;
+    in.count = count;
+    in.esize = esize;
+    in.nranks = c->nranks;
+    in.nnodes = c->nnodes;
+    in.budget = c->sm_budget;
+    mki_plan_coll_slots(c, &in.slot_bytes, &in.maxch);
+    in.registered = registered;
+    in.ctas = (int)mki_params_int(pr, MKI_P_COLL_CTAS);
+    in.mover = mover;
+    in.oneshot_limit = (uint64_t)mki_params_int(pr, MKI_P_COLL_AR_ONESHOT);
+    in.zcopy_min = (uint64_t)mki_params_int(pr, MKI_P_COLL_ZCOPY_MIN);
+    mki_plan_coll_model(&in, out);
+    if (out->chunk == 0)
+        return mki_error(NULL, mkErrUnsupported, "%s: the symmetric heap (MK_WORKSPACE_SIZE) "
+                         "is too small for the slots of %d ranks per node; raise "
+                         "MK_WORKSPACE_SIZE", mki_op_api_name(op), c->local_size);
+    return mkSuccess;
+}
+
+mkResult_t mki_plan_coll(struct mkComm *comm, enum mki_op op, uint64_t count, int esize,
+                         struct mki_coll_plan *out)
+{
+    const struct mki_plan *pl = comm->plan;
+    mkResult_t r = mki_plan_coll_ctx(&pl->ctx, &comm->params, pl->coll_mover,
+                                     comm->dev && comm->dev->nregs > 0, op, count, esize, out);
+    if (r != mkSuccess) mki_error_quiet(comm, "%s", mki_thread_error());
+    return r;
+}
+
+/* MK_COLL_MOVER, checked once: a typo must not silently measure another
+ * mover. */
+mkResult_t mki_plan_coll_mover_param(const char *v, int set, int *mover)
+{
+    *mover = -1;
+    if (!set) return mkSuccess;
+    if (!strcmp(v, "reg")) *mover = MKI_COLL_MOVER_REG;
+    else if (!strcmp(v, "tma")) *mover = MKI_COLL_MOVER_TMA;
+    else if (!strcmp(v, "tma-send")) *mover = MKI_COLL_MOVER_TMA_SEND;
+    else
+        return mki_error(NULL, mkErrInvalidArgument, "MK_COLL_MOVER=%s; use tma-send, tma "
+                         "or reg", v);
+    return mkSuccess;
+}

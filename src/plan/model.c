@@ -1,0 +1,513 @@
+/*
+ * model.c - the plan's cost model: per (operation, shape), the split of
+ * the persistent grid among roles, the mover and the chunk, and whether
+ * fusion beats the unfused sequence.
+ *
+ * The cost model (DESIGN §8).  For one rank of P, L of them on its node,
+ * a candidate split (n_c compute, n_i intra, n_s inter-send, n_r
+ * inter-reduce CTAs, one CTA per SM) and an intra mover:
+ *
+ *   T_compute = tiles/n_c waves (at least 1) x time of one tile on one SM
+ *   T_intra   = intra bytes / min(n_i x per-CTA rate, link saturation)
+ *               (copy engine: no CTA, its own rate; a reduction also needs
+ *               n_i x per-CTA add rate)
+ *   T_inter   = inter bytes / (NICs x NIC rate);   T_ired = inter bytes /
+ *               (n_r x per-CTA add rate) for reductions
+ *   fused     = max(T_compute x interference, T_intra, T_inter, T_ired)
+ *               + one chunk of the faster side (fill/drain) + overhead
+ *               (a GEMM of a single wave cannot overlap: the sum instead)
+ *   unfused   = T_compute(all SMs) + collective(all SMs) + one launch
+ *
+ * Bytes per rank follow a hierarchical schedule: of a collective over
+ * `total` bytes, (L-1)/L cross the node's links and (P-L)/(P*L) cross this
+ * rank's NIC (alltoall: (L-1)/P and (P-L)/P, no aggregation).  The split
+ * with the least fused time wins (ties: fewer communication CTAs); the
+ * fused kernel runs only when it beats the unfused sequence by the
+ * model's margin.  Every figure is in mki_model_default below.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config.h"
+#include "mki.h"
+#include "plan/plan.h"
+
+/* Figures from shared/REFERENCE.md (2 x H200, NV18, 2026-11-22) and the
+ * public anchors it lists.  Calibration replaces this table only. */
+const struct mki_model mki_model_default = {
+    .sm_count = 132,
+    .gemm_tflops = 700.0,      /* cuBLAS bf16 677-791 TFLOP/s */
+    .tile_m = 128,
+    .tile_n = 256,
+    .nvlink_link_gbs = 26.5,   /* NV18: 18 x 26.5 = 477 GB/s per direction */
+    .nvlink_ref_links = 18,
+    .tma_cta_gbs = 43.0,       /* cp.async.bulk, one thread per CTA */
+    .tma_sat_gbs = 372.0,      /* 8 CTAs 343, 16 353, 132 372 */
+    .reg_cta_gbs = 20.0,       /* 512 threads, 16-byte stores */
+    .reg_sat_gbs = 367.0,      /* 16 CTAs 316-322, 132 367 */
+    .ce_gbs = 385.0,           /* cudaMemcpyPeerAsync beside a GEMM */
+    .pcie_gbs = 24.0,          /* PCIe Gen4 x16 peer copies */
+    .host_gbs = 10.0,          /* two PCIe hops through pinned host memory */
+    .same_gpu_gbs = 2000.0,    /* device-local copy: 4.25 TB/s read+write */
+    .local_cta_gbs = 32.0,     /* 4.25 TB/s / 132 SMs */
+    .reduce_cta_gbs = 32.0,    /* fp32 add streams at the SM's HBM share */
+    .ib_nic_gbs = 50.0,        /* ConnectX-7, 400 Gb/s */
+    .efa_nic_gbs = 25.0,       /* p5en: 16 x 200 Gb/s EFA, 2 per GPU */
+    .socket_gbs = 3.0,         /* TCP through one host thread */
+    .inter_send_per_nic = 1,
+    .fused_overhead_us = 10.0,
+    .launch_us = 5.0,
+    .gemm_interference = 1.02, /* a peer copy slowed cuBLAS 8192^3 by 1.5% */
+    .fuse_margin = 0.05,
+    .partial_bytes = 4,        /* fp32 partial sums (one rounding) */
+    .chunk_min = 256u << 10,
+    .chunk_max = 8u << 20,
+    .chunks_per_shard = 8,
+};
+
+/* Movers each op's kernels may use: the copy engine cannot add, so the
+ * reductions combine with TMA (adds by the CTA's other warps) or registers;
+ * mkAllGatherGemm's fused kernel has no INTRA CTAs: the copy engine moves
+ * its rows (TMA from INTRA CTAs and stores by the GEMM's producer were
+ * measured slower, bench/NOTES.md), so its plan weighs only that. */
+#define MV(m) (1u << (m))
+static const unsigned op_movers[MKI_OP_COUNT] = {
+    [MKI_OP_ALLGATHER] = MV(MKI_MOVER_CE) | MV(MKI_MOVER_TMA) | MV(MKI_MOVER_REG),
+    [MKI_OP_REDUCESCATTER] = MV(MKI_MOVER_TMA) | MV(MKI_MOVER_REG),
+    [MKI_OP_ALLREDUCE] = MV(MKI_MOVER_TMA) | MV(MKI_MOVER_REG),
+    [MKI_OP_ALLTOALL] = MV(MKI_MOVER_CE) | MV(MKI_MOVER_TMA) | MV(MKI_MOVER_REG),
+    [MKI_OP_AG_GEMM] = MV(MKI_MOVER_CE),
+    [MKI_OP_GEMM_RS] = MV(MKI_MOVER_TMA) | MV(MKI_MOVER_REG),
+    [MKI_OP_GEMM_AR] = MV(MKI_MOVER_TMA) | MV(MKI_MOVER_REG),
+};
+
+/* ---- names -------------------------------------------------------- */
+
+static const char *const mover_names[MKI_MOVER_COUNT] = {
+    "none", "ce", "tma", "reg",
+};
+static const char *const path_names[MKI_PATH_COUNT] = {
+    "self", "same-gpu", "nvlink", "pcie", "host", "net",
+};
+static const char *const tr_names[MKI_TR_COUNT] = {"ibverbs", "efa", "socket"};
+
+const char *mki_mover_name(enum mki_mover m)
+{ return (unsigned)m < MKI_MOVER_COUNT ? mover_names[m] : "?"; }
+const char *mki_path_name(enum mki_path p)
+{ return (unsigned)p < MKI_PATH_COUNT ? path_names[p] : "?"; }
+const char *mki_transport_name(enum mki_transport t)
+{ return (unsigned)t < MKI_TR_COUNT ? tr_names[t] : "?"; }
+
+
+double mki_plan_nic_gbs(unsigned nic_kinds, double share)
+{
+    const double one = (nic_kinds & (1u << MKI_NIC_EFA)) ? mki_model_default.efa_nic_gbs
+                                                         : mki_model_default.ib_nic_gbs;
+    return one * share;
+}
+
+unsigned mki_plan_movers(enum mki_op op)
+{
+    return (unsigned)op < MKI_OP_COUNT ? op_movers[op] : 0;
+}
+
+int mki_op_has_gemm(enum mki_op op) { return op >= MKI_OP_AG_GEMM; }
+#define op_has_gemm mki_op_has_gemm
+static int op_reduces(enum mki_op op)
+{
+    return op == MKI_OP_REDUCESCATTER || op == MKI_OP_ALLREDUCE ||
+           op == MKI_OP_GEMM_RS || op == MKI_OP_GEMM_AR;
+}
+
+
+/* ---- the model ------------------------------------------------------ */
+
+struct work {
+    double flops;
+    int64_t gm, gn, gk;       /* the GEMM of one rank */
+    int64_t intra, inter;     /* bytes per rank */
+    int reduce;
+    int64_t row_bytes, shard_rows;
+};
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+/* Not libm's: the core library links no libm. */
+static double dmin(double a, double b) { return a < b ? a : b; }
+static double dmax(double a, double b) { return a > b ? a : b; }
+static int iceil(double x) { int i = (int)x; return i < x ? i + 1 : i; }
+
+/* Bytes a rank moves for a hierarchical collective over `total` bytes. */
+static void coll_bytes(const struct mki_plan_ctx *c, double total, int a2a,
+                       double *intra, double *inter)
+{
+    double P = c->nranks, L = c->local_size;
+    if (a2a) {
+        *intra += total * (L - 1) / P;
+        *inter += total * (P - L) / P;
+    } else {
+        *intra += total * (L - 1) / L;
+        *inter += total * (P - L) / (P * L);
+    }
+}
+
+static void work_of(const struct mki_model *md, const struct mki_plan_ctx *c,
+                    enum mki_op op, int64_t m, int64_t n, int64_t k, int e,
+                    struct work *w)
+{
+    double intra = 0, inter = 0, pb = md->partial_bytes;
+    double mn = (double)m * (double)n;
+    memset(w, 0, sizeof(*w));
+    w->reduce = op_reduces(op);
+    w->shard_rows = cdiv(m, c->nranks);
+    w->row_bytes = n * e;
+    switch (op) {
+    case MKI_OP_ALLGATHER:
+    case MKI_OP_REDUCESCATTER: coll_bytes(c, mn * e, 0, &intra, &inter); break;
+    case MKI_OP_ALLREDUCE: coll_bytes(c, 2 * mn * e, 0, &intra, &inter); break;
+    case MKI_OP_ALLTOALL: coll_bytes(c, mn * e, 1, &intra, &inter); break;
+    case MKI_OP_AG_GEMM:
+        coll_bytes(c, (double)m * (double)k * e, 0, &intra, &inter);
+        w->gm = m, w->gn = n, w->gk = k;
+        w->row_bytes = k * e;
+        break;
+    case MKI_OP_GEMM_RS:
+    case MKI_OP_GEMM_AR:
+        coll_bytes(c, mn * pb, 0, &intra, &inter);
+        if (op == MKI_OP_GEMM_AR) coll_bytes(c, mn * e, 0, &intra, &inter);
+        w->gm = m, w->gn = n, w->gk = cdiv(k, c->nranks);
+        w->row_bytes = n * md->partial_bytes;
+        break;
+    default: break;
+    }
+    w->flops = 2.0 * (double)w->gm * (double)w->gn * (double)w->gk;
+    w->intra = (int64_t)intra;
+    w->inter = (int64_t)inter;
+}
+
+static double gemm_us(const struct mki_model *md, const struct mki_plan_ctx *c,
+                      const struct work *w, int n_c)
+{
+    if (w->flops <= 0) return 0;
+    if (n_c <= 0) return INFINITY;
+    double tiles = (double)cdiv(w->gm, md->tile_m) * (double)cdiv(w->gn, md->tile_n);
+    double sm_flops = md->gemm_tflops * 1e12 / c->sm_count;
+    double t_tile = 2.0 * md->tile_m * md->tile_n * (double)w->gk / sm_flops;
+    double waves = tiles / n_c < 1 ? 1 : tiles / n_c;
+    return waves * t_tile * 1e6;
+}
+
+/* Rates of one mover on the node's slowest path, GB/s. */
+static void mover_rates(const struct mki_model *md, const struct mki_plan_ctx *c,
+                        enum mki_mover mv, double *per_cta, double *sat)
+{
+    double scale = 1.0;
+    *per_cta = mv == MKI_MOVER_TMA ? md->tma_cta_gbs
+             : mv == MKI_MOVER_REG ? md->reg_cta_gbs : INFINITY;
+    *sat = mv == MKI_MOVER_TMA ? md->tma_sat_gbs
+         : mv == MKI_MOVER_REG ? md->reg_sat_gbs : md->ce_gbs;
+    switch (c->intra_path) {
+    case MKI_PATH_NVLINK:
+        if (c->nvlinks > 0 && c->nvlinks < md->nvlink_ref_links)
+            scale = (double)c->nvlinks / md->nvlink_ref_links;
+        *sat *= scale;
+        break;
+    case MKI_PATH_PCIE: *sat = md->pcie_gbs; break;
+    case MKI_PATH_HOST: *sat = md->host_gbs; break;
+    case MKI_PATH_SAME_GPU:
+        *sat = md->same_gpu_gbs;
+        if (mv != MKI_MOVER_CE) *per_cta = md->local_cta_gbs;
+        break;
+    default: break;
+    }
+}
+
+static double intra_gbs(const struct mki_model *md, const struct mki_plan_ctx *c,
+                        enum mki_mover mv, int n_i, int reduce)
+{
+    double per_cta, sat;
+    mover_rates(md, c, mv, &per_cta, &sat);
+    double bw = mv == MKI_MOVER_CE ? sat : dmin(n_i * per_cta, sat);
+    /* TMA leaves the CTA's other warps free to add what arrived. */
+    if (reduce && mv == MKI_MOVER_TMA) bw = dmin(bw, n_i * md->reduce_cta_gbs);
+    return bw;
+}
+
+static double nic_total_gbs(const struct mki_model *md, const struct mki_plan_ctx *c)
+{
+    return c->nics > 0 ? c->nics * c->nic_gbs : md->socket_gbs;
+}
+
+struct times {
+    double c, i, x, comm, fused;
+};
+
+static double us_of(int64_t bytes, double gbs)
+{
+    if (bytes <= 0) return 0;
+    return gbs > 0 ? (double)bytes / (gbs * 1e3) : INFINITY;
+}
+
+static void evaluate(const struct mki_model *md, const struct mki_plan_ctx *c,
+                     const struct work *w, const struct mki_split *s,
+                     enum mki_mover mv, struct times *t)
+{
+    int comm = w->intra > 0 || w->inter > 0;
+    t->c = gemm_us(md, c, w, s->compute) * (comm ? md->gemm_interference : 1);
+    t->i = w->intra > 0 ? us_of(w->intra, intra_gbs(md, c, mv, s->intra, w->reduce))
+                        : 0;
+    t->x = w->inter > 0 && s->inter_send == 0 ? INFINITY
+                                              : us_of(w->inter, nic_total_gbs(md, c));
+    double xr = w->reduce && w->inter > 0
+                    ? us_of(w->inter, s->inter_reduce * md->reduce_cta_gbs) : 0;
+    t->comm = dmax(dmax(t->i, t->x), xr);
+    /* The stage that is not the bottleneck still shows for one chunk at
+     * the start (fill) or the end (drain).  In a single wave every tile
+     * runs at once: the tiles that need remote rows (or whose sums must
+     * leave) wait for all of them, and nothing overlaps. */
+    double fill = w->flops > 0 ? dmin(t->c, t->comm) / md->chunks_per_shard : 0;
+    double tiles = (double)cdiv(w->gm, md->tile_m) * (double)cdiv(w->gn, md->tile_n);
+    if (w->flops > 0 && tiles <= s->compute) fill = dmin(t->c, t->comm);
+    t->fused = dmax(t->c, t->comm) + fill + (comm ? md->fused_overhead_us : 0);
+}
+
+/* CTAs the inter-node roles need (not searched: set by the NICs). */
+static void inter_ctas(const struct mki_model *md, const struct mki_plan_ctx *c,
+                       const struct work *w, struct mki_split *s)
+{
+    s->inter_send = w->inter > 0 ? md->inter_send_per_nic * (c->nics > 0 ? c->nics : 1)
+                                 : 0;
+    s->inter_reduce = w->reduce && w->inter > 0
+                          ? iceil(nic_total_gbs(md, c) / md->reduce_cta_gbs) : 0;
+}
+
+struct cand {
+    struct mki_split s;
+    enum mki_mover mv;
+    struct times t;
+    int ok;
+};
+
+static int comm_ctas(const struct mki_split *s)
+{ return s->intra + s->inter_send + s->inter_reduce; }
+
+/* Try every intra CTA count of one mover.  Pass 0 finds the least fused
+ * time (*best_t); pass 1 keeps, among candidates within tol of it, the one
+ * with the fewest communication CTAs (SMs left to the GEMM or to other
+ * ranks). */
+static void search_mover(const struct mki_model *md, const struct mki_plan_ctx *c,
+                         const struct work *w, const struct mki_split *base,
+                         unsigned fixed, enum mki_mover mv, int budget,
+                         double tol, int pass, double *best_t, struct cand *best)
+{
+    int gemm = w->flops > 0, ce = mv == MKI_MOVER_CE && !w->reduce;
+    /* The copy engine needs no CTA; a collective keeps one to raise the
+     * flags that start the copies and to signal peers. */
+    int lo = mv == MKI_MOVER_NONE || (ce && gemm) ? 0 : 1;
+    int hi = ce || mv == MKI_MOVER_NONE ? lo : budget;
+    if (fixed & MKI_OVR_INTRA) lo = hi = base->intra;
+    for (int n_i = lo; n_i <= hi; n_i++) {
+        struct mki_split s = *base;
+        s.intra = n_i;
+        if (!(fixed & MKI_OVR_COMPUTE))
+            s.compute = gemm ? budget - comm_ctas(&s) : 0;
+        if ((gemm && s.compute < 1) || comm_ctas(&s) + s.compute > budget)
+            break;
+        struct times t;
+        evaluate(md, c, w, &s, mv, &t);
+        if (pass == 0) {
+            if (t.fused < *best_t) *best_t = t.fused;
+        } else if (t.fused <= *best_t * (1 + tol) &&
+                   (!best->ok || comm_ctas(&s) < comm_ctas(&best->s) ||
+                    (comm_ctas(&s) == comm_ctas(&best->s) &&
+                     t.fused < best->t.fused))) {
+            best->s = s, best->mv = mv, best->t = t, best->ok = 1;
+        }
+    }
+}
+
+static void search(const struct mki_model *md, const struct mki_plan_ctx *c,
+                   const struct work *w, enum mki_op op,
+                   const struct mki_split_ovr *o, int budget, struct cand *best)
+{
+    struct mki_split base = {0, 0, 0, 0};
+    unsigned fixed = o ? o->set : 0;
+    inter_ctas(md, c, w, &base);
+    if (fixed & MKI_OVR_INTER_SEND) base.inter_send = o->split.inter_send;
+    if (fixed & MKI_OVR_INTER_REDUCE) base.inter_reduce = o->split.inter_reduce;
+    if (fixed & MKI_OVR_INTRA) base.intra = o->split.intra;
+    if (fixed & MKI_OVR_COMPUTE) base.compute = w->flops > 0 ? o->split.compute : 0;
+    memset(best, 0, sizeof(*best));
+    double tol = w->flops > 0 ? 0.005 : 0.02, best_t = INFINITY;
+    if (w->intra == 0) fixed |= MKI_OVR_INTRA, base.intra = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (w->intra == 0) {
+            search_mover(md, c, w, &base, fixed, MKI_MOVER_NONE, budget, tol,
+                         pass, &best_t, best);
+            continue;
+        }
+        for (int mv = MKI_MOVER_CE; mv < MKI_MOVER_COUNT; mv++) {
+            if (!(op_movers[op] & MV(mv))) continue;
+            if ((fixed & MKI_OVR_MOVER) && o->mover != (enum mki_mover)mv)
+                continue;
+            search_mover(md, c, w, &base, fixed, (enum mki_mover)mv, budget,
+                         tol, pass, &best_t, best);
+        }
+    }
+    if (best_t == INFINITY) best->ok = 0;
+}
+
+/* Rows of one signalled chunk: a shard in chunks_per_shard pieces, within
+ * [chunk_min, chunk_max] bytes and an eighth of the workspace, whole tiles
+ * for GEMM ops. */
+static void chunking(const struct mki_model *md, const struct mki_plan_ctx *c,
+                     const struct work *w, const struct mki_split_ovr *o,
+                     struct mki_op_plan *p)
+{
+    int64_t rb = w->row_bytes > 0 ? w->row_bytes : 1;
+    int64_t bytes = cdiv(w->shard_rows, md->chunks_per_shard) * rb;
+    if (bytes < (int64_t)md->chunk_min) bytes = (int64_t)md->chunk_min;
+    if (bytes > (int64_t)md->chunk_max) bytes = (int64_t)md->chunk_max;
+    if (c->workspace && bytes > (int64_t)(c->workspace / 8))
+        bytes = (int64_t)(c->workspace / 8);
+    if (o && (o->set & MKI_OVR_CHUNK)) bytes = (int64_t)o->chunk;
+    if (w->flops <= 0) {
+        /* A collective moves flat bytes: 4 KiB-aligned chunks, no larger
+         * than a shard; rows only say how many whole rows fit. */
+        int64_t shard = w->shard_rows * rb;
+        if (bytes > shard) bytes = shard;
+        bytes = bytes >= 4096 ? bytes / 4096 * 4096 : bytes;
+        p->chunk_bytes = (size_t)(bytes > 0 ? bytes : 1);
+        p->chunk_rows = bytes / rb;
+        return;
+    }
+    int64_t rows = bytes / rb > 0 ? bytes / rb : 1;
+    rows = rows < md->tile_m ? md->tile_m : rows / md->tile_m * md->tile_m;
+    int64_t cap = cdiv(w->shard_rows, md->tile_m) * md->tile_m;
+    if (rows > cap) rows = cap;
+    p->chunk_rows = rows;
+    p->chunk_bytes = (size_t)(rows * rb);
+}
+
+static double unfused_us(const struct mki_model *md, const struct mki_plan_ctx *c,
+                         const struct work *w, enum mki_op op, int budget)
+{
+    struct work coll = *w;
+    coll.flops = 0;
+    struct cand best;
+    search(md, c, &coll, op, NULL, budget, &best);
+    double t = gemm_us(md, c, w, budget);
+    if (w->intra > 0 || w->inter > 0)
+        t += (best.ok ? best.t.fused : INFINITY) + (w->flops > 0 ? md->launch_us : 0);
+    return t;
+}
+
+static void decide(const struct mki_model *md, const struct work *w,
+                   const struct mki_split_ovr *o, struct mki_op_plan *p)
+{
+    if (w->intra == 0 && w->inter == 0) {
+        p->fused = 0;
+        snprintf(p->reason, sizeof(p->reason), "nothing to communicate (one "
+                 "rank): %s", w->flops > 0 ? "runs the GEMM alone" : "a copy");
+    } else if (w->flops <= 0) {
+        p->fused = 1;
+        snprintf(p->reason, sizeof(p->reason), "a collective: one kernel, "
+                 "nothing to fuse");
+    } else if (p->t_fused_us <= p->t_unfused_us * (1 - md->fuse_margin)) {
+        p->fused = 1;
+        snprintf(p->reason, sizeof(p->reason), "fused %.0f us beats unfused "
+                 "%.0f us by %.0f%%", p->t_fused_us, p->t_unfused_us,
+                 100 * (1 - p->t_fused_us / p->t_unfused_us));
+    } else {
+        p->fused = 0;
+        snprintf(p->reason, sizeof(p->reason), "unfused: fused %.0f us would "
+                 "gain %.1f%% over %.0f us, under the %.0f%% margin",
+                 p->t_fused_us, 100 * (1 - p->t_fused_us / p->t_unfused_us),
+                 p->t_unfused_us, 100 * md->fuse_margin);
+    }
+    if (o && (o->set & MKI_OVR_FUSED)) {
+        p->fused = o->fused;
+        size_t l = strlen(p->reason);
+        snprintf(p->reason + l, sizeof(p->reason) - l, "; MK_SM_SPLIT sets "
+                 "fused=%d", o->fused);
+    }
+}
+
+/* A user split must fit the rank's SMs. */
+mkResult_t mki_plan_check_ovr(const struct mki_split_ovr *o, enum mki_op op,
+                            int budget)
+{
+    if (!o) return mkSuccess;
+    const struct mki_split *s = &o->split;
+    int given = s->intra + s->inter_send + s->inter_reduce +
+                (op_has_gemm(op) ? s->compute : 0);
+    if (given > budget)
+        return mki_error(NULL, mkErrInvalidArgument, "MK_SM_SPLIT asks for %d "
+                         "CTAs for %s but this rank may use %d SMs (the GPU's "
+                         "SMs, or MK_SM_BUDGET / ranks sharing the GPU); "
+                         "lower the counts", given, mki_op_name(op), budget);
+    if (op_has_gemm(op) && (o->set & MKI_OVR_COMPUTE) && s->compute < 1)
+        return mki_error(NULL, mkErrInvalidArgument, "MK_SM_SPLIT sets "
+                         "compute=0 for %s, which has a GEMM to run; give at "
+                         "least 1", mki_op_name(op));
+    return mkSuccess;
+}
+
+static mkResult_t check_shape(enum mki_op op, int64_t m, int64_t n, int64_t k,
+                              int e)
+{
+    if ((unsigned)op >= MKI_OP_COUNT)
+        return mki_error(NULL, mkErrInvalidArgument, "plan: op %d is not an "
+                         "operation", (int)op);
+    if (m < 1 || n < 1 || (op_has_gemm(op) && k < 1))
+        return mki_error(NULL, mkErrInvalidArgument, "plan %s: m = %lld, n = "
+                         "%lld, k = %lld; sizes must be >= 1", mki_op_name(op),
+                         (long long)m, (long long)n, (long long)k);
+    if (m > (1ll << 40) || n > (1ll << 40) || k > (1ll << 40))
+        return mki_error(NULL, mkErrInvalidArgument, "plan %s: a size above "
+                         "2^40 elements", mki_op_name(op));
+    if (e != 2 && e != 4)
+        return mki_error(NULL, mkErrInvalidArgument, "plan %s: dtype_bytes = "
+                         "%d; give 2 (bf16, fp16) or 4 (fp32)", mki_op_name(op), e);
+    return mkSuccess;
+}
+
+mkResult_t mki_plan_model(const struct mki_model *md,
+                          const struct mki_plan_ctx *c,
+                          const struct mki_split_ovr *o, enum mki_op op,
+                          int64_t m, int64_t n, int64_t k, int e,
+                          struct mki_op_plan *out)
+{
+    MKI_CHECK(check_shape(op, m, n, k, e));
+    int budget = c->sm_budget > 0 ? c->sm_budget : c->sm_count;
+    MKI_CHECK(mki_plan_check_ovr(o, op, budget));
+    struct work w;
+    work_of(md, c, op, m, n, k, e, &w);
+    struct mki_op_plan p;
+    memset(&p, 0, sizeof(p));
+    p.op = op, p.m = m, p.n = n, p.k = k, p.dtype_bytes = e;
+    p.flops = w.flops, p.intra_bytes = w.intra, p.inter_bytes = w.inter;
+    p.overridden = o ? o->set : 0;
+    struct cand best;
+    search(md, c, &w, op, o, budget, &best);
+    if (!best.ok)
+        return mki_error(NULL, mkErrInvalidArgument, "plan %s: no split fits "
+                         "%d SMs (MK_SM_SPLIT or MK_SM_BUDGET leave no CTA "
+                         "for a needed role)", mki_op_name(op), budget);
+    p.split = best.s, p.mover = best.mv, p.sm_budget = budget;
+    p.ctas = best.s.compute + comm_ctas(&best.s);
+    p.t_compute_us = best.t.c, p.t_intra_us = best.t.i, p.t_inter_us = best.t.x;
+    p.t_fused_us = best.t.fused;
+    p.t_unfused_us = unfused_us(md, c, &w, op, budget);
+    chunking(md, c, &w, o, &p);
+    decide(md, &w, o, &p);
+    *out = p;
+    return mkSuccess;
+}
+

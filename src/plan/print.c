@@ -1,0 +1,186 @@
+/*
+ * print.c - the communicator and its plans as text: what mkinfo prints and
+ * what mkCommGetInfo returns (the parameters the communicator read, its
+ * ranks and paths, the plan of one call: what runs).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mki.h"
+#include "mem/mem.h"
+#include "plan/plan.h"
+#include "topology/topo.h"
+
+void mki_plan_print_comm(struct mki_strbuf *sb, const struct mkComm *comm)
+{
+    const struct mki_topo *t = comm->topo;
+    mki_sb_printf(sb, "communicator: rank %d of %d, node %d of %d, local rank "
+                  "%d of %d\n", comm->rank, comm->nranks, comm->node,
+                  comm->nnodes, comm->local_rank, comm->local_size);
+    if (!t) return;
+    mki_sb_printf(sb, "  rank  node  local  GPU           NICs          path "
+                  "from rank %d\n", comm->rank);
+    for (int r = 0; r < t->nranks; r++) {
+        const struct mki_rank_facts *f = &t->facts[r];
+        char path[48];
+        enum mki_path p = t->path[r];
+        if (p == MKI_PATH_NET)
+            snprintf(path, sizeof(path), "net (%s)",
+                     mki_transport_name(mki_plan_transport(comm, r)));
+        else if (p == MKI_PATH_NVLINK && t->path_nvlinks[r] > 0)
+            snprintf(path, sizeof(path), "nvlink (NV%d)", t->path_nvlinks[r]);
+        else
+            snprintf(path, sizeof(path), "%s", mki_path_name(p));
+        mki_sb_printf(sb, "  %4d  %4d  %5d  %-12s  %-12s  %s\n", r,
+                      t->node_of[r], t->local_rank_of[r],
+                      f->has_gpu ? f->gpu.busid : "none",
+                      f->nnics ? f->nic_names[0] : "-", path);
+    }
+}
+
+void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
+                    const struct mki_op_plan *p)
+{
+    char links[16] = "";
+    if (c->intra_path == MKI_PATH_NVLINK && c->nvlinks > 0)
+        snprintf(links, sizeof(links), " (NV%d)", c->nvlinks);
+    mki_sb_printf(sb, "plan of %s m=%" PRId64 " n=%" PRId64 " k=%" PRId64
+                  ", %d-byte elements:\n", mki_op_name(p->op), p->m, p->n,
+                  p->k, p->dtype_bytes);
+    char net[64] = "no inter-node traffic";
+    if (c->nnodes > 1 && c->nics)
+        snprintf(net, sizeof(net), "%d NIC(s) of %.0f GB/s", c->nics, c->nic_gbs);
+    else if (c->nnodes > 1)
+        snprintf(net, sizeof(net), "socket transport");
+    mki_sb_printf(sb, "  for       %d rank(s), %d per node, %d node(s); %d of "
+                  "%d SMs; intra path %s%s; %s\n", c->nranks, c->local_size,
+                  c->nnodes, c->sm_budget, c->sm_count,
+                  mki_path_name(c->intra_path), links, net);
+    mki_sb_printf(sb, "  decision  %s (%s)\n", p->fused ? "fused" : "unfused",
+                  p->reason);
+    mki_sb_printf(sb, "  CTAs      %d = compute %d + intra %d + inter_send %d "
+                  "+ inter_reduce %d\n", p->ctas, p->split.compute,
+                  p->split.intra, p->split.inter_send, p->split.inter_reduce);
+    mki_sb_printf(sb, "  mover     %s\n", mki_mover_name(p->mover));
+    if (p->op == MKI_OP_AG_GEMM)
+        mki_sb_printf(sb, "  copies    %d copy-engine stream(s) per peer\n", p->ce_streams);
+    if (p->op <= MKI_OP_ALLTOALL) {
+        const struct mki_coll_plan *k = &p->coll;
+        mki_sb_printf(sb, "  kernel    %d channel(s), %s, %s%s, block %" PRIu64 " bytes; "
+                      "threads per role:", k->nch,
+                      k->mover == MKI_COLL_MOVER_REG ? "register stores"
+                      : k->mover == MKI_COLL_MOVER_TMA ? "TMA" : "TMA to peers",
+                      k->oneshot ? "one phase" : "two phases",
+                      k->direct ? ", zero copy" : "", k->block);
+        for (int r = 0, b = 0; r < k->roles.n; b = k->roles.end[r++])
+            mki_sb_printf(sb, " %d", k->roles.end[r] - b);
+        mki_sb_printf(sb, "\n");
+    }
+    mki_sb_printf(sb, "  chunk     %" PRId64 " rows, %zu bytes\n",
+                  p->chunk_rows, p->chunk_bytes);
+    mki_sb_printf(sb, "  traffic   %.1f MiB intra, %.1f MiB inter per rank; "
+                  "%.2f TFLOP per rank\n", p->intra_bytes / 1048576.0,
+                  p->inter_bytes / 1048576.0, p->flops / 1e12);
+    mki_sb_printf(sb, "  model     compute %.0f us, intra %.0f us, inter %.0f "
+                  "us; fused %.0f us, unfused %.0f us\n", p->t_compute_us,
+                  p->t_intra_us, p->t_inter_us, p->t_fused_us, p->t_unfused_us);
+    if (p->overridden)
+        mki_sb_printf(sb, "  overrides from MK_SM_SPLIT: 0x%x\n", p->overridden);
+}
+
+void mki_plan_ctx_from_host(const struct mki_host_topo *h, int rpn, int nnodes,
+                            struct mki_plan_ctx *c)
+{
+    const struct mki_model *md = &mki_model_default;
+    memset(c, 0, sizeof(*c));
+    c->local_size = rpn > 0 ? rpn : (h->ngpus > 0 ? h->ngpus : 2);
+    c->nnodes = nnodes > 0 ? nnodes : 1;
+    c->nranks = c->local_size * c->nnodes;
+    c->sm_count = h->ngpus ? h->gpu[0].sm_count : md->sm_count;
+    int share = h->ngpus ? (c->local_size + h->ngpus - 1) / h->ngpus : 1;
+    c->sm_budget = c->sm_count / share;
+    c->gpu_share = share;
+    c->workspace = mki_heap_default_bytes(0, c->local_size);
+    /* Without GPUs: the GPUs of REFERENCE.md (H200, NV18). */
+    c->intra_path = c->local_size > 1 ? MKI_PATH_NVLINK : MKI_PATH_SELF;
+    c->nvlinks = md->nvlink_ref_links;
+    if (share > 1) c->intra_path = MKI_PATH_SAME_GPU;
+    for (int i = 0; i < h->ngpus && i < c->local_size && share == 1; i++)
+        for (int j = 0; j < h->ngpus && j < c->local_size; j++) {
+            if (i == j) continue;
+            enum mki_gpulink l = h->link[i][j];
+            enum mki_path p = l == MKI_GL_NVLINK ? MKI_PATH_NVLINK
+                            : l == MKI_GL_PCIE ? MKI_PATH_PCIE : MKI_PATH_HOST;
+            if (p > c->intra_path ||
+                (p == MKI_PATH_NVLINK && h->nvlinks[i][j] > 0 &&
+                 h->nvlinks[i][j] < c->nvlinks)) {
+                c->intra_path = p;
+                c->nvlinks = p == MKI_PATH_NVLINK ? h->nvlinks[i][j] : 0;
+            }
+        }
+    if (c->nnodes > 1 && h->ngpus && h->gpu[0].nnics) {
+        c->nics = h->gpu[0].nnics;
+        c->nic_gbs = mki_plan_nic_gbs(mki_topo_nic_kinds(h, 0), mki_topo_nic_share(h, 0));
+    }
+}
+
+/* The parameters as the communicator read them at its creation. */
+static void print_params(struct mki_strbuf *sb, const struct mki_params *pr)
+{
+    mki_sb_printf(sb, "parameters (read at creation; * set in the environment):\n");
+    for (int i = 0; i < MKI_P_COUNT; i++) {
+        const enum mki_param_id id = (enum mki_param_id)i;
+        mki_sb_printf(sb, "  %c %-20s %s\n", mki_params_is_set(pr, id) ? '*' : ' ',
+                      mki_param_desc(id)->name, mki_params_str(pr, id));
+    }
+}
+
+/* ---- mkCommGetInfo --------------------------------------------------- */
+
+static mkResult_t info_text(mkComm_t comm, const char *op, int64_t m, int64_t n,
+                            int64_t k, int elem, struct mki_strbuf *sb)
+{
+    if (comm->topo) mki_topo_print_host(sb, &comm->topo->host);
+    mki_plan_print_comm(sb, comm);
+    print_params(sb, &comm->params);
+    if (!op) return mkSuccess;
+    int id = mki_op_from_name(op);
+    if (id < 0)
+        return mki_error(comm, mkErrInvalidArgument, "mkCommGetInfo: op \"%s\""
+                         " is not one of allgather, reducescatter, allreduce, "
+                         "alltoall, ag_gemm, gemm_rs, gemm_ar", op);
+    struct mki_op_plan p;
+    MKI_CHECK(mki_plan_op(comm, (enum mki_op)id, m, n, k, elem, &p));
+    mki_plan_print(sb, mki_plan_context(comm), &p);
+    return mkSuccess;
+}
+
+MK_API mkResult_t mkCommGetInfo(mkComm_t comm, const char *op, int64_t m,
+                                int64_t n, int64_t k, mkDataType_t datatype,
+                                char *buf, size_t *size)
+{
+    MKI_CHECK(mki_comm_check(comm, "mkCommGetInfo"));
+    if (!size)
+        return mki_error(comm, mkErrInvalidArgument, "mkCommGetInfo: size is "
+                         "NULL; pass the address of the buffer's size");
+    if (op && (unsigned)datatype >= (unsigned)mkNumDataTypes)
+        return mki_error(comm, mkErrInvalidArgument, "mkCommGetInfo: datatype "
+                         "%d is not an mkDataType_t", (int)datatype);
+    int elem = datatype == mkFloat32 ? 4 : 2;
+    struct mki_strbuf sb = {0};
+    mkResult_t r = info_text(comm, op, m, n, k, elem, &sb);
+    if (r == mkSuccess && sb.oom)
+        r = mki_error(comm, mkErrNoMemory, "mkCommGetInfo: out of host memory");
+    if (r == mkSuccess && buf && *size < sb.len + 1)
+        r = mki_error(comm, mkErrInvalidArgument, "mkCommGetInfo: the text "
+                      "needs %zu bytes but *size is %zu; call with buf = NULL "
+                      "to learn the size", sb.len + 1, *size);
+    if (r == mkSuccess) {
+        if (buf) memcpy(buf, sb.buf ? sb.buf : "", sb.len + 1);
+        *size = sb.len + 1;
+    }
+    free(sb.buf);
+    return r;
+}

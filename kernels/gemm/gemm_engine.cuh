@@ -85,6 +85,7 @@
 
 #include "gemm.h"
 #include "gemm_sched.h"
+#include "rt/num.cuh"
 #include "rt/ptx.cuh"
 #include "wgmma_n256.h"
 
@@ -268,36 +269,20 @@ struct DefaultHooks {
 
 /* ---------------------------------------------------------------- epilogue */
 
+/* The output type of an epilogue (mki_dtype_t): its element, loads and
+ * stores through fp32, and (16-bit types) two values packed in a word. */
+template <typename TT>
+struct OutOf {
+    typedef TT T;
+    static __device__ __forceinline__ float ld(const void *p) { return num<T>::to(*(const T *)p); }
+    static __device__ __forceinline__ void st(void *p, float a) { *(T *)p = num<T>::from(a); }
+    static __device__ __forceinline__ uint32_t pack(float a, float b) { return pack2<T>(a, b); }
+};
 template <int OT>
 struct OutT;
-template <>
-struct OutT<MKI_DT_BF16> {
-    typedef __nv_bfloat16 T;
-    static __device__ __forceinline__ float ld(const void *p) { return __bfloat162float(*(const T *)p); }
-    static __device__ __forceinline__ uint32_t pack(float a, float b)
-    {
-        __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
-        return *reinterpret_cast<uint32_t *>(&v);
-    }
-    static __device__ __forceinline__ void st(void *p, float a) { *(T *)p = __float2bfloat16_rn(a); }
-};
-template <>
-struct OutT<MKI_DT_F16> {
-    typedef __half T;
-    static __device__ __forceinline__ float ld(const void *p) { return __half2float(*(const T *)p); }
-    static __device__ __forceinline__ uint32_t pack(float a, float b)
-    {
-        __half2 v = __floats2half2_rn(a, b);
-        return *reinterpret_cast<uint32_t *>(&v);
-    }
-    static __device__ __forceinline__ void st(void *p, float a) { *(T *)p = __float2half_rn(a); }
-};
-template <>
-struct OutT<MKI_DT_F32> {
-    typedef float T;
-    static __device__ __forceinline__ float ld(const void *p) { return *(const float *)p; }
-    static __device__ __forceinline__ void st(void *p, float a) { *(float *)p = a; }
-};
+template <> struct OutT<MKI_DT_BF16> : OutOf<__nv_bfloat16> {};
+template <> struct OutT<MKI_DT_F16> : OutOf<__half> {};
+template <> struct OutT<MKI_DT_F32> : OutOf<float> {};
 
 /* Fragment of m64n256 accumulators held by one thread: d[4j + {0,1,2,3}] is
  * (r, 8j + q), (r, 8j + q + 1), (r + 8, 8j + q), (r + 8, 8j + q + 1) with

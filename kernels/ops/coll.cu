@@ -55,6 +55,7 @@
 
 #include "ops/coll.h"
 #include "rt/channel.cuh"
+#include "rt/num.cuh"
 
 using namespace mki;
 
@@ -276,20 +277,6 @@ static __device__ __noinline__ void wait_sent(volatile uint32_t *sent, uint32_t 
 {
     while (*sent < n && !*quit) { }
 }
-
-template <typename T> struct num;
-template <> struct num<float> {
-    static __device__ __forceinline__ float to(float v) { return v; }
-    static __device__ __forceinline__ float from(float v) { return v; }
-};
-template <> struct num<__half> {
-    static __device__ __forceinline__ float to(__half v) { return __half2float(v); }
-    static __device__ __forceinline__ __half from(float v) { return __float2half_rn(v); }
-};
-template <> struct num<__nv_bfloat16> {
-    static __device__ __forceinline__ float to(__nv_bfloat16 v) { return __bfloat162float(v); }
-    static __device__ __forceinline__ __nv_bfloat16 from(float v) { return __float2bfloat16_rn(v); }
-};
 
 /* The inputs of one chunk's reduction.  One phase: every rank's copy in
  * rank order (own at its place), so that every rank adds in the same

@@ -11,10 +11,9 @@
 #include "mki.h"
 
 static const struct mki_param_desc params[MKI_P_COUNT] = {
-#define MKI_PARAM_ROW_(id, name, type, def, mn, mx, doc) \
-    {name, type, def, mn, mx, doc},
-    MKI_PARAMS(MKI_PARAM_ROW_)
-#undef MKI_PARAM_ROW_
+#define X(id, name, type, def, mn, mx, doc) {name, type, def, mn, mx, doc},
+#include "params.def"
+#undef X
 };
 
 const struct mki_param_desc *mki_param_desc(enum mki_param_id id)

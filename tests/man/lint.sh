@@ -3,7 +3,7 @@
 #   (a) every page is clean under `mandoc -Tlint -W warning`;
 #   (b) every function declared in include/mkernel.h has man/man3/<name>.3,
 #       and that page (or the page it sources) names it under NAME;
-#   (c) every MK_* parameter of src/core/param.h is listed in
+#   (c) every MK_* parameter of src/core/params.def is listed in
 #       man/man7/mkernel-env.7, with its default.
 # Pages that are only a `.so man3/<page>.3` link are not given to mandoc:
 # mandoc warns ".so is fragile, better use ln(1)" for every .so request, and
@@ -18,7 +18,7 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 srcdir=${top_srcdir:-$here}
 man=$srcdir/man
 hdr=$srcdir/include/mkernel.h
-params=$srcdir/src/core/param.h
+params=$srcdir/src/core/params.def
 env7=$man/man7/mkernel-env.7
 passed=0
 failed=0
@@ -131,7 +131,7 @@ else
             { tp = 0 }
             on' "$env7")
         if [ -z "$entry" ]; then
-            fail "$name (src/core/param.h) has no entry in man/man7/mkernel-env.7"
+            fail "$name (src/core/params.def) has no entry in man/man7/mkernel-env.7"
         elif [ -n "$def" ] && ! printf '%s\n' "$entry" | grep -qF -- "$def"; then
             fail "man/man7/mkernel-env.7: the entry of $name does not give its default \"$def\""
         else

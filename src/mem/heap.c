@@ -152,7 +152,7 @@ static int free_take(struct mki_heap *h, int host, uint64_t bytes, struct mki_he
 /* ---- segments -------------------------------------------------------------- */
 
 /* A new zeroed device segment of `bytes`, mapped by the node (collective). */
-static mkResult_t add_device_segment(struct mkComm *comm, size_t bytes)
+static mkResult_t new_device_segment(struct mkComm *comm, size_t bytes)
 {
     struct mki_devrt *d = comm->dev;
     struct mki_heap *h = &d->heap;
@@ -161,14 +161,9 @@ static mkResult_t add_device_segment(struct mkComm *comm, size_t bytes)
                          "raise MK_WORKSPACE_SIZE so that fewer are added", MKI_HEAP_MAXSEG);
     struct mki_heap_seg *s = &h->seg[h->nseg];
     memset(s, 0, sizeof(*s));
-    /* cudaMalloc is not a stream operation: allowed inside a capture in
-     * relaxed mode; the zeroing goes on the runtime's private stream. */
-    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    MKI_CUDA(comm, cudaThreadExchangeStreamCaptureMode(&mode));
     cudaError_t e = cudaMalloc((void **)&s->base, bytes);
     if (e == cudaSuccess) e = cudaMemsetAsync(s->base, 0, bytes, d->side);
     if (e == cudaSuccess) e = cudaStreamSynchronize(d->side);
-    (void)cudaThreadExchangeStreamCaptureMode(&mode);
     if (e != cudaSuccess) {
         if (s->base) (void)cudaFree(s->base);
         s->base = NULL;
@@ -190,6 +185,18 @@ static mkResult_t add_device_segment(struct mkComm *comm, size_t bytes)
     h->nseg++;
     MKI_INFO(MKI_SUB_MEM, "symmetric heap: segment %d of %zu MiB", h->nseg - 1, bytes >> 20);
     return free_insert(comm, h, h->nseg - 1, 0, bytes);
+}
+
+/* None of it is a stream operation, so a segment may be added while the
+ * caller's stream is being captured: the thread's capture mode is relaxed
+ * for the while (allocation, zeroing on the runtime's own stream, IPC). */
+static mkResult_t add_device_segment(struct mkComm *comm, size_t bytes)
+{
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    MKI_CUDA(comm, cudaThreadExchangeStreamCaptureMode(&mode));
+    mkResult_t res = new_device_segment(comm, bytes);
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    return res;
 }
 
 static mkResult_t add_host_segment(struct mkComm *comm, size_t bytes)

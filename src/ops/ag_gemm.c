@@ -83,6 +83,12 @@ struct agg_state {
     int nfreed;                       /* freed with the communicator */
 };
 
+static mkResult_t cuda_err(struct mkComm *comm, const char *what, cudaError_t e)
+{
+    (void)cudaGetLastError();
+    return mki_error(comm, mkErrCuda, AGG_FUNC ": %s: %s", what, cudaGetErrorString(e));
+}
+
 /* ---- state ------------------------------------------------------------- */
 
 static int memops_capturable(struct mkComm *comm, struct agg_state *g);
@@ -141,15 +147,27 @@ const struct mki_op_desc mki_op_ag_gemm = {
 
 /* Side streams to each peer and their events (made at the first fused
  * call; not stream operations, so a capture may be going on). */
+static cudaError_t new_streams(struct mkComm *comm, struct agg_state *g, int split)
+{
+    cudaError_t e = cudaSuccess;
+    if (!g->fork) e = cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming);
+    for (int l = 0; e == cudaSuccess && l < comm->dev->nlocal; l++)
+        for (int x = g->streams; e == cudaSuccess && x < split; x++) {
+            e = cudaStreamCreateWithFlags(&g->side[l][x], cudaStreamNonBlocking);
+            if (e == cudaSuccess)
+                e = cudaEventCreateWithFlags(&g->join[l][x], cudaEventDisableTiming);
+        }
+    return e;
+}
+
 static mkResult_t make_streams(struct mkComm *comm, struct agg_state *g, int split)
 {
     if (g->streams >= split) return mkSuccess;
-    if (!g->fork) MKI_CUDA(comm, cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming));
-    for (int l = 0; l < comm->dev->nlocal; l++)
-        for (int x = g->streams; x < split; x++) {
-            MKI_CUDA(comm, cudaStreamCreateWithFlags(&g->side[l][x], cudaStreamNonBlocking));
-            MKI_CUDA(comm, cudaEventCreateWithFlags(&g->join[l][x], cudaEventDisableTiming));
-        }
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    cudaError_t e = new_streams(comm, g, split);
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    if (e != cudaSuccess) return cuda_err(comm, "creating the copy streams", e);
     g->streams = split;
     return mkSuccess;
 }
@@ -363,12 +381,6 @@ static mkResult_t ensure_buf(struct mki_call *k, struct agg_state *g, void **p, 
     }
     *have = want;
     return mkSuccess;
-}
-
-static mkResult_t cuda_err(struct mkComm *comm, const char *what, cudaError_t e)
-{
-    (void)cudaGetLastError();
-    return mki_error(comm, mkErrCuda, AGG_FUNC ": %s: %s", what, cudaGetErrorString(e));
 }
 
 /* Unequal shards without the fused kernel: gather every shard padded to

@@ -16,7 +16,7 @@
  * nccl-tests defines them: algbw = S / t with S the bytes of the larger
  * buffer (all-reduce: the buffer), busbw = algbw * (n-1)/n (all-reduce:
  * * 2(n-1)/n).  --sweep adds all-gather at 256 MB per rank for 1, 2, 4, 8,
- * 16, 32 and 64 CTAs (MK_COLL_CTAS) for each mover (MK_COLL_MOVER reg,
+ * 16, 32 and 64 CTAs for each mover (reg,
  * tma-send, tma), and the same all-gather on the copy engines with no CTA
  * (row allgather_ce: GPU-triggered copies, see ce_run; checked against
  * mkAllGather first).  --zcopy takes the buffers from mkMemAlloc, so that
@@ -37,10 +37,10 @@
 
 #include "mkernel.h"
 #include "mki.h" /* comm->boot->bcast carries the ncclUniqueId */
-#include "mem/mem.h"  /* comm->dev->coll_budget */
 extern "C" {
-#include "plan/plan.h" /* the collectives' CTA and mover rule */
+#include "plan/plan.h" /* the collectives' plan; the sweep sets its knobs */
 }
+#include "ops/coll.h"  /* enum mki_coll_mover */
 #include "common.h"
 
 #include <cuda_bf16.h>
@@ -345,34 +345,24 @@ bool ce_check(ce_bench &e)
     return memcmp(x.data(), y.data(), x.size()) == 0;
 }
 
-/* Bytes of a peer block in src/coll.c's sense: the whole buffer, except
- * all-reduce in two phases (above MK_COLL_AR_ONESHOT, default 4M): a
- * rank's share. */
-size_t block_bytes(int kind, size_t b)
+/* The library's plan for this call (the communicator's parameters, read
+ * at its creation, and what the sweep set in them): its mover and CTAs
+ * label the row. */
+mki_coll_plan plan_of(int kind, size_t count, int es)
 {
-    if (kind != 2) return b;
-    const char *o = getenv("MK_COLL_AR_ONESHOT");
-    size_t one = o && *o ? parse_bytes(o) : (size_t)4 << 20;
-    return b <= one ? b : b / g_n;
+    static const enum mki_op ops[] = {MKI_OP_ALLGATHER, MKI_OP_REDUCESCATTER,
+                                      MKI_OP_ALLREDUCE, MKI_OP_ALLTOALL};
+    mki_coll_plan p;
+    if (mki_plan_coll(g_comm, ops[kind], count, es, &p) != mkSuccess) {
+        fprintf(stderr, "rank %d: no plan: %s\n", g_rank, mkGetLastError(g_comm));
+        exit(1);
+    }
+    return p;
 }
 
-const char *mover_now(int kind, size_t block)
+const char *mover_name(int mover)
 {
-    const char *m = getenv("MK_COLL_MOVER");
-    if (m && *m) return m;
-    /* src/coll.c's choice: the plan's (zero copy for all-gather and
-     * all-to-all only) */
-    return mki_plan_coll_mover(block, g_zcopy && (kind == 0 || kind == 3)) == MKI_COLL_PICK_REG
-               ? "reg" : "tma-send";
-}
-
-int plan_ctas(size_t block, int oneshot)
-{
-    /* src/coll.c's choice, for the table (the JSON's sm_split) */
-    const char *f = getenv("MK_COLL_CTAS");
-    if (f && atoi(f) > 0) return atoi(f);
-    int cap = g_comm->dev->coll_budget < MKI_MAXCH ? g_comm->dev->coll_budget : MKI_MAXCH;
-    return mki_plan_coll_ctas(block, oneshot, g_comm->nnodes, cap < 1 ? 1 : cap);
+    return mover == MKI_COLL_MOVER_REG ? "reg" : mover == MKI_COLL_MOVER_TMA ? "tma" : "tma-send";
 }
 
 } // namespace
@@ -444,32 +434,38 @@ extern "C" int mkb_coll_main(int argc, char **argv)
             double ours = time_call(c, it);
             c.ours = 0;
             double base = time_call(c, it);
-            const size_t blk = block_bytes(o.kind, b);
-            rows.push_back({o.name, dts, mover_now(o.kind, blk), b,
-                            plan_ctas(blk, o.kind == 2 && blk == b), ours, base,
+            const mki_coll_plan p = plan_of(o.kind, b / es, (int)es);
+            rows.push_back({o.name, dts, mover_name(p.mover), b, p.nch, ours, base,
                             busbw(o.kind, b, ours), busbw(o.kind, b, base)});
         }
     }
     if (sweep) {
         const int ctas[] = {1, 2, 4, 8, 16, 32, 64};
-        const char *movers[] = {"reg", "tma-send", "tma"};
+        const int movers[] = {MKI_COLL_MOVER_REG, MKI_COLL_MOVER_TMA_SEND, MKI_COLL_MOVER_TMA};
         size_t b = std::min(maxb, (size_t)256 << 20);
-        for (const char *m : movers) {
-            setenv("MK_COLL_MOVER", m, 1);
+        /* The library reads MK_COLL_MOVER and MK_COLL_CTAS once, at
+         * communicator creation; the sweep sets the values it read (an
+         * internal of this tool, never of a user).  Every rank sets the
+         * same, so that the plans agree. */
+        const int64_t ctas0 = g_comm->params.num[MKI_P_COLL_CTAS];
+        const int mover0 = g_comm->plan->coll_mover;
+        for (int m : movers) {
+            g_comm->plan->coll_mover = m;
             for (int k : ctas) {
-                char v[8];
-                snprintf(v, sizeof v, "%d", k);
-                setenv("MK_COLL_CTAS", v, 1);
+                g_comm->params.num[MKI_P_COLL_CTAS] = k;
                 call c{0, 1, s, r, b / es, t, 0, 1};
                 rotate(c, b * g_n, pool);
                 double ours = time_call(c, iters / 2 + 1);
-                rows.push_back({!strcmp(m, "reg") ? "allgather_ctas_reg"
-                                : !strcmp(m, "tma") ? "allgather_ctas_tma" : "allgather_ctas_tma_send",
-                                dts, m, b, k, ours, -1, busbw(0, b, ours), 0});
+                const mki_coll_plan p = plan_of(0, b / es, (int)es);
+                rows.push_back({m == MKI_COLL_MOVER_REG ? "allgather_ctas_reg"
+                                : m == MKI_COLL_MOVER_TMA ? "allgather_ctas_tma"
+                                                          : "allgather_ctas_tma_send",
+                                dts, mover_name(p.mover), b, p.nch, ours, -1,
+                                busbw(0, b, ours), 0});
             }
         }
-        unsetenv("MK_COLL_CTAS");
-        unsetenv("MK_COLL_MOVER");
+        g_comm->params.num[MKI_P_COLL_CTAS] = ctas0;
+        g_comm->plan->coll_mover = mover0;
         /* The same all-gather on the copy engines: 0 CTAs. */
         ce_bench e;
         ce_setup(e, b);

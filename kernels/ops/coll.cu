@@ -501,118 +501,128 @@ __device__ void post_recvbuf(const mki_coll_params &p, int c, uint64_t e)
     }
 }
 
+/* What a CTA keeps in static shared memory (the TMA staging is dynamic). */
+struct frame {
+    volatile int quit;
+    uint64_t e;              /* this call's operation number on the channel */
+    volatile uint32_t count; /* chunks reduced (all-reduce with TMA) or
+                              * delivered (one-shot all-reduce) */
+    char *to[MKI_MAXLOCAL];  /* zero copy: the peers' posted recvbufs */
+};
+
 /* The operation number of this channel, and the abort check at entry. */
-__device__ bool enter(const mki_coll_params &p, int c, volatile int *quit, uint64_t *e_sh)
+__device__ bool enter(const mki_coll_params &p, frame &f)
 {
     if (threadIdx.x == 0) {
-        *quit = 0;
-        *e_sh = *reinterpret_cast<volatile uint64_t *>(p.ch.ctl[p.rt.local] + mki_ch_seq(c)) + 1;
-        if (!enter_ok(p.rt, c, *e_sh)) *quit = 1;
-        else if (p.direct) post_recvbuf(p, c, *e_sh);
+        f.quit = 0;
+        f.count = 0;
+        f.e = *reinterpret_cast<volatile uint64_t *>(p.ch.ctl[p.rt.local] +
+                                                     mki_ch_seq(blockIdx.x)) + 1;
+        if (!enter_ok(p.rt, blockIdx.x, f.e)) f.quit = 1;
+        else if (p.direct) post_recvbuf(p, blockIdx.x, f.e);
     }
     __syncthreads();
-    return *quit == 0;
+    return f.quit == 0;
 }
 
-__device__ void leave(const mki_coll_params &p, int c, volatile int *quit, uint64_t e)
+__device__ void leave(const mki_coll_params &p, frame &f, uint64_t e)
 {
     __syncthreads();
-    if (threadIdx.x == 0 && *quit == 0)
-        *reinterpret_cast<volatile uint64_t *>(p.ch.ctl[p.rt.local] + mki_ch_seq(c)) = e;
+    if (threadIdx.x == 0 && f.quit == 0)
+        *reinterpret_cast<volatile uint64_t *>(p.ch.ctl[p.rt.local] + mki_ch_seq(blockIdx.x)) = e;
 }
 
 } /* namespace */
 
 extern __shared__ __align__(128) char mki_coll_shm[];
 
-/* All-gather and all-to-all: SEND, then RECV. */
-__global__ void __launch_bounds__(MKI_COLL_THREADS, 1)
-mki_coll_copy_kernel(const __grid_constant__ mki_coll_params p)
+/* The CTA's context: one TMA pipe, no counter, no zero copy (each kernel
+ * sets what it uses). */
+static __device__ ctx cta_ctx(const mki_coll_params &p, frame &f)
 {
-    __shared__ volatile int quit;
-    __shared__ uint64_t e_sh;
-    __shared__ char *to[MKI_MAXLOCAL];
-    const int c = blockIdx.x;
-    if (!enter(p, c, &quit, &e_sh)) return;
-    const bool tma = p.mover != MKI_COLL_MOVER_REG;
-    ctx x{&p, chan{&p.rt, &p.ch, c, e_sh, &quit}, tma ? mki_coll_shm : NULL,
-          p.mover == MKI_COLL_MOVER_TMA ? 2 : 1, NULL, NULL, p.mover == MKI_COLL_MOVER_TMA,
-          p.direct ? to : NULL};
-    int tid, nthr;
-    const int role = mki_role_of(&p.roles, threadIdx.x, &tid, &nthr);
+    return ctx{&p, chan{&p.rt, &p.ch, (int)blockIdx.x, f.e, &f.quit},
+               p.mover != MKI_COLL_MOVER_REG ? mki_coll_shm : NULL, 1, NULL, NULL, 0, NULL};
+}
+
+/* The three kernel shapes (one instantiation each, and per type). */
+enum shape { COPY, REDUCE, ONESHOT };
+
+/* All-gather and all-to-all: SEND, then RECV. */
+__device__ __forceinline__ void copy_body(ctx &x, frame &f, int role, int tid, int nthr)
+{
+    x.tma_recv = x.p->mover == MKI_COLL_MOVER_TMA;
+    x.pipes = x.tma_recv ? 2 : 1;
+    x.to = x.p->direct ? f.to : NULL;
     if (role == MKI_CR_SEND) send_role(x, tid, nthr, 1);
     else recv_role(x, tid, nthr, 2, 0, 1);
-    leave(p, c, &quit, x.k.e);
 }
 
 /* Reduce-scatter: SEND, REDUCE.  All-reduce with TMA: SEND, SEND2,
  * REDUCE, RECV (phase 1); with register stores: SEND, REDUCE (which also
  * pushes the results), RECV. */
 template <typename T>
-__global__ void __launch_bounds__(MKI_COLL_THREADS, 1)
-mki_coll_reduce_kernel(const __grid_constant__ mki_coll_params p)
+__device__ __forceinline__ void reduce_body(ctx &x, frame &f, int role, int tid, int nthr)
 {
-    __shared__ volatile int quit;
-    __shared__ uint64_t e_sh;
-    __shared__ volatile uint32_t reduced;
-    __shared__ char *to[MKI_MAXLOCAL];
-    const int c = blockIdx.x;
-    if (threadIdx.x == 0) reduced = 0;
-    if (!enter(p, c, &quit, &e_sh)) return;
+    const mki_coll_params &p = *x.p;
     const bool tma = p.mover != MKI_COLL_MOVER_REG, ar = p.kind == MKI_COLL_ALLREDUCE;
-    const int trecv = ar && p.mover == MKI_COLL_MOVER_TMA;
-    /* zero copy: all-reduce with register stores only (src/ops/coll.c) */
-    ctx x{&p, chan{&p.rt, &p.ch, c, e_sh, &quit}, tma ? mki_coll_shm : NULL,
-          ar ? 2 + trecv : 1, ar && tma ? &reduced : NULL, NULL, trecv, NULL};
-    char **zc = p.direct ? to : NULL; /* REDUCE writes results into recvbufs */
-    int tid, nthr;
-    const int role = mki_role_of(&p.roles, threadIdx.x, &tid, &nthr);
+    x.tma_recv = ar && p.mover == MKI_COLL_MOVER_TMA;
+    x.pipes = ar ? 2 + x.tma_recv : 1;
+    x.reduced = ar && tma ? &f.count : NULL;
+    /* zero copy: all-reduce with register stores only (src/ops/coll.c);
+     * REDUCE writes the results into the recvbufs */
+    char **zc = p.direct ? f.to : NULL;
     if (role == MKI_CR_SEND) send_role(x, tid, nthr, 1);
     else if (!ar) reduce_role<T, false>(x, tid, nthr, 2, NULL);
     else if (tma && role == 1) send2_role(x, tid, nthr, 4);
     else if (role == (tma ? 2 : 1)) reduce_role<T, false>(x, tid, nthr, 2, zc);
     else recv_role(x, tid, nthr, 3, 1, 2);
-    leave(p, c, &quit, x.k.e);
 }
 
 /* One-shot all-reduce (p.oneshot): SEND as for reduce-scatter with every
  * block the whole buffer, then REDUCE of the whole buffer, each chunk
  * after SEND delivered it everywhere. */
 template <typename T>
-__global__ void __launch_bounds__(MKI_COLL_THREADS, 1)
-mki_coll_oneshot_kernel(const __grid_constant__ mki_coll_params p)
+__device__ __forceinline__ void oneshot_body(ctx &x, frame &f, int role, int tid, int nthr)
 {
-    __shared__ volatile int quit;
-    __shared__ uint64_t e_sh;
-    __shared__ volatile uint32_t sent;
-    const int c = blockIdx.x;
-    if (threadIdx.x == 0) sent = 0;
-    if (!enter(p, c, &quit, &e_sh)) return;
-    ctx x{&p, chan{&p.rt, &p.ch, c, e_sh, &quit},
-          p.mover != MKI_COLL_MOVER_REG ? mki_coll_shm : NULL, 1, NULL, &sent, 0, NULL};
-    int tid, nthr;
-    const int role = mki_role_of(&p.roles, threadIdx.x, &tid, &nthr);
+    x.sent = &f.count;
     if (role == MKI_CR_SEND) send_role(x, tid, nthr, 1);
     else reduce_role<T, true>(x, tid, nthr, 2, NULL);
-    leave(p, c, &quit, x.k.e);
+}
+
+/* One persistent CTA per channel: enter (abort check, operation number),
+ * the CTA's roles from the plan, leave (the channel's number advanced). */
+template <int S, typename T>
+__global__ void __launch_bounds__(MKI_COLL_THREADS, 1)
+mki_coll_kernel_of(const __grid_constant__ mki_coll_params p)
+{
+    __shared__ frame f;
+    if (!enter(p, f)) return;
+    ctx x = cta_ctx(p, f);
+    int tid, nthr;
+    const int role = mki_role_of(&p.roles, threadIdx.x, &tid, &nthr);
+    if constexpr (S == COPY) copy_body(x, f, role, tid, nthr);
+    else if constexpr (S == REDUCE) reduce_body<T>(x, f, role, tid, nthr);
+    else oneshot_body<T>(x, f, role, tid, nthr);
+    leave(p, f, x.k.e);
+}
+
+template <int S>
+static const void *typed(int dtype)
+{
+    switch (dtype) {
+    case MKI_BF16: return (const void *)mki_coll_kernel_of<S, __nv_bfloat16>;
+    case MKI_F16: return (const void *)mki_coll_kernel_of<S, __half>;
+    case MKI_F32: return (const void *)mki_coll_kernel_of<S, float>;
+    }
+    return NULL;
 }
 
 static const void *kernel_for(int kind, int dtype, int oneshot)
 {
+    /* the copies do not look at the type: one instantiation */
     if (kind == MKI_COLL_ALLGATHER || kind == MKI_COLL_ALLTOALL)
-        return (const void *)mki_coll_copy_kernel;
-    if (kind == MKI_COLL_ALLREDUCE && oneshot) switch (dtype) {
-    case MKI_BF16: return (const void *)mki_coll_oneshot_kernel<__nv_bfloat16>;
-    case MKI_F16: return (const void *)mki_coll_oneshot_kernel<__half>;
-    case MKI_F32: return (const void *)mki_coll_oneshot_kernel<float>;
-    default: return NULL;
-    }
-    switch (dtype) {
-    case MKI_BF16: return (const void *)mki_coll_reduce_kernel<__nv_bfloat16>;
-    case MKI_F16: return (const void *)mki_coll_reduce_kernel<__half>;
-    case MKI_F32: return (const void *)mki_coll_reduce_kernel<float>;
-    }
-    return NULL;
+        return (const void *)mki_coll_kernel_of<COPY, char>;
+    return kind == MKI_COLL_ALLREDUCE && oneshot ? typed<ONESHOT>(dtype) : typed<REDUCE>(dtype);
 }
 
 extern "C" const void *mki_coll_kernel(const struct mki_coll_params *p)

@@ -38,14 +38,15 @@ struct mki_bootstrap_ops {
 };
 
 /* ---- pmix --------------------------------------------------------- */
-extern const struct mki_bootstrap_ops mki_bootstrap_pmix_ops;
 /* 1 when libmkernel was built with PMIx support. */
 int mki_bootstrap_pmix_available(void);
-/* Connect to the launcher.  *no_launcher is set to 1 (and mkErrBootstrap
- * returned) when no PMIx server is reachable, so the caller can fall back
- * to a size-1 communicator. */
+/* Connect to the launcher: on success *ops and *ctx are the bootstrap.
+ * *no_launcher is set to 1 (and mkErrBootstrap returned) when no PMIx
+ * server is reachable, so the caller can fall back to a size-1
+ * communicator. */
 mkResult_t mki_bootstrap_pmix_init(int timeout_ms, int *rank, int *nranks,
-                                   int *no_launcher, void **ctx);
+                                   int *no_launcher, const struct mki_bootstrap_ops **ops,
+                                   void **ctx);
 
 /* Finalize PMIx now if no communicator uses it any more (mkCommAbort);
  * otherwise PMIx stays up until the process exits. */

@@ -164,8 +164,13 @@ static void pmix_close(void *ctx)
     pthread_mutex_unlock(&pmix_lock);
 }
 
+static const struct mki_bootstrap_ops pmix_ops = {
+    "pmix", pmix_allgather, pmix_bcast, pmix_barrier, pmix_close,
+};
+
 mkResult_t mki_bootstrap_pmix_init(int timeout_ms, int *rank, int *nranks,
-                                   int *no_launcher, void **out)
+                                   int *no_launcher, const struct mki_bootstrap_ops **ops,
+                                   void **out)
 {
     struct pmix_ctx *c = calloc(1, sizeof(*c));
     *no_launcher = 0;
@@ -205,13 +210,10 @@ mkResult_t mki_bootstrap_pmix_init(int timeout_ms, int *rank, int *nranks,
     c->timeout_ms = timeout_ms;
     *rank = (int)c->me.rank;
     *nranks = c->nranks;
+    *ops = &pmix_ops;
     *out = c;
     return mkSuccess;
 }
-
-const struct mki_bootstrap_ops mki_bootstrap_pmix_ops = {
-    "pmix", pmix_allgather, pmix_bcast, pmix_barrier, pmix_close,
-};
 
 #else /* !HAVE_PMIX */
 
@@ -219,22 +221,14 @@ int mki_bootstrap_pmix_available(void) { return 0; }
 void mki_bootstrap_pmix_release(void) {}
 
 mkResult_t mki_bootstrap_pmix_init(int timeout_ms, int *rank, int *nranks,
-                                   int *no_launcher, void **out)
+                                   int *no_launcher, const struct mki_bootstrap_ops **ops,
+                                   void **out)
 {
-    (void)timeout_ms; (void)rank; (void)nranks; (void)out;
+    (void)timeout_ms; (void)rank; (void)nranks; (void)ops; (void)out;
     *no_launcher = 1;
     mki_error_quiet(NULL, "libmkernel was built without PMIx (configure "
                     "--with-pmix)");
     return mkErrBootstrap;
 }
 
-static mkResult_t no_allgather(void *c, void *b, size_t n)
-{ (void)c; (void)b; (void)n; return mkErrInternal; }
-static mkResult_t no_bcast(void *c, void *b, size_t n, int r)
-{ (void)c; (void)b; (void)n; (void)r; return mkErrInternal; }
-static mkResult_t no_barrier(void *c) { (void)c; return mkErrInternal; }
-static void no_close(void *c) { (void)c; }
-const struct mki_bootstrap_ops mki_bootstrap_pmix_ops = {
-    "pmix", no_allgather, no_bcast, no_barrier, no_close,
-};
 #endif

@@ -360,6 +360,23 @@ static mkResult_t join_root(const struct mki_unique_id *id, struct tcp_ctx *c,
     return res;
 }
 
+/* The end of both ways in: while res is success, connect the ring to the
+ * next rank (listening on lfd for the previous one); then free what the
+ * setup used (scratch, lfd), and on failure the context too. */
+static mkResult_t ring_finish(mkResult_t res, struct tcp_ctx *c, int lfd,
+                              const union mki_sockaddr *next, void *scratch, void **out)
+{
+    if (res == mkSuccess && c->nranks > 1) res = ring_connect(c, lfd, next);
+    if (lfd >= 0) close(lfd);
+    free(scratch);
+    if (res != mkSuccess) {
+        tcp_close(c);
+        return res;
+    }
+    *out = c;
+    return mkSuccess;
+}
+
 mkResult_t mki_bootstrap_tcp_init(const struct mki_unique_id *id, int rank,
                                   int nranks, int timeout_ms, void **out)
 {
@@ -375,18 +392,9 @@ mkResult_t mki_bootstrap_tcp_init(const struct mki_unique_id *id, int rank,
     MKI_CHECK_GOTO(mki_tcp_pick_address(&mine), res, fail);
     MKI_CHECK_GOTO(mki_sock_listen(&mine, &lfd), res, fail);
     MKI_CHECK_GOTO(join_root(id, c, &mine, addrs), res, fail);
-    if (nranks > 1)
-        MKI_CHECK_GOTO(ring_connect(c, lfd, &addrs[(rank + 1) % nranks]), res,
-                       fail);
-    close(lfd);
-    free(addrs);
-    *out = c;
-    return mkSuccess;
+    return ring_finish(mkSuccess, c, lfd, &addrs[(rank + 1) % nranks], addrs, out);
 fail:
-    if (lfd >= 0) close(lfd);
-    free(addrs);
-    tcp_close(c);
-    return res;
+    return ring_finish(res, c, lfd, NULL, addrs, out);
 }
 
 struct split_entry {
@@ -425,18 +433,9 @@ mkResult_t mki_bootstrap_tcp_from_parent(const struct mki_bootstrap_ops *pops,
         res = mki_error(NULL, mkErrNoMemory, "out of host memory");
         goto fail;
     }
-    if (nranks > 1)
-        MKI_CHECK_GOTO(ring_connect(c, lfd, &tab[group[(rank + 1) % nranks]].addr),
-                       res, fail);
-    close(lfd);
-    free(tab);
-    *out = c;
-    return mkSuccess;
+    return ring_finish(mkSuccess, c, lfd, &tab[group[(rank + 1) % nranks]].addr, tab, out);
 fail:
-    if (lfd >= 0) close(lfd);
-    free(tab);
-    tcp_close(c);
-    return res;
+    return ring_finish(res, c, lfd, NULL, tab, out);
 }
 
 /* ---- collectives on the ring ------------------------------------- */

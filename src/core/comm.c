@@ -298,10 +298,11 @@ MK_API mkResult_t mkCommInit(mkComm_t *comm, const mkConfig_t *config)
     const struct mki_bootstrap_ops *boot = &self_ops;
     uint64_t cookie = 0;
     if (strcmp(mode, "none") != 0) {
+        const struct mki_bootstrap_ops *pmix = NULL;
         mkResult_t res = mki_bootstrap_pmix_init(cfg.timeoutMs, &rank, &nranks,
-                                                 &no_launcher, &ctx);
+                                                 &no_launcher, &pmix, &ctx);
         if (res == mkSuccess) {
-            boot = &mki_bootstrap_pmix_ops;
+            boot = pmix;
         } else if (!no_launcher || strcmp(mode, "pmix") == 0) {
             return mki_error(NULL, res, "%s; start the program with srun "
                              "--mpi=pmix, mpirun or prterun, or set "

@@ -14,20 +14,14 @@
 
 static __thread char thread_error[MKI_ERRMSG_LEN];
 
-static const char *const result_strings[mkNumResults] = {
-    [mkSuccess] = "success",
-    [mkErrInvalidArgument] = "invalid argument",
-    [mkErrUnsupported] = "unsupported",
-    [mkErrInvalidUsage] = "invalid usage",
-    [mkErrCuda] = "CUDA error",
-    [mkErrSystem] = "system error",
-    [mkErrBootstrap] = "bootstrap error",
-    [mkErrTransport] = "transport error",
-    [mkErrTimeout] = "timeout",
-    [mkErrRemote] = "remote error",
-    [mkErrNoMemory] = "out of memory",
-    [mkErrInternal] = "internal error",
+/* In the order of mkResult_t (mkernel.h): mkSuccess first. */
+static const char *const result_strings[] = {
+    "success", "invalid argument", "unsupported", "invalid usage", "CUDA error",
+    "system error", "bootstrap error", "transport error", "timeout", "remote error",
+    "out of memory", "internal error",
 };
+_Static_assert(sizeof(result_strings) / sizeof(result_strings[0]) == mkNumResults,
+               "one string per mkResult_t");
 
 MK_API const char *mkGetErrorString(mkResult_t result)
 {

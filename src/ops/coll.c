@@ -223,30 +223,16 @@ static mkResult_t coll_run(mkComm_t comm, enum mki_op op, struct coll_call *a,
     return mki_call_leave(&c, coll_call(&c, a));
 }
 
-MK_API mkResult_t mkAllGather(const void *sendbuf, void *recvbuf, size_t count,
-                              mkDataType_t datatype, mkComm_t comm, cudaStream_t stream)
-{
-    struct coll_call a = {MKI_COLL_ALLGATHER, sendbuf, recvbuf, count, datatype, 0, 0, 0};
-    return coll_run(comm, MKI_OP_ALLGATHER, &a, stream);
-}
+/* The four public calls: one signature, one kind each. */
+#define MKI_COLL_API(name, kind, op)                                                          \
+    MK_API mkResult_t name(const void *sendbuf, void *recvbuf, size_t count,                 \
+                           mkDataType_t datatype, mkComm_t comm, cudaStream_t stream)        \
+    {                                                                                        \
+        struct coll_call a = {kind, sendbuf, recvbuf, count, datatype, 0, 0, 0};             \
+        return coll_run(comm, op, &a, stream);                                               \
+    }
 
-MK_API mkResult_t mkReduceScatter(const void *sendbuf, void *recvbuf, size_t count,
-                                  mkDataType_t datatype, mkComm_t comm, cudaStream_t stream)
-{
-    struct coll_call a = {MKI_COLL_REDUCESCATTER, sendbuf, recvbuf, count, datatype, 0, 0, 0};
-    return coll_run(comm, MKI_OP_REDUCESCATTER, &a, stream);
-}
-
-MK_API mkResult_t mkAllReduce(const void *sendbuf, void *recvbuf, size_t count,
-                              mkDataType_t datatype, mkComm_t comm, cudaStream_t stream)
-{
-    struct coll_call a = {MKI_COLL_ALLREDUCE, sendbuf, recvbuf, count, datatype, 0, 0, 0};
-    return coll_run(comm, MKI_OP_ALLREDUCE, &a, stream);
-}
-
-MK_API mkResult_t mkAllToAll(const void *sendbuf, void *recvbuf, size_t count,
-                             mkDataType_t datatype, mkComm_t comm, cudaStream_t stream)
-{
-    struct coll_call a = {MKI_COLL_ALLTOALL, sendbuf, recvbuf, count, datatype, 0, 0, 0};
-    return coll_run(comm, MKI_OP_ALLTOALL, &a, stream);
-}
+MKI_COLL_API(mkAllGather, MKI_COLL_ALLGATHER, MKI_OP_ALLGATHER)
+MKI_COLL_API(mkReduceScatter, MKI_COLL_REDUCESCATTER, MKI_OP_REDUCESCATTER)
+MKI_COLL_API(mkAllReduce, MKI_COLL_ALLREDUCE, MKI_OP_ALLREDUCE)
+MKI_COLL_API(mkAllToAll, MKI_COLL_ALLTOALL, MKI_OP_ALLTOALL)

@@ -320,32 +320,21 @@ __device__ __forceinline__ void apply_alpha_beta(float (&acc)[128], const GemmPa
 template <int OT, int CH>
 __device__ __forceinline__ void write_chunk(const float (&acc)[128], char *buf, int wrow, int q)
 {
-    if constexpr (OT == MKI_DT_F32) {
-        /* 32 columns: j = 4 CH .. 4 CH + 3 */
+    /* 128 B of a row: 32 fp32 columns (j = 4 CH .. 4 CH + 3) or 64 of 16
+     * bits (j = 8 CH .. 8 CH + 7); each thread stores 2 adjacent columns. */
+    constexpr bool f32 = OT == MKI_DT_F32;
+    constexpr int es = f32 ? 4 : 2, js = f32 ? 4 : 8;
 #pragma unroll
-        for (int jj = 0; jj < 4; ++jj) {
-            const int j = CH * 4 + jj;
+    for (int jj = 0; jj < js; ++jj) {
+        const int j = CH * js + jj;
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                int r = wrow + h * 8;
-                int byte = (jj * 8 + q) * 4; /* within the 128-B row */
-                int off = r * 128 + ((((byte >> 4) ^ (r & 7))) << 4) + (byte & 15);
-                *reinterpret_cast<float2 *>(buf + off) = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-            }
-        }
-    } else {
-        /* 64 columns: j = 8 CH .. 8 CH + 7 */
-#pragma unroll
-        for (int jj = 0; jj < 8; ++jj) {
-            const int j = CH * 8 + jj;
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                int r = wrow + h * 8;
-                int byte = (jj * 8 + q) * 2;
-                int off = r * 128 + ((((byte >> 4) ^ (r & 7))) << 4) + (byte & 15);
-                *reinterpret_cast<uint32_t *>(buf + off) =
-                    OutT<OT>::pack(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-            }
+        for (int h = 0; h < 2; ++h) {
+            const int r = wrow + h * 8;
+            const int byte = (jj * 8 + q) * es; /* within the 128-B row */
+            const int off = r * 128 + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
+            const float a = acc[4 * j + 2 * h], b = acc[4 * j + 2 * h + 1];
+            if constexpr (f32) *reinterpret_cast<float2 *>(buf + off) = make_float2(a, b);
+            else *reinterpret_cast<uint32_t *>(buf + off) = OutT<OT>::pack(a, b);
         }
     }
 }

@@ -3,7 +3,7 @@
  *
  * Rank 1 runs the real transport over a 64 KiB region with guard pages of
  * a known pattern around it.  Rank 0 speaks the wire protocol by hand
- * (socket_wire.h) and sends, one case per run: a hello with another job's
+ * (transports/socket/wire.h) and sends, one case per run: a hello with another job's
  * cookie and then a good frame (control), a frame with a wrong cookie, a
  * span past the region, a span whose end overflows, a signal outside the
  * region, a header cut short and closed, a header cut short and left
@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 
 #include "common.h"
-#include "transports/socket_wire.h"
+#include "transports/socket/wire.h"
 #include "../unit/check.h"
 
 #define REGION (64u << 10)

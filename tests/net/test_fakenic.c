@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "mki.h"
-#include "transports/fake_nic.h"
+#include "transports/rdma/fake_nic.h"
 #include "../unit/check.h"
 
 #define NR 4

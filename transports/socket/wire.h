@@ -1,5 +1,5 @@
 /*
- * socket_wire.h - the socket transport's wire format (socket.c), shared
+ * wire.h - the socket transport's wire format (socket.c, io.c), shared
  * with the protocol tests that forge frames.
  */
 #ifndef MKI_SOCKET_WIRE_H
@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 #include "bootstrap/bootstrap.h"
-#include "transport.h"
+#include "transports/transport.h"
 
 #define SK_MAGIC 0x6d6b6e66u  /* "mknf": a frame */
 #define SK_HELLO 0x6d6b6e68u  /* "mknh": the first bytes of a connection */

@@ -1,5 +1,5 @@
 /*
- * rdma_proto.c - the RC and SRD protocols over a NIC backend (rdma.h).
+ * proto.c - the RC and SRD protocols over a NIC backend (rdma.h).
  *
  * RC (ibverbs): one QP per peer; a QP delivers in order, so a command is
  *

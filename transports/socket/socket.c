@@ -1,6 +1,7 @@
 /*
  * socket.c - the TCP transport: the fallback without RDMA, and the path
- * the CPU tests drive end to end.
+ * the CPU tests drive end to end.  This file: the wiring (init, regions,
+ * connect), posting and progress; the data path is io.c.
  *
  * Wiring (connect): every rank listens on MK_SOCKET_IFNAME, the addresses
  * and region sizes go around the bootstrap (allgather), then for each pair
@@ -49,81 +50,11 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "mki.h"
-#include "bootstrap/sock.h"
-#include "transport.h"
-#include "socket_wire.h"
-
-#define STRIPE_MIN (128u << 10)
-#define MAX_FRAMES 8192       /* queued frames per context */
-#define RECV_BUDGET (8u << 20) /* bytes per connection per progress call */
-#define STAGE (1u << 20)       /* bounce buffer per connection (device data) */
-
-struct sk_cmd {
-    int frames_left;
-};
-
-struct sk_out {
-    struct sk_frame h;
-    const char *payload;
-    size_t done;          /* bytes of header + payload sent */
-    int dev;              /* payload in device memory: sent via the bounce */
-    struct sk_cmd *cmd;
-    struct sk_out *next;
-};
-
-struct sk_conn {
-    int fd;
-    int peer;                     /* index in ctx->peers */
-    struct sk_out *head, *tail;
-    struct sk_frame rh;           /* header being received */
-    size_t rgot;                  /* header bytes received */
-    uint64_t pgot;                /* payload bytes received */
-    int in_payload;
-    uint64_t last_send_ns, last_recv_ns;
-    char *sbounce, *rbounce;      /* STAGE bytes each, for device memory */
-    uint64_t sfrom, sto;          /* payload bytes [sfrom, sto) staged */
-    uint64_t rfrom;               /* received payload bytes not yet copied
-                                   * start here (rest are in the bounce) */
-};
-
-struct sk_pend {
-    uint64_t cmd;
-    uint32_t got, nframes;
-};
-
-struct sk_peer {
-    int rank;
-    struct sk_conn *conns;        /* nconn */
-    uint64_t next_cmd;
-    int rr;
-    struct sk_pend *pend;         /* striped commands partly received */
-    int npend, cap;
-    uint32_t nregions;
-    uint64_t sizes[MKI_NET_MAX_REGIONS];
-};
-
-struct sk_ctx {
-    struct mki_net_args a;
-    int *peer_of;                 /* rank -> index in peers, -1 */
-    struct sk_peer *peers;
-    int nconn;
-    int lfd;
-    union mki_sockaddr addr;
-    int nregions;
-    char *base[MKI_NET_MAX_REGIONS];
-    uint64_t size[MKI_NET_MAX_REGIONS];
-    enum mki_mem_kind kind[MKI_NET_MAX_REGIONS];
-    int queued;                   /* frames not yet sent */
-    uint64_t completed;           /* not yet reported by progress */
-    mkResult_t err;
-};
+#include "socket.h"
 
 /* ---- errors ------------------------------------------------------- */
 
-static mkResult_t fail(struct sk_ctx *c, mkResult_t res, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static mkResult_t fail(struct sk_ctx *c, mkResult_t res, const char *fmt, ...)
+mkResult_t mki_sk_fail(struct sk_ctx *c, mkResult_t res, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -133,7 +64,7 @@ static mkResult_t fail(struct sk_ctx *c, mkResult_t res, const char *fmt, ...)
     return res;
 }
 
-static void conn_close(struct sk_conn *k)
+void mki_sk_conn_close(struct sk_conn *k)
 {
     if (k->fd >= 0) close(k->fd);
     k->fd = -1;
@@ -171,7 +102,7 @@ static void sk_close(void *ctx)
         struct sk_peer *pe = &c->peers[p];
         for (int i = 0; pe->conns && i < c->nconn; i++) {
             struct sk_conn *k = &pe->conns[i];
-            conn_close(k);
+            mki_sk_conn_close(k);
             bounce_free(c, k->sbounce);
             bounce_free(c, k->rbounce);
             while (k->head) {
@@ -497,300 +428,7 @@ static mkResult_t sk_post_signal(void *ctx, int peer,
     return mkSuccess;
 }
 
-/* ---- sending ------------------------------------------------------ */
-
-static void frame_sent(struct sk_ctx *c, struct sk_conn *k)
-{
-    struct sk_out *o = k->head;
-    k->head = o->next;
-    if (!k->head) k->tail = NULL;
-    k->sfrom = k->sto = 0;
-    if (--o->cmd->frames_left == 0) {
-        free(o->cmd);
-        c->completed++;
-    }
-    free(o);
-    c->queued--;
-}
-
-#define SEND_IOV 64 /* frames gathered into one sendmsg (small writes) */
-
-/* The unsent parts of the first frames of the queue, as iovecs. */
-static int gather(const struct sk_conn *k, struct iovec *iov)
-{
-    const size_t hl = sizeof(struct sk_frame);
-    int n = 0;
-    for (const struct sk_out *o = k->head; o && n + 2 <= SEND_IOV; o = o->next) {
-        int staged = o->dev && o->h.bytes;
-        if (staged && o != k->head) break; /* its bytes are not staged yet */
-        if (o->done < hl)
-            iov[n++] = (struct iovec){(char *)&o->h + o->done, hl - o->done};
-        size_t pd = o->done > hl ? o->done - hl : 0;
-        if (staged) {
-            iov[n++] = (struct iovec){k->sbounce + (pd - k->sfrom), k->sto - pd};
-            break;
-        }
-        if (o->h.bytes)
-            iov[n++] = (struct iovec){(char *)o->payload + pd, o->h.bytes - pd};
-    }
-    return n;
-}
-
-/* Account s sent bytes to the frames at the head of the queue. */
-static void advance(struct sk_ctx *c, struct sk_conn *k, size_t s)
-{
-    const size_t hl = sizeof(struct sk_frame);
-    while (s > 0 && k->head) {
-        struct sk_out *o = k->head;
-        size_t left = hl + o->h.bytes - o->done;
-        size_t take = s < left ? s : left;
-        o->done += take;
-        s -= take;
-        if (take == left) frame_sent(c, k);
-    }
-}
-
-/* A connection carries both directions: one bounce buffer for each,
- * page-locked through the runtime's hook when it has one. */
-static mkResult_t need_bounce(struct sk_ctx *c, char **b)
-{
-    if (*b) return mkSuccess;
-    *b = c->a.host_alloc ? c->a.host_alloc(c->a.dev_ctx, STAGE) : malloc(STAGE);
-    if (!*b)
-        return fail(c, mkErrNoMemory, "out of %shost memory for a %u-byte "
-                    "bounce buffer", c->a.host_alloc ? "page-locked " : "",
-                    STAGE);
-    return mkSuccess;
-}
-
-/* Device data goes out through the bounce buffer: copy the next part of
- * the head frame when what is staged has been sent. */
-static mkResult_t stage(struct sk_ctx *c, struct sk_conn *k)
-{
-    const size_t hl = sizeof(struct sk_frame);
-    struct sk_out *o = k->head;
-    uint64_t pd = o->done > hl ? o->done - hl : 0;
-    if (!o->dev || !o->h.bytes || (pd >= k->sfrom && pd < k->sto))
-        return mkSuccess;
-    MKI_CHECK(need_bounce(c, &k->sbounce));
-    uint64_t len = o->h.bytes - pd < STAGE ? o->h.bytes - pd : STAGE;
-    mkResult_t r = c->a.copy_device(c->a.dev_ctx, k->sbounce, o->payload + pd,
-                                    (size_t)len, 0);
-    if (r != mkSuccess)
-        return fail(c, r, "socket transport: copying %llu bytes from device "
-                    "memory failed", (unsigned long long)len);
-    k->sfrom = pd;
-    k->sto = pd + len;
-    return mkSuccess;
-}
-
-static mkResult_t send_some(struct sk_ctx *c, struct sk_conn *k)
-{
-    struct iovec iov[SEND_IOV];
-    while (k->head) {
-        MKI_CHECK(stage(c, k));
-        struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)gather(k, iov)};
-        ssize_t s = sendmsg(k->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (s < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-                break;
-            return fail(c, errno == EPIPE || errno == ECONNRESET
-                        ? mkErrRemote : mkErrTransport, "socket transport: "
-                        "send to rank %d failed: %s (it exited, aborted or "
-                        "failed)", c->peers[k->peer].rank, strerror(errno));
-        }
-        k->last_send_ns = mki_now_ns();
-        advance(c, k, (size_t)s);
-    }
-    if (k->head && mki_now_ns() - k->last_send_ns >
-                       (uint64_t)c->a.timeout_ms * 1000000ull)
-        return fail(c, mkErrTimeout, "socket transport: rank %d took no data "
-                    "for %d ms (MK_TIMEOUT_MS); it is stuck or gone",
-                    c->peers[k->peer].rank, c->a.timeout_ms);
-    return mkSuccess;
-}
-
-/* ---- receiving ---------------------------------------------------- */
-
-static mkResult_t bad_frame(struct sk_ctx *c, struct sk_conn *k,
-                            const char *why)
-{
-    int r = c->peers[k->peer].rank;
-    conn_close(k);
-    return fail(c, mkErrTransport, "socket transport: bad frame from rank %d "
-                "(%s); connection closed, nothing written", r, why);
-}
-
-/* Validate a complete header against our regions before any byte of its
- * payload is placed. */
-static const char *frame_problem(struct sk_ctx *c, struct sk_conn *k)
-{
-    const struct sk_frame *h = &k->rh;
-    struct mki_net_signal s = {h->sig_op, h->sig_region, h->sig_off,
-                               h->sig_val};
-    if (h->magic != SK_MAGIC) return "bad magic";
-    if (h->cookie != c->a.cookie) return "wrong job cookie";
-    if (h->src != (uint32_t)c->peers[k->peer].rank) return "wrong source rank";
-    if (h->region >= c->nregions) return "no such region";
-    if (!mki_span_ok(h->offset, h->bytes, c->size[h->region]))
-        return "span past the end of the registered region";
-    if (!mki_signal_ok(&s, c->size, c->nregions)) return "bad signal";
-    if (h->nframes < 1 || h->nframes > (uint32_t)c->nconn)
-        return "bad stripe count";
-    return NULL;
-}
-
-static mkResult_t pend_add(struct sk_peer *pe, const struct sk_frame *h,
-                           int *complete)
-{
-    for (int i = 0; i < pe->npend; i++) {
-        struct sk_pend *q = &pe->pend[i];
-        if (q->cmd != h->cmd) continue;
-        if (q->nframes != h->nframes) return mkErrTransport;
-        if (++q->got == q->nframes) {
-            *q = pe->pend[--pe->npend];
-            *complete = 1;
-        }
-        return mkSuccess;
-    }
-    if (pe->npend == pe->cap) {
-        int cap = pe->cap ? 2 * pe->cap : 16;
-        struct sk_pend *n = realloc(pe->pend, sizeof(*n) * (size_t)cap);
-        if (!n) return mkErrNoMemory;
-        pe->pend = n;
-        pe->cap = cap;
-    }
-    pe->pend[pe->npend++] = (struct sk_pend){h->cmd, 1, h->nframes};
-    return mkSuccess;
-}
-
-static mkResult_t frame_landed(struct sk_ctx *c, struct sk_conn *k)
-{
-    const struct sk_frame *h = &k->rh;
-    int complete = h->nframes == 1;
-    if (!complete) {
-        mkResult_t r = pend_add(&c->peers[k->peer], h, &complete);
-        if (r == mkErrNoMemory)
-            return fail(c, r, "socket transport: out of host memory");
-        if (r != mkSuccess) return bad_frame(c, k, "stripe count changed");
-    }
-    if (complete && h->sig_op != MKI_SIG_NONE) {
-        struct mki_net_signal s = {h->sig_op, h->sig_region, h->sig_off,
-                                   h->sig_val};
-        MKI_TRACE(MKI_SUB_NET, "%llu us: socket: command %llu from rank %u "
-                  "landed: signal op %u at %llu value 0x%llx",
-                  (unsigned long long)(mki_now_ns() / 1000),
-                  (unsigned long long)h->cmd, h->src, s.op, (unsigned long long)s.offset,
-                  (unsigned long long)s.value);
-        if (c->kind[s.region] == MKI_MEM_HOST) {
-            mki_signal_apply(c->base[s.region], &s);
-        } else {
-            mkResult_t r = c->a.raise_device_signal(
-                c->a.dev_ctx, c->base[s.region] + s.offset, s.op, s.value);
-            if (r != mkSuccess)
-                return fail(c, r, "socket transport: raising a signal in "
-                            "device memory failed");
-        }
-    }
-    k->rgot = 0;
-    k->pgot = 0;
-    k->rfrom = 0;
-    k->in_payload = 0;
-    return mkSuccess;
-}
-
-/* recv() into dst; 1 when bytes came, 0 when none are there now. */
-static int rd(struct sk_ctx *c, struct sk_conn *k, void *dst, size_t len,
-              mkResult_t *res)
-{
-    ssize_t n = recv(k->fd, dst, len, MSG_DONTWAIT);
-    if (n > 0) {
-        k->last_recv_ns = mki_now_ns();
-        return (int)n;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-        return 0;
-    int r = c->peers[k->peer].rank, mid = k->rgot || k->in_payload;
-    const char *why = n == 0 ? "closed the connection" : strerror(errno);
-    conn_close(k);
-    if (mid)
-        *res = fail(c, mkErrTransport, "socket transport: rank %d %s in the "
-                    "middle of a frame (truncated frame)", r, why);
-    else
-        *res = fail(c, mkErrRemote, "socket transport: rank %d %s (it exited, "
-                    "aborted or failed)", r, why);
-    return -1;
-}
-
-/* Payload bytes into plain memory were counted by the caller's rd(); for
- * device memory they go to the bounce buffer first and are copied out
- * whenever it fills or the frame ends, before the signal can be raised. */
-static int recv_staged(struct sk_ctx *c, struct sk_conn *k, uint64_t budget,
-                       mkResult_t *res)
-{
-    if ((*res = need_bounce(c, &k->rbounce)) != mkSuccess) return -1;
-    uint64_t fill = k->pgot - k->rfrom, want = k->rh.bytes - k->pgot;
-    if (want > STAGE - fill) want = STAGE - fill;
-    if (want > budget) want = budget;
-    int n = rd(c, k, k->rbounce + fill, (size_t)want, res);
-    if (n <= 0) return n;
-    k->pgot += (uint64_t)n;
-    fill += (uint64_t)n;
-    if (fill == STAGE || k->pgot == k->rh.bytes) {
-        char *dst = c->base[k->rh.region] + k->rh.offset + k->rfrom;
-        *res = c->a.copy_device(c->a.dev_ctx, dst, k->rbounce, (size_t)fill, 1);
-        if (*res != mkSuccess) {
-            *res = fail(c, *res, "socket transport: copying %llu bytes to "
-                        "device memory failed", (unsigned long long)fill);
-            return -1;
-        }
-        k->rfrom = k->pgot;
-    }
-    return n;
-}
-
-static mkResult_t recv_some(struct sk_ctx *c, struct sk_conn *k)
-{
-    const size_t hl = sizeof(struct sk_frame);
-    mkResult_t res = mkSuccess;
-    uint64_t budget = RECV_BUDGET;
-    while (budget > 0) { /* then let the other connections have a turn */
-        int n;
-        if (!k->in_payload) {
-            n = rd(c, k, (char *)&k->rh + k->rgot, hl - k->rgot, &res);
-            if (n <= 0) break;
-            budget -= (uint64_t)n < budget ? (uint64_t)n : budget;
-            if ((k->rgot += (size_t)n) < hl) continue;
-            const char *why = frame_problem(c, k);
-            if (why) return bad_frame(c, k, why);
-            k->in_payload = 1;
-        } else if (k->pgot < k->rh.bytes) {
-            if (c->kind[k->rh.region] == MKI_MEM_DEVICE) {
-                n = recv_staged(c, k, budget, &res);
-            } else {
-                uint64_t want = k->rh.bytes - k->pgot;
-                n = rd(c, k, c->base[k->rh.region] + k->rh.offset + k->pgot,
-                       (size_t)(want < budget ? want : budget), &res);
-                if (n > 0) k->pgot += (uint64_t)n;
-            }
-            if (n <= 0) break;
-            budget -= (uint64_t)n < budget ? (uint64_t)n : budget;
-        }
-        if (k->in_payload && k->pgot == k->rh.bytes)
-            MKI_CHECK(frame_landed(c, k));
-    }
-    if (res != mkSuccess) return res;
-    if ((k->rgot || k->in_payload) &&
-        mki_now_ns() - k->last_recv_ns > (uint64_t)c->a.timeout_ms * 1000000ull) {
-        int r = c->peers[k->peer].rank;
-        conn_close(k);
-        return fail(c, mkErrTransport, "socket transport: rank %d sent part "
-                    "of a frame (%zu header and %llu payload bytes) and "
-                    "nothing for %d ms (truncated frame); connection closed",
-                    r, k->rgot, (unsigned long long)k->pgot, c->a.timeout_ms);
-    }
-    return mkSuccess;
-}
+/* ---- progress ----------------------------------------------------- */
 
 static mkResult_t sk_progress(void *ctx, uint64_t *completed)
 {
@@ -800,8 +438,8 @@ static mkResult_t sk_progress(void *ctx, uint64_t *completed)
         for (int i = 0; i < c->nconn; i++) {
             struct sk_conn *k = &c->peers[p].conns[i];
             if (k->fd < 0) return c->err != mkSuccess ? c->err : mkErrInternal;
-            MKI_CHECK(send_some(c, k));
-            MKI_CHECK(recv_some(c, k));
+            MKI_CHECK(mki_sk_send_some(c, k));
+            MKI_CHECK(mki_sk_recv_some(c, k));
         }
     }
     *completed += c->completed;

@@ -3,7 +3,7 @@
  *
  * One SRD queue pair (efadv_create_qp_ex) per rank, an address handle per
  * peer, RDMA WRITE with immediate for every write.  SRD neither orders
- * writes nor their completions; rdma_proto.c counts arrivals per signal
+ * writes nor their completions; proto.c counts arrivals per signal
  * and raises a counter only when all its writes are in.  Needs an EFA
  * device with RDMA write (efadv device caps) and rdma-core's libefa.
  */

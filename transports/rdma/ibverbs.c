@@ -7,7 +7,7 @@
  * i.e. RoCE v2 where the port has it).  GPU memory is registered through a
  * dma-buf (cuMemGetHandleForAddressRange + ibv_reg_dmabuf_mr); where the
  * driver cannot export one, ibv_reg_mr, which needs nvidia-peermem.  The
- * protocol (ordering, caps, signalling, errors) is rdma_proto.c.
+ * protocol (ordering, caps, signalling, errors) is proto.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * rdma.h - the RDMA protocol engine shared by ibverbs (RC) and EFA (SRD),
  * and the small NIC interface it drives.
  *
- * The engine (rdma_proto.c) holds all protocol logic: in-flight caps,
+ * The engine (proto.c) holds all protocol logic: in-flight caps,
  * selective signalling, ordered data-then-signal on RC, per-signal
  * completion counting on SRD, error completions.  A NIC backend only
  * posts work requests and polls completions: ibverbs.c and efa.c over
@@ -15,7 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "transport.h"
+#include "transports/transport.h"
 
 enum mki_nic_opcode {
     MKI_NIC_WRITE = 0,      /* RDMA WRITE */

@@ -1,7 +1,8 @@
 #!/bin/bash
 # mkAllGatherGemm on the GPU machine: correctness on 2 GPUs and on 1 GPU
-# with 2 and 4 ranks under MPS, 200 back-to-back calls, the timeout of a
-# rank that never calls, and the benchmark (mkbench ag_gemm); where there
+# with 2 and 4 ranks under MPS, 200 back-to-back calls, CUDA graphs (3
+# calls captured and replayed 200 times, fused, timed against eager
+# calls), the timeout of a rank that never calls, and the benchmark (mkbench ag_gemm); where there
 # are GPUs for them, the same at 4 and 8 ranks, and on virtual nodes
 # (MK_NODE_SIZE, socket transport: the unfused path across nodes).
 #
@@ -145,6 +146,15 @@ if [ $base_tests = 1 ] && [ "$ngpu" -ge 2 ]; then
     step "2gpu correct" 60 2 $B/test_ag_gemm correct
     step "2gpu stress 200 calls" 45 2 $B/test_ag_gemm stress
     step "2gpu CUDA graph" 45 2 $B/test_ag_gemm graph
+    # 3 calls captured, replayed 200 times, checked; replay vs eager time.
+    # They must run fused: an INFO line "unfused sequence" fails the step.
+    MK_DEBUG=INFO step "2gpu CUDA graph replay x200" 90 2 $B/test_ag_gemm replay
+    if awk '/^=== 2gpu CUDA graph replay/ { on = 1; next } /^=== / { on = 0 } on' "$LOG" |
+        grep -q "unfused sequence"; then
+        echo "2gpu CUDA graph replay: a call ran the unfused sequence  FAIL" >> "$SUMMARY"
+        status=1
+    fi
+    grep -h "replay/eager" "$LOG" | sed 's/^/  /' >> "$SUMMARY"
     MK_TIMEOUT_MS=3000 step "2gpu nocall -> timeout" 40 2 $B/test_ag_gemm nocall
 fi
 if [ $scale_tests = 1 ]; then

@@ -4,16 +4,20 @@
 # built here; a part whose binaries were not carried is skipped, saying
 # so).  Ends with one summary table.
 #
-#   bash tests/gpu/all.sh [tests|bench|all|scale]
+#   bash tests/gpu/all.sh [tests|bench|all|scale|ab]
 #
 # tests: collectives (sizes up to 16 MB), GEMM engine, mkAllGatherGemm, on
 #        2 GPUs, 1 GPU under MPS, and where there are GPUs for them at 4
 #        and 8 ranks and on virtual nodes (MK_NODE_SIZE, socket transport);
+#        then tests/gpu/scale.sh (16 and 8 ranks on 2 GPUs under MPS as
+#        virtual nodes, every call checked against a host reference);
 # bench: the benchmarks (2 ranks, and one rank per GPU when more than 2);
 # all:   tests at full sizes and the benchmarks;
 # scale: only what needs more than 2 GPUs or virtual nodes (4- and 8-rank
-#        steps, virtual-node steps, benchmarks at one rank per GPU): what
-#        the 2-GPU runs have not recorded.
+#        steps, virtual-node steps, scale.sh, benchmarks at one rank per
+#        GPU): what the 2-GPU runs have not recorded;
+# ab:    tests/gpu/ab.sh: the benchmarks of the binaries in build-gpu/old
+#        (build-gpu/old.tar.xz) and of the new ones, taking turns.
 #
 # Each part writes into its own folder of a scratch directory; at the end
 # $OUT (else build-gpu/out) gets at most 8 files: summary.txt (the table
@@ -45,8 +49,8 @@ stop_stale() {
         p=$(awk '{print $4}' /proc/$p/stat 2>/dev/null) || break
         anc="$anc$p "
     done
-    for q in $(pgrep -f "build-gpu/[a-z0-9]+/(test_coll|mkbench_coll|test_ag_gemm|mkbench_ag_gemm|test_gemm|bench_gemm|mkbench_net|demo)( |\$)" || true) \
-             $(pgrep -f "tests/gpu/(all|run|ag_gemm|gemm|net|demo)\.sh" || true); do
+    for q in $(pgrep -f "build-gpu/([a-z0-9]+/)+(test_coll|test_scale|mkbench_coll|test_ag_gemm|mkbench_ag_gemm|test_gemm|bench_gemm|mkbench_net|demo)( |\$)" || true) \
+             $(pgrep -f "tests/gpu/(all|run|ag_gemm|gemm|net|demo|scale|ab)\.sh" || true); do
         case "$anc" in *" $q "*) ;; *) pids="$pids $q" ;; esac
     done
     if [ -n "$pids" ]; then
@@ -56,7 +60,7 @@ stop_stale() {
     fi
     if pgrep -x nvidia-cuda-mps >/dev/null 2>&1 || pgrep -x nvidia-cuda-mps-control >/dev/null 2>&1; then
         echo "all.sh: stopping an MPS daemon left running" >&2
-        for d in /tmp/mps /tmp/nvidia-mps; do # run.sh's pipes, then the default
+        for d in /tmp/mps /tmp/mps-agg /tmp/mps-scale /tmp/nvidia-mps; do # the scripts' pipes, then the default
             echo quit | CUDA_MPS_PIPE_DIRECTORY=$d nvidia-cuda-mps-control >/dev/null 2>&1
         done
         sleep 1
@@ -64,7 +68,7 @@ stop_stale() {
 }
 stop_stale
 what=${1:-tests}
-case $what in tests|bench|all|scale) ;; *) echo "usage: tests/gpu/all.sh [tests|bench|all|scale]" >&2; exit 2 ;; esac
+case $what in tests|bench|all|scale|ab) ;; *) echo "usage: tests/gpu/all.sh [tests|bench|all|scale|ab]" >&2; exit 2 ;; esac
 RT=${MK_GPU_RT:-build-gpu/rt}
 AGG=${MK_GPU_AGG:-build-gpu/agg}
 GEMM=build-gpu/gemm
@@ -119,7 +123,8 @@ case $what in
 tests) part coll "$RT" bash tests/gpu/run.sh quick tests
        part ag_gemm "$AGG" bash tests/gpu/ag_gemm.sh test
        part demo build-gpu/demo bash tests/gpu/demo.sh run
-       part gemm "$GEMM" bash tests/gpu/gemm.sh test ;;
+       part gemm "$GEMM" bash tests/gpu/gemm.sh test
+       part scale "$RT" bash tests/gpu/scale.sh ;;
 bench) part coll "$RT" bash tests/gpu/run.sh full bench
        part ag_gemm "$AGG" bash tests/gpu/ag_gemm.sh bench
        part net build-gpu/net bash tests/gpu/net.sh run
@@ -128,22 +133,26 @@ all)   part coll "$RT" bash tests/gpu/run.sh full all
        part ag_gemm "$AGG" bash tests/gpu/ag_gemm.sh all
        part demo build-gpu/demo bash tests/gpu/demo.sh run
        part net build-gpu/net bash tests/gpu/net.sh run
-       part gemm "$GEMM" bash tests/gpu/gemm.sh all ;;
+       part gemm "$GEMM" bash tests/gpu/gemm.sh all
+       part scale "$RT" bash tests/gpu/scale.sh ;;
 scale) if [ "$ngpu" -lt 2 ]; then
            summary+=("scale      SKIP ($ngpu GPUs: the scale steps need 2 or more)")
        fi
        part coll "$RT" bash tests/gpu/run.sh full scale
        part ag_gemm "$AGG" bash tests/gpu/ag_gemm.sh scale
+       part scale "$RT" bash tests/gpu/scale.sh
        part demo build-gpu/demo bash tests/gpu/demo.sh run
        part net build-gpu/net bash tests/gpu/net.sh run
        summary+=("gemm       not run (scale: the GEMM engine is one GPU's)") ;;
+ab)    part ab "$RT" bash tests/gpu/ab.sh ;;
 esac
 
 # The table: parts, then each part's steps and benchmark tables.
 {
     echo "== GPU summary ($what, $ngpu GPUs, $(($(date +%s) - T0)) s)"
     printf '%s\n' "${summary[@]}"
-    for f in "$S"/coll/summary.txt "$S"/ag_gemm/ag_gemm-summary.txt; do
+    for f in "$S"/coll/summary.txt "$S"/ag_gemm/ag_gemm-summary.txt "$S"/scale/scale-summary.txt \
+             "$S"/ab/ab.txt; do
         [ -s "$f" ] || continue
         echo
         echo "== $(basename "$(dirname "$f")")"

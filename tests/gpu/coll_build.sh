@@ -1,8 +1,9 @@
 #!/bin/sh
-# Builds what tests/gpu/run.sh runs, here (the GPU machine has no libtool):
-# the library out of tree in build-gpu/rt-build, then the collective tests
-# and the collective benchmark, statically linked against libmkcore, into
-# build-gpu/rt (the folder to carry).  Run from the repository root.
+# Builds what tests/gpu/run.sh and tests/gpu/scale.sh run, here (the GPU
+# machine has no libtool): the library out of tree in build-gpu/rt-build,
+# then the collective tests (test_coll, test_scale) and the collective
+# benchmark, statically linked against libmkcore, into build-gpu/rt (the
+# folder to carry).  Run from the repository root.
 set -eu
 NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
 CC=${CC:-gcc}
@@ -19,6 +20,7 @@ ARCH="-gencode=arch=compute_90a,code=sm_90a"
 INC="-Iinclude -Isrc/core -Isrc -I. -Ikernels -Ikernels/gemm -I$BLD -Itools/mkbench -I/usr/lib/x86_64-linux-gnu/pmix2/include"
 LIBS="$BLD/.libs/libmkcore.a -lnccl -lpmix -lhwloc -libverbs -lefa -lrt -ldl -lpthread -lm"
 $NVCC $ARCH -O2 -std=c++17 $INC -DWITH_NCCL tests/gpu/test_coll.cu $LIBS -o $OUT/test_coll
+$NVCC $ARCH -O2 -std=c++17 $INC tests/gpu/test_scale.cu $LIBS -o $OUT/test_scale
 $CC -std=gnu11 -O2 -I/usr/local/cuda/include -DMKB_GIT_COMMIT="\"$COMMIT\"" \
     -c tools/mkbench/common.c -o $BLD/mkb_common.o
 $NVCC $ARCH -O2 -std=c++17 $INC -DMKB_COLL_MAIN tools/mkbench/coll.cu $BLD/mkb_common.o \

@@ -31,7 +31,7 @@ if [ "$what" = build ]; then
     LIBS="$BLD/.libs/libmkcore.a -lpmix -lhwloc -libverbs -lefa -lrt -ldl -lpthread -lm"
     gcc -std=gnu11 -O2 -I/usr/local/cuda/include -DMKB_GIT_COMMIT="\"$COMMIT\"" \
         -c tools/mkbench/common.c -o $BLD/mkb_common.o
-    $NVCC $ARCH -O2 -std=c++17 $INC -DMKB_NET_MAIN tools/mkbench/net.cu \
+    $NVCC $ARCH -O2 -std=c++17 $INC -DMKB_NET_MAIN tools/mkbench/net.cu tools/mkbench/net_tcp.cu \
         $BLD/mkb_common.o $LIBS -o $B/mkbench_net
     ls -la $B
     exit 0

@@ -11,6 +11,14 @@
  *                          no host sync between, every result checked
  *   test_ag_gemm nocall    rank 1 skips a call: the others fail with
  *                          mkErrTimeout naming rank 1 (set MK_TIMEOUT_MS)
+ *   test_ag_gemm uneven [reps]  20 calls in a row with uneven rows (some
+ *                          ranks with none), fresh inputs each, C and the
+ *                          gathered A checked against a host reference in
+ *                          double (the scale steps: many ranks, MPS,
+ *                          virtual nodes)
+ *   test_ag_gemm replay    3 calls captured in a CUDA graph, replayed 200
+ *                          times, every C checked; per-call time of the
+ *                          replays against eager calls (ratio printed)
  *
  * Inputs come from a hash of (seed, rank, call, index), so every rank
  * builds every other rank's A for its reference without communicating.
@@ -26,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <algorithm>
 #include <vector>
 
 #include "mkernel.h"
@@ -61,7 +70,7 @@ static mkComm_t g_comm;
         }                                                                             \
     } while (0)
 
-__device__ __forceinline__ float hash_val(uint64_t x)
+__host__ __device__ __forceinline__ float hash_val(uint64_t x)
 {
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdull;
@@ -392,6 +401,211 @@ static int run_nocall(void)
     return bad;
 }
 
+/* ---- uneven rows against a host reference ---------------------------- */
+
+/* The bits and values (rounded to dt) of what fill() writes. */
+static void host_fill(uint16_t *bits, float *vals, size_t n, uint64_t seed, int dt)
+{
+    for (size_t i = 0; i < n; i++) {
+        const float v = hash_val(seed * 0x9e3779b97f4a7c15ull + i);
+        if (dt == 0) {
+            const __nv_bfloat16 b = __float2bfloat16(v);
+            memcpy(&bits[i], &b, 2);
+            vals[i] = __bfloat162float(b);
+        } else {
+            const __half h = __float2half(v);
+            memcpy(&bits[i], &h, 2);
+            vals[i] = __half2float(h);
+        }
+    }
+}
+
+static float to_float(uint16_t b, int dt)
+{
+    if (dt == 0) {
+        __nv_bfloat16 x;
+        memcpy(&x, &b, 2);
+        return __bfloat162float(x);
+    }
+    __half x;
+    memcpy(&x, &b, 2);
+    return __half2float(x);
+}
+
+/* Rank r's rows: none on every third rank from 1, else 17 + 5 r (so M is
+ * odd-sized and the ranks' blocks differ). */
+static int64_t uneven_rows(int r) { return r % 3 == 1 ? 0 : 17 + 5 * r; }
+
+/* One call of rep: 1 when C or the gathered A is wrong (and lines saying
+ * where: the row's owner rank tells whose chunk went wrong). */
+static int uneven_check(int rep, int dt, int transb, const std::vector<int64_t> &m, int64_t M,
+                        int64_t n, int64_t k, const uint16_t *c, const uint16_t *ga)
+{
+    std::vector<uint16_t> abits((size_t)M * k), bbits((size_t)n * k);
+    std::vector<float> a((size_t)M * k), b((size_t)n * k);
+    std::vector<int> owner((size_t)M);
+    size_t off = 0;
+    for (int r = 0; r < g_n; r++) {
+        host_fill(&abits[off * k], &a[off * k], (size_t)m[r] * k, seed_of(r, rep, 0), dt);
+        for (int64_t i = 0; i < m[r]; i++) owner[off + i] = r;
+        off += (size_t)m[r];
+    }
+    host_fill(bbits.data(), b.data(), (size_t)n * k, 777 + (uint64_t)rep, dt);
+    /* |c - ref| <= one rounding of the output (2^-8 bf16, 2^-11 fp16,
+     * doubled) + fp32 accumulation in any order (2 k 2^-24 sum |a b|) */
+    const double rel = dt == 0 ? 1.0 / 256 : 1.0 / 2048, acc = 2.0 * (double)k / 16777216.0;
+    long long bad = 0, gbad = 0;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double ref = 0, mag = 0;
+            for (int64_t q = 0; q < k; q++) {
+                const double p = (double)a[i * k + q] * b[transb ? j * k + q : q * n + j];
+                ref += p;
+                mag += fabs(p);
+            }
+            const float got = to_float(c[i * n + j], dt);
+            if (!(fabs((double)got - ref) <= rel * fabs(ref) + acc * mag)) {
+                if (bad++ < 3)
+                    printf("rank %d uneven rep %d: C[%lld][%lld] (row of rank %d) = %g, "
+                           "reference %g\n", g_rank, rep, (long long)i, (long long)j,
+                           owner[i], got, ref);
+            }
+        }
+    for (size_t x = 0; x < abits.size(); x++)
+        if (ga[x] != abits[x] && gbad++ < 3)
+            printf("rank %d uneven rep %d: gathered A row %lld (rank %d) col %lld: 0x%04x, "
+                   "expected 0x%04x\n", g_rank, rep, (long long)(x / k), owner[x / k],
+                   (long long)(x % k), ga[x], abits[x]);
+    if (bad || gbad)
+        printf("rank %d uneven rep %d (%s, transB %d, M %lld): %lld wrong in C, %lld in the "
+               "gathered A  FAIL\n", g_rank, rep, dt ? "fp16" : "bf16", transb, (long long)M,
+               bad, gbad);
+    return bad || gbad;
+}
+
+static int run_uneven(int reps)
+{
+    const int64_t n = 136, k = 264;
+    std::vector<int64_t> m(g_n);
+    int64_t M = 0;
+    for (int r = 0; r < g_n; r++) M += (m[r] = uneven_rows(r));
+    Bufs bf;
+    alloc_bufs(bf, m[g_rank], M, n, k);
+    std::vector<uint16_t> c((size_t)M * n), ga((size_t)M * k);
+    int bad = 0;
+    for (int rep = 0; rep < reps; rep++) {
+        const int dt = (rep / 2) % 2, transb = rep % 2;
+        if (m[g_rank])
+            fill<<<128, 256, 0, g_st>>>(bf.a, (size_t)m[g_rank] * k, seed_of(g_rank, rep, 0), dt);
+        fill<<<128, 256, 0, g_st>>>(bf.b, (size_t)n * k, 777 + (uint64_t)rep, dt);
+        poison<<<128, 256, 0, g_st>>>((uint16_t *)bf.c, (size_t)M * n);
+        poison<<<128, 256, 0, g_st>>>((uint16_t *)bf.ga, (size_t)M * k);
+        CK(cudaGetLastError());
+        MK(mkAllGatherGemm(bf.a, bf.b, bf.c, bf.ga, m[g_rank], m.data(), n, k, transb,
+                           dt ? mkFloat16 : mkBfloat16, g_comm, g_st));
+        CK(cudaMemcpyAsync(c.data(), bf.c, c.size() * 2, cudaMemcpyDeviceToHost, g_st));
+        CK(cudaMemcpyAsync(ga.data(), bf.ga, ga.size() * 2, cudaMemcpyDeviceToHost, g_st));
+        CK(cudaStreamSynchronize(g_st));
+        bad += uneven_check(rep, dt, transb, m, M, n, k, c.data(), ga.data());
+    }
+    mkResult_t ae;
+    MK(mkCommGetAsyncError(g_comm, &ae));
+    if (ae != mkSuccess) bad++;
+    printf("rank %d uneven: %d calls (M %lld, %lld rows here), %d bad\n", g_rank, reps,
+           (long long)M, (long long)m[g_rank], bad);
+    free_bufs(bf);
+    return bad;
+}
+
+/* ---- graph replay ------------------------------------------------------ */
+
+/* Median of v (sorted in place). */
+static double median(std::vector<double> &v)
+{
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+/* 3 calls (own A and C each) captured into a graph; the graph replayed 200
+ * times; every C checked after the first replay and after the last.
+ * Then rounds of 20 replays and of 60 eager calls take turns: the ratio
+ * of the per-call medians (replay / eager) is printed. */
+static int run_replay(void)
+{
+    const int calls = 3, replays = 200, rounds = 10, per_round = 20;
+    const int64_t mr = 2048, n = 4096, k = 4096;
+    const int64_t M = mr * g_n;
+    std::vector<int64_t> m(g_n, mr);
+    Bufs bf;
+    alloc_bufs(bf, mr, M, n, k);
+    std::vector<void *> as(calls), cs(calls);
+    for (int i = 0; i < calls; i++) {
+        CK(cudaMalloc(&as[i], (size_t)mr * k * 2));
+        CK(cudaMalloc(&cs[i], (size_t)M * n * 2));
+        fill<<<256, 256, 0, g_st>>>(as[i], (size_t)mr * k, seed_of(g_rank, i, 0), 0);
+        poison<<<256, 256, 0, g_st>>>((uint16_t *)cs[i], (size_t)M * n);
+    }
+    fill<<<256, 256, 0, g_st>>>(bf.b, (size_t)n * k, 777, 0);
+    CK(cudaGetLastError());
+    auto eager = [&]() {
+        for (int i = 0; i < calls; i++)
+            MK(mkAllGatherGemm(as[i], bf.b, cs[i], NULL, mr, NULL, n, k, 1, mkBfloat16, g_comm,
+                               g_st));
+    };
+    eager(); /* warm-up, and the eager path's resources */
+    CK(cudaStreamSynchronize(g_st));
+    for (int i = 0; i < calls; i++)
+        poison<<<256, 256, 0, g_st>>>((uint16_t *)cs[i], (size_t)M * n);
+    CK(cudaGetLastError());
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(g_st, cudaStreamCaptureModeThreadLocal));
+    eager();
+    CK(cudaStreamEndCapture(g_st, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    CK(cudaGraphLaunch(exec, g_st));
+    int bad = 0;
+    for (int i = 0; i < calls; i++) bad += check_c("replay 1", cs[i], bf, m, M, n, k, 1, 0, i, 0);
+    for (int i = 0; i < calls; i++)
+        poison<<<256, 256, 0, g_st>>>((uint16_t *)cs[i], (size_t)M * n);
+    CK(cudaGetLastError());
+    for (int r = 1; r < replays; r++) CK(cudaGraphLaunch(exec, g_st));
+    for (int i = 0; i < calls; i++)
+        bad += check_c("replay 200", cs[i], bf, m, M, n, k, 1, 0, i, 0);
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    std::vector<double> tg, te;
+    for (int r = 0; r < rounds; r++) {
+        float ms;
+        CK(cudaEventRecord(e0, g_st));
+        for (int i = 0; i < per_round; i++) CK(cudaGraphLaunch(exec, g_st));
+        CK(cudaEventRecord(e1, g_st));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        tg.push_back(ms / (per_round * calls));
+        CK(cudaEventRecord(e0, g_st));
+        for (int i = 0; i < per_round; i++) eager();
+        CK(cudaEventRecord(e1, g_st));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        te.push_back(ms / (per_round * calls));
+    }
+    const double g = median(tg), e = median(te);
+    mkResult_t ae;
+    MK(mkCommGetAsyncError(g_comm, &ae));
+    if (ae != mkSuccess) bad++;
+    printf("rank %d replay: %d calls x %d replays, %d bad; per call %.4f ms replayed, %.4f ms "
+           "eager: replay/eager %.3f\n", g_rank, calls, replays, bad, g, e, g / e);
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+    for (int i = 0; i < calls; i++) { cudaFree(as[i]); cudaFree(cs[i]); }
+    free_bufs(bf);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "correct";
@@ -412,6 +626,8 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "stress")) bad = run_stress();
     else if (!strcmp(mode, "nocall")) bad = run_nocall();
     else if (!strcmp(mode, "graph")) bad = run_graph();
+    else if (!strcmp(mode, "uneven")) bad = run_uneven(argc > 2 ? atoi(argv[2]) : 20);
+    else if (!strcmp(mode, "replay")) bad = run_replay();
     else { fprintf(stderr, "unknown mode %s\n", mode); return 2; }
     printf("rank %d/%d on device %d: %s %s\n", g_rank, g_n, dev, mode, bad ? "FAIL" : "PASS");
     fflush(stdout);

@@ -45,26 +45,25 @@
  * way) and "net_bw" (m = message bytes, n = messages, ours_ms = time per
  * message), baseline "tcp", the rest in extra fields.
  *
- * Memory: 16 words at MKI_WS_BENCH of each workspace for the counters
- * (only the proxy writes them: kernels read, counters only grow, so
- * nothing is reset between launches), the data in the workspace from
- * MKI_WS_DATA on (region 0 of the transport).  Every wait has a deadline
- * of MK_TIMEOUT_MS without progress; a failure names the rank, the wait,
- * the counter's value, and ends the job (mkCommAbort, exit 3).
- */
+ * Memory: 4 KB of counters (only the proxy writes them: kernels read,
+ * counters only grow, so nothing is reset between launches) and the data
+ * areas (source and destination slots), at the same offsets on both
+ * ranks.  By default in the heap's host segment (region 1 of the
+ * transport, what the collectives send across nodes: the proxy moves it
+ * with no CUDA call), borrowed from its start since this program runs no
+ * collective; with --device-region two blocks of heap segment 0 (region
+ * 0, device memory: the proxy goes through cudaMemcpy).
+ * Every wait is the runtime's (kernels/rt/wait.cuh: abort word, the
+ * proxy's error word, MK_TIMEOUT_MS without progress); a failure names
+ * the rank, the wait, the counter's value, and ends the job
+ * (mkCommAbort, exit 3).  The TCP baselines are in net_tcp.cu. */
 #include <cuda_runtime.h>
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 #include <algorithm>
@@ -74,18 +73,15 @@
 #include "mkernel.h"
 extern "C" {
 #include "mki.h"   /* struct mkComm: boot, cfg, dev, net */
-#include "mem/mem.h"   /* struct mki_devrt: the workspace */
+#include "mem/mem.h"   /* the heap: blocks for the counters and the data */
 #include "net/net.h"   /* struct mki_net: fifo_dev, region, transport */
-#include "param.h" /* MK_SOCKET_NCONN, size parsing */
+#include "param.h" /* MK_SOCKET_NCONN as the communicator read it, size parsing */
 }
 #include "rt/fifo.cuh"
-#include "common.h"
+#include "rt/wait.cuh"
+#include "net.h"
 
-#ifndef MKI_WS_BENCH
-#define MKI_WS_BENCH 128 /* 16 words for tools (devrt.h) */
-#endif
-
-namespace {
+namespace mkb_net {
 
 int g_rank, g_n;
 mkComm_t g_comm;
@@ -93,8 +89,7 @@ cudaStream_t g_st, g_copy;
 
 /* ---- failure: say what, tell the peers, end ----------------------- */
 
-[[noreturn]] void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void die(const char *fmt, ...)
+[[noreturn]] void die(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -116,7 +111,8 @@ double now_s(void)
 
 /* ---- device side -------------------------------------------------- */
 
-/* The counters, as byte offsets in the workspace (region 0). */
+/* The counters: words of a heap block of 4 KB in the region the run
+ * uses (its offset, the same on both ranks, is nb_env::wbase). */
 enum {
     W_PING = 0, /* rank 1: rank 0's latency signals */
     W_PONG = 1, /* rank 0: rank 1's latency answers */
@@ -124,9 +120,6 @@ enum {
     W_ACK = 3   /* rank 0: rank 1 saw them all */
 };
 #define WOFF(w) (e.wbase + 8ull * (uint64_t)(w))
-/* In the net buffer (region 1, what the collectives use across nodes):
- * free words between its arrive counters and its slots (devrt.h). */
-#define NB_BENCH_WORDS 32768
 
 /* What a kernel reports (device memory; one thread writes it). */
 struct nb_res {
@@ -141,8 +134,8 @@ enum nb_status { NB_OK = 0, NB_PROXY = 1, NB_PUSH_TIMEOUT = 2,
 
 struct nb_env {
     mki_fifo_dev f;
-    const char *ws;                /* my region (workspace or net buffer) */
-    const char *abort_ws;          /* my workspace: its abort word */
+    const char *ws;                /* my region (heap segment 0 or host segment) */
+    const uint64_t *abort;         /* my abort word (kernels/rt/rt.h) */
     uint64_t wbase;                /* offset of the counters in ws */
     uint32_t peer, region;
     unsigned long long timeout_ns; /* without progress */
@@ -158,43 +151,37 @@ __device__ void nb_fail(const nb_env &e, int st, int word, long long iter,
     r->iter = iter;
     r->expected = expected;
     r->seen = seen;
-    r->proxy_err = mki_ld_acquire_sys((const unsigned long long *)&e.f.hdr->error);
+    r->proxy_err = mki::ld_acquire_sys(reinterpret_cast<const uint64_t *>(&e.f.hdr->error));
 }
 
-/* Spin until *p >= target.  The deadline moves with every change of *p,
- * so a long stream that keeps moving never expires; the proxy's error
- * word and the communicator's abort word end the wait early. */
+/* A fixed pause between polls (the FIFO's done counter: a read over PCIe). */
+struct pause_ns {
+    unsigned ns;
+    __device__ __forceinline__ void operator()(uint64_t, uint64_t) { __nanosleep(ns); }
+};
+
+/* Spin until *p >= target: the runtime's wait (abort word, the proxy's
+ * error word, MK_TIMEOUT_MS), restarted while *p moves, so that a long
+ * stream that keeps moving never expires. */
 __device__ int nb_wait(const nb_env &e, const unsigned long long *p,
                        unsigned long long target, int word, long long iter,
                        unsigned sleep_ns)
 {
-    unsigned long long last = mki_ld_acquire_sys(p);
-    unsigned long long deadline = mki_globaltimer() + e.timeout_ns;
-    const unsigned long long *abort_w =
-        (const unsigned long long *)(e.abort_ws + MKI_WS_ABORT);
-    for (unsigned n = 1;; n++) {
-        unsigned long long v = mki_ld_acquire_sys(p);
-        if (v >= target) return NB_OK;
-        unsigned long long t = mki_globaltimer();
-        if (v != last) {
-            last = v;
-            deadline = t + e.timeout_ns;
+    const uint64_t *a = reinterpret_cast<const uint64_t *>(p);
+    const uint64_t *err = reinterpret_cast<const uint64_t *>(&e.f.hdr->error);
+    uint64_t last = mki::ld_acquire_sys(a), seen, why;
+    for (;;) {
+        const int r = mki::spin_geq(a, target, e.abort, err, e.timeout_ns, &seen, &why,
+                                    pause_ns{sleep_ns});
+        if (r == mki::SPIN_OK) return NB_OK;
+        if (r == mki::SPIN_TIMEOUT && seen != last) {
+            last = seen;
+            continue;
         }
-        if ((n & 255) == 0) {
-            if (mki_ld_acquire_sys((const unsigned long long *)&e.f.hdr->error)) {
-                nb_fail(e, NB_PROXY, word, iter, target, v);
-                return NB_PROXY;
-            }
-            if (mki_ld_acquire_sys(abort_w)) {
-                nb_fail(e, NB_ABORT, word, iter, target, v);
-                return NB_ABORT;
-            }
-        }
-        if (t > deadline) {
-            nb_fail(e, NB_WAIT_TIMEOUT, word, iter, target, v);
-            return NB_WAIT_TIMEOUT;
-        }
-        if (sleep_ns) __nanosleep(sleep_ns);
+        const int st = r == mki::SPIN_PROXY ? NB_PROXY
+                     : r == mki::SPIN_ABORT ? NB_ABORT : NB_WAIT_TIMEOUT;
+        nb_fail(e, st, word, iter, target, seen);
+        return st;
     }
 }
 
@@ -211,9 +198,10 @@ __device__ int nb_push(const nb_env &e, uint32_t kind, uint32_t sig_op,
 {
     mki_fifo_cmd c = {kind, e.peer, sig_op, e.region, loff, roff, bytes,
                       WOFF(word), val};
-    int r = mki_fifo_push(e.f, c, mki_globaltimer() + e.timeout_ns, ticket);
-    if (r == MKI_FIFO_OK) return NB_OK;
-    int st = r == MKI_FIFO_PROXY_FAILED ? NB_PROXY : NB_PUSH_TIMEOUT;
+    const int r = mki::fifo_push(e.f, c, e.abort, e.timeout_ns, ticket);
+    if (r == mki::MKI_FIFO_OK) return NB_OK;
+    const int st = r == mki::MKI_FIFO_PROXY_FAILED ? NB_PROXY
+                 : r == mki::MKI_FIFO_ABORTED ? NB_ABORT : NB_PUSH_TIMEOUT;
     nb_fail(e, st, word, iter, val, 0);
     return st;
 }
@@ -233,13 +221,13 @@ __global__ void pingpong_kernel(nb_env e, int initiator, uint32_t kind,
     e.res->status = NB_OK;
     for (int i = 1; i <= warm + iters; i++) {
         unsigned long long v = base + (unsigned long long)i;
-        if (initiator && i == warm + 1) e.res->t0 = mki_globaltimer();
+        if (initiator && i == warm + 1) e.res->t0 = mki::globaltimer();
         if (!initiator && nb_wait_word(e, mine, v, i)) return;
         if (nb_push(e, kind, MKI_SIG_SET, loff, roff, bytes, theirs, v, i, &t))
             return;
         if (initiator && nb_wait_word(e, mine, v, i)) return;
     }
-    e.res->t1 = mki_globaltimer();
+    e.res->t1 = mki::globaltimer();
 }
 
 /* (b) sender: count writes of `bytes`, slot i % window, at most window
@@ -251,7 +239,7 @@ __global__ void stream_send_kernel(nb_env e, uint64_t src, uint64_t dst,
     if (threadIdx.x || blockIdx.x) return;
     unsigned long long first = 0, t;
     e.res->status = NB_OK;
-    e.res->t0 = mki_globaltimer();
+    e.res->t0 = mki::globaltimer();
     for (long long i = 0; i < count; i++) {
         if (i >= window &&
             nb_wait(e, (const unsigned long long *)&e.f.hdr->done,
@@ -264,7 +252,7 @@ __global__ void stream_send_kernel(nb_env e, uint64_t src, uint64_t dst,
         if (i == 0) first = t;
     }
     if (nb_wait_word(e, W_ACK, ack, count)) return;
-    e.res->t1 = mki_globaltimer();
+    e.res->t1 = mki::globaltimer();
 }
 
 /* (b) receiver: wait until the data counter reaches target, answer. */
@@ -274,9 +262,9 @@ __global__ void stream_recv_kernel(nb_env e, unsigned long long target,
     if (threadIdx.x || blockIdx.x) return;
     unsigned long long t;
     e.res->status = NB_OK;
-    e.res->t0 = mki_globaltimer();
+    e.res->t0 = mki::globaltimer();
     if (nb_wait_word(e, W_DATA, target, 0)) return;
-    e.res->t1 = mki_globaltimer();
+    e.res->t1 = mki::globaltimer();
     (void)nb_push(e, MKI_CMD_SIGNAL, MKI_SIG_SET, 0, 0, 0, W_ACK, ack, 0, &t);
 }
 
@@ -317,8 +305,10 @@ __global__ void compare_kernel(const unsigned long long *a,
 
 struct bench {
     nb_env e;
-    char *ws;                      /* device */
-    uint64_t src, dst;             /* areas in the workspace */
+    char *ws;                      /* the region's device view */
+    mki_heap_blk words, data_blk;  /* --device-region: counters; source +
+                                    * destination slots (else borrowed) */
+    uint64_t src, dst;             /* areas in the region (offsets) */
     uint64_t max_bytes;
     int window, peer;
     unsigned long long ping, data, ack; /* counters' last targets */
@@ -425,154 +415,6 @@ unsigned long long check_slots(bench &b, uint64_t bytes, long long count)
     return h;
 }
 
-/* ---- plain TCP between the same two processes ---------------------- */
-
-struct tcp {
-    int fd;
-    int timeout_ms;
-    char *hsend, *hrecv;           /* pinned host buffers */
-    char *dbuf;                    /* device buffer for the staged runs */
-};
-
-void tcp_send(tcp &t, const void *buf, size_t n)
-{
-    const char *p = (const char *)buf;
-    while (n) {
-        ssize_t s = send(t.fd, p, n, MSG_NOSIGNAL);
-        if (s < 0 && errno == EINTR) continue;
-        if (s < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            die("TCP baseline: the other rank took no data for %d ms "
-                "(MK_TIMEOUT_MS)", t.timeout_ms);
-        if (s <= 0) die("TCP baseline: send: %s", strerror(errno));
-        p += s;
-        n -= (size_t)s;
-    }
-}
-
-void tcp_recv(tcp &t, void *buf, size_t n)
-{
-    char *p = (char *)buf;
-    while (n) {
-        ssize_t s = recv(t.fd, p, n, 0);
-        if (s < 0 && errno == EINTR) continue;
-        if (s < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            die("TCP baseline: nothing from the other rank for %d ms "
-                "(MK_TIMEOUT_MS)", t.timeout_ms);
-        if (s == 0) die("TCP baseline: the other rank closed the connection");
-        if (s < 0) die("TCP baseline: recv: %s", strerror(errno));
-        p += s;
-        n -= (size_t)s;
-    }
-}
-
-void tcp_options(tcp &t)
-{
-    int one = 1;
-    struct timeval tv = {t.timeout_ms / 1000, (t.timeout_ms % 1000) * 1000};
-    if (setsockopt(t.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) ||
-        setsockopt(t.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) ||
-        setsockopt(t.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv))
-        die("TCP baseline: setsockopt: %s", strerror(errno));
-}
-
-/* Rank 1 listens on 127.0.0.1 (a port the kernel picks), the port goes
- * around the bootstrap, rank 0 connects. */
-void tcp_connect(tcp &t, size_t max_bytes)
-{
-    int lfd = -1, port[2] = {0, 0};
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (g_rank == 1) {
-        socklen_t len = sizeof a;
-        lfd = socket(AF_INET, SOCK_STREAM, 0);
-        if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) || listen(lfd, 1) ||
-            getsockname(lfd, (struct sockaddr *)&a, &len))
-            die("TCP baseline: listen on 127.0.0.1: %s", strerror(errno));
-        port[1] = ntohs(a.sin_port);
-    }
-    if (g_comm->boot->allgather(g_comm->boot_ctx, port, sizeof(int)) != mkSuccess)
-        die("TCP baseline: port exchange failed: %s", mki_thread_error());
-    if (g_rank == 0) {
-        a.sin_port = htons((uint16_t)port[1]);
-        t.fd = socket(AF_INET, SOCK_STREAM, 0);
-        if (t.fd < 0 || connect(t.fd, (struct sockaddr *)&a, sizeof a))
-            die("TCP baseline: connect to 127.0.0.1:%d: %s", port[1], strerror(errno));
-    } else {
-        struct pollfd p = {lfd, POLLIN, 0};
-        int r = poll(&p, 1, t.timeout_ms);
-        if (r <= 0) die("TCP baseline: rank 0 did not connect within %d ms", t.timeout_ms);
-        t.fd = accept(lfd, NULL, NULL);
-        if (t.fd < 0) die("TCP baseline: accept: %s", strerror(errno));
-        close(lfd);
-    }
-    tcp_options(t);
-    MKB_CHECK(cudaHostAlloc((void **)&t.hsend, max_bytes, cudaHostAllocDefault));
-    MKB_CHECK(cudaHostAlloc((void **)&t.hrecv, max_bytes, cudaHostAllocDefault));
-    MKB_CHECK(cudaMalloc((void **)&t.dbuf, max_bytes));
-    memset(t.hsend, 0x5a, max_bytes);
-}
-
-/* The staging copies of the "tcp+copy" runs, on a private stream. */
-void copy_sync(void *dst, const void *src, size_t n, cudaMemcpyKind k)
-{
-    MKB_CHECK(cudaMemcpyAsync(dst, src, n, k, g_copy));
-    MKB_CHECK(cudaStreamSynchronize(g_copy));
-}
-
-/* Ping-pong of `bytes` (at least 1); one-way microseconds on rank 0. */
-double tcp_pingpong_once(tcp &t, size_t bytes, int warm, int iters, int staged)
-{
-    double t0 = 0;
-    bytes = bytes ? bytes : 1;
-    barrier();
-    for (int i = 0; i < warm + iters; i++) {
-        if (i == warm) t0 = now_s();
-        if (g_rank == 0) {
-            if (staged) copy_sync(t.hsend, t.dbuf, bytes, cudaMemcpyDeviceToHost);
-            tcp_send(t, t.hsend, bytes);
-            tcp_recv(t, t.hrecv, bytes);
-            if (staged) copy_sync(t.dbuf, t.hrecv, bytes, cudaMemcpyHostToDevice);
-        } else {
-            tcp_recv(t, t.hrecv, bytes);
-            if (staged) {
-                copy_sync(t.dbuf, t.hrecv, bytes, cudaMemcpyHostToDevice);
-                copy_sync(t.hsend, t.dbuf, bytes, cudaMemcpyDeviceToHost);
-            }
-            tcp_send(t, t.hsend, bytes);
-        }
-    }
-    return (now_s() - t0) / iters / 2.0 * 1e6;
-}
-
-double tcp_pingpong(tcp &t, size_t bytes, int warm, int iters, int reps, int staged)
-{
-    std::vector<double> v;
-    for (int k = 0; k < reps; k++) v.push_back(tcp_pingpong_once(t, bytes, warm, iters, staged));
-    return mkb_median(v.data(), reps);
-}
-
-/* count messages one way, one byte back at the end; seconds on rank 0. */
-double tcp_stream_once(tcp &t, size_t bytes, long long count, int staged)
-{
-    char ack = 1;
-    barrier();
-    double t0 = now_s();
-    for (long long i = 0; i < count; i++) {
-        if (g_rank == 0) {
-            if (staged) copy_sync(t.hsend, t.dbuf, bytes, cudaMemcpyDeviceToHost);
-            tcp_send(t, t.hsend, bytes);
-        } else {
-            tcp_recv(t, t.hrecv, bytes);
-            if (staged) copy_sync(t.dbuf, t.hrecv, bytes, cudaMemcpyHostToDevice);
-        }
-    }
-    if (g_rank == 0) tcp_recv(t, &ack, 1);
-    else tcp_send(t, &ack, 1);
-    return now_s() - t0;
-}
-
 /* ---- the runs ------------------------------------------------------- */
 
 struct opts {
@@ -654,31 +496,47 @@ void setup(bench &b, const opts &o, unsigned long long seed)
         die("needs exactly 2 ranks on 2 (virtual) nodes joined by a transport "
             "(%d ranks, %d nodes, inter-node path %s): run with MK_NODE_SIZE=1 "
             "MK_TRANSPORT=socket", g_n, c->nnodes, c->net ? "up" : "absent");
-    if (!c->dev || c->net->kind != MKI_MEM_DEVICE || !c->net->fifo_dev.slots)
-        die("the inter-node path has no GPU workspace or no device FIFO");
+    if (!c->dev || c->net->kind != MKI_MEM_DEVICE || !c->net->fifo_dev.slots ||
+        c->dev->heap.host_seg < 0)
+        die("the inter-node path has no GPU heap, no host segment or no device FIFO");
     b.window = o.window;
     b.peer = 1 - g_rank;
-    /* Default: the net buffer, host memory the proxy moves with no CUDA
-     * call, as the collectives do; --device-region: the GPU workspace,
-     * which the proxy reaches through cudaMemcpy. */
-    b.ws = o.device_region ? c->dev->ws : c->net->nb_dev;
-    const size_t region_bytes = o.device_region ? c->dev->ws_bytes : c->net->nb_bytes;
     b.max_bytes = 0;
     for (uint64_t s : o.sizes) b.max_bytes = std::max(b.max_bytes, s);
     for (uint64_t s : o.lat_sizes) b.max_bytes = std::max(b.max_bytes, s);
-    b.src = MKI_WS_DATA;
-    b.dst = b.src + (uint64_t)o.window * b.max_bytes;
-    uint64_t end = b.dst + (uint64_t)o.window * b.max_bytes;
-    if (end > region_bytes)
-        die("window %d x %llu bytes needs a region of %llu bytes; it has %zu: "
-            "lower --window or the largest size (or raise MK_WORKSPACE_SIZE "
-            "with --device-region)", o.window, (unsigned long long)b.max_bytes,
-            (unsigned long long)end, region_bytes);
+    const int host = !o.device_region;
+    const uint64_t area = (uint64_t)o.window * b.max_bytes;
+    const mki_heap_seg &seg = c->dev->heap.seg[host ? c->dev->heap.host_seg : 0];
+    if (host) {
+        /* The host segment is sized to what the ops send across nodes (the
+         * collectives' net block): this program runs no collective, so it
+         * borrows the segment from its start, the same on both ranks. */
+        b.words.off = 0;
+        b.src = 4096;
+        if (b.src + 2 * area > seg.bytes)
+            die("window %d x %llu bytes (twice) need %llu bytes of the heap's host "
+                "segment; it has %zu: lower --window or the largest size", o.window,
+                (unsigned long long)b.max_bytes, (unsigned long long)(b.src + 2 * area),
+                seg.bytes);
+    } else {
+        /* Segment 0 (region 0): two blocks, allocated alike on both ranks. */
+        if (mki_heap_alloc(c, 0, 4096, 1, "mkbench net counters", &b.words) != mkSuccess ||
+            mki_heap_alloc(c, 0, 2 * area, 0, "mkbench net data", &b.data_blk) != mkSuccess)
+            die("window %d x %llu bytes (twice) do not fit the heap: %s; lower --window or "
+                "the largest size, or raise MK_WORKSPACE_SIZE", o.window,
+                (unsigned long long)b.max_bytes, mki_thread_error());
+        if (b.words.seg != 0 || b.data_blk.seg != 0)
+            die("the blocks landed in an added heap segment, which the transport does not "
+                "know (region 0 is segment 0): raise MK_WORKSPACE_SIZE");
+        b.src = b.data_blk.off;
+    }
+    b.ws = seg.dev;
+    b.dst = b.src + area;
     MKB_CHECK(cudaMalloc(&b.res, sizeof(nb_res)));
-    b.e = nb_env{c->net->fifo_dev, b.ws, c->dev->ws,
-                 o.device_region ? (uint64_t)MKI_WS_BENCH : (uint64_t)NB_BENCH_WORDS,
-                 (uint32_t)b.peer,
-                 (uint32_t)(o.device_region ? c->net->region_id : c->net->nb_id),
+    /* my abort word: the control block at the start of segment 0 */
+    b.e = nb_env{c->net->fifo_dev, b.ws,
+                 reinterpret_cast<const uint64_t *>(c->dev->heap.seg[0].base + MKI_CTL_ABORT),
+                 b.words.off, (uint32_t)b.peer, (uint32_t)(host ? 1 : c->net->region_id),
                  (unsigned long long)c->cfg.timeoutMs * 1000000ull, b.res};
     b.ping = b.data = b.ack = 0;
     /* The same random bytes on both ranks: rank 1 checks what arrived
@@ -845,6 +703,8 @@ void write_json(const std::vector<lat_row> &lat, const std::vector<bw_row> &bw,
 
 } // namespace
 
+using namespace mkb_net;
+
 extern "C" int mkb_net_main(int argc, char **argv)
 {
     opts o;
@@ -864,10 +724,10 @@ extern "C" int mkb_net_main(int argc, char **argv)
     unsigned long long seed = (unsigned long long)time(NULL) * 2654435761ull;
     if (g_comm->boot->bcast(g_comm->boot_ctx, &seed, sizeof seed, 0) != mkSuccess)
         die("bcast of the seed failed: %s", mki_thread_error());
-    bench b;
+    bench b{};
     setup(b, o, seed);
     int64_t nconn = 0;
-    if (mki_param_int(MKI_P_SOCKET_NCONN, &nconn) != mkSuccess) nconn = -1;
+    nconn = mki_params_int(&g_comm->params, MKI_P_SOCKET_NCONN);
     int devs[2] = {0, 0};
     devs[g_rank] = dev;
     if (g_comm->boot->allgather(g_comm->boot_ctx, devs, sizeof devs[0]) != mkSuccess)
@@ -900,6 +760,10 @@ extern "C" int mkb_net_main(int argc, char **argv)
     MKB_CHECK(cudaFreeHost(t.hrecv));
     MKB_CHECK(cudaFree(t.dbuf));
     MKB_CHECK(cudaFree(b.res));
+    if (o.device_region) {
+        mki_heap_free(g_comm, &b.data_blk);
+        mki_heap_free(g_comm, &b.words);
+    }
     MKB_MK(mkCommDestroy(g_comm));
     if (bad) {
         fprintf(stderr, "mkbench net: rank %d: %llu words arrived wrong in the bandwidth "

@@ -1,0 +1,331 @@
+/*
+ * test_scale.cu - every collective on many ranks, each call checked
+ * against a host reference, many times in a row: the scale steps of
+ * tests/gpu/scale.sh (16 ranks as 2 x 8 and 4 x 4 virtual nodes, 8 ranks
+ * as 2 x 4, several ranks per GPU under MPS).
+ *
+ *   test_scale [reps [count,count,...]]     defaults: 20, 1,7,65537,1000003
+ *
+ * For each op (all-gather, reduce-scatter, all-reduce, all-to-all), dtype
+ * (bf16, fp16, fp32), count and placement (out of place, and in place
+ * where the op has one), `reps` calls in a row, each with fresh input:
+ * element j of rank r in repetition t is q / 16 with q an integer in
+ * [-Q, Q], Q = 255 / nranks, drawn from a hash of (seed of t, r, j).
+ * Every partial sum is then a multiple of 1/16 below 16 in magnitude:
+ * exact in bf16's 8-bit significand whatever the order of the additions,
+ * so the host computes each rank's expected output bit for bit from the
+ * seed alone.  The output is poisoned (all bits set: NaN in every dtype)
+ * before each out-of-place call; the input is rewritten before each call.
+ *
+ * A failure prints the rank, op, dtype, count, placement, repetition, the
+ * first wrong index with the value found and the value expected, how many
+ * elements are wrong, and what they hold: the poison (never written), the
+ * previous repetition's value at that index (stale data: a slot or a
+ * buffer read before its new contents arrived) or something else.
+ * Prints "PASS ..." / "FAIL ..." lines; exits 1 on any failure.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <vector>
+
+#include "mkernel.h"
+#include "mki.h" /* comm->boot->bcast carries the seed */
+
+static int g_rank, g_n, g_q;
+static mkComm_t g_comm;
+static cudaStream_t g_st;
+
+#define CK(call)                                                                           \
+    do {                                                                                   \
+        cudaError_t e_ = (call);                                                           \
+        if (e_ != cudaSuccess) {                                                           \
+            fprintf(stderr, "rank %d: %s:%d %s: %s\n", g_rank, __FILE__, __LINE__, #call, \
+                    cudaGetErrorString(e_));                                               \
+            exit(2);                                                                       \
+        }                                                                                  \
+    } while (0)
+#define MK(call)                                                                           \
+    do {                                                                                   \
+        mkResult_t r_ = (call);                                                            \
+        if (r_ != mkSuccess) {                                                             \
+            fprintf(stderr, "rank %d: %s:%d %s: %s: %s\n", g_rank, __FILE__, __LINE__,    \
+                    #call, mkGetErrorString(r_), mkGetLastError(g_comm));                 \
+            exit(2);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+enum { AG, RS, AR, A2A };
+static const char *const op_names[] = {"allgather", "reducescatter", "allreduce", "alltoall"};
+static const char *const dt_names[] = {"bf16", "fp16", "fp32"};
+
+/* q in [-Q, Q] for (seed, rank r, element j): one multiply-xorshift hash,
+ * scaled into the range without a division. */
+__host__ __device__ static inline int qval(uint64_t seed, int r, uint64_t j, int Q)
+{
+    uint64_t x = seed ^ (j * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)(r + 1) * 0xd1b54a32d192ed03ull);
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 29;
+    return (int)(((x >> 32) * (uint64_t)(2 * Q + 1)) >> 32) - Q;
+}
+
+/* The bits of q / 16 in dtype dt (exact for |q| < 4096). */
+__host__ __device__ static inline uint32_t bits_of(int q, int dt)
+{
+    const float f = (float)q / 16.0f;
+    if (dt == mkBfloat16) {
+        __nv_bfloat16 b = __float2bfloat16_rn(f);
+        return *reinterpret_cast<uint16_t *>(&b);
+    }
+    if (dt == mkFloat16) {
+        __half h = __float2half_rn(f);
+        return *reinterpret_cast<uint16_t *>(&h);
+    }
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static int esize(int dt) { return dt == mkFloat32 ? 4 : 2; }
+
+/* Elements of rank r's input [0, n) from (seed, r), written at buf. */
+__global__ void fill_kernel(void *buf, uint64_t n, int dt, uint64_t seed, int r, int Q)
+{
+    for (uint64_t j = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; j < n;
+         j += (uint64_t)gridDim.x * blockDim.x) {
+        const uint32_t b = bits_of(qval(seed, r, j, Q), dt);
+        if (dt == mkFloat32) static_cast<uint32_t *>(buf)[j] = b;
+        else static_cast<uint16_t *>(buf)[j] = (uint16_t)b;
+    }
+}
+
+static uint64_t in_elems(int op, uint64_t count) { return op == AG || op == AR ? count : count * g_n; }
+static uint64_t out_elems(int op, uint64_t count) { return op == RS || op == AR ? count : count * g_n; }
+
+/* Expected q (times 16) of element i of rank me's output. */
+static int expect_q(int op, uint64_t seed, uint64_t count, uint64_t i)
+{
+    switch (op) {
+    case AG: return qval(seed, (int)(i / count), i % count, g_q);
+    case A2A: return qval(seed, (int)(i / count), (uint64_t)g_rank * count + i % count, g_q);
+    default: {
+        const uint64_t j = op == RS ? (uint64_t)g_rank * count + i : i;
+        int s = 0;
+        for (int r = 0; r < g_n; r++) s += qval(seed, r, j, g_q);
+        return s;
+    }
+    }
+}
+
+struct config {
+    int op, dt, inplace;
+    uint64_t count;
+};
+
+static uint64_t seed_of(uint64_t base, const config &c, int rep)
+{
+    uint64_t x = base ^ ((uint64_t)c.op << 56) ^ ((uint64_t)c.dt << 52) ^
+                 ((uint64_t)c.inplace << 48) ^ (c.count << 8) ^ (uint64_t)rep;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static void *g_send, *g_recv; /* device, big enough for every config */
+static uint32_t g_bits[3][511]; /* bits_of(q, dt) for q in [-255, 255], on the host */
+
+static uint32_t host_bits(int q, int dt) { return g_bits[dt][q + 255]; }
+static uint8_t *g_host;       /* pinned: the output of one call */
+
+/* Fill the input(s) of one call, poison the output; returns send/recv. */
+static void prepare(const config &c, uint64_t seed, const void **s, void **r)
+{
+    const size_t es = (size_t)esize(c.dt);
+    const uint64_t ine = in_elems(c.op, c.count), oute = out_elems(c.op, c.count);
+    char *send = static_cast<char *>(g_send), *recv = static_cast<char *>(g_recv);
+    if (!c.inplace) {
+        CK(cudaMemsetAsync(recv, 0xff, oute * es, g_st));
+        fill_kernel<<<512, 256, 0, g_st>>>(send, ine, c.dt, seed, g_rank, g_q);
+        *s = send;
+        *r = recv;
+    } else if (c.op == AG) {
+        /* sendbuf = recvbuf + rank * count: the rest is poisoned */
+        CK(cudaMemsetAsync(recv, 0xff, oute * es, g_st));
+        fill_kernel<<<512, 256, 0, g_st>>>(recv + (size_t)g_rank * c.count * es, c.count, c.dt,
+                                           seed, g_rank, g_q);
+        *s = recv + (size_t)g_rank * c.count * es;
+        *r = recv;
+    } else if (c.op == RS) {
+        /* recvbuf = sendbuf + rank * count */
+        fill_kernel<<<512, 256, 0, g_st>>>(send, ine, c.dt, seed, g_rank, g_q);
+        *s = send;
+        *r = send + (size_t)g_rank * c.count * es;
+    } else { /* AR: sendbuf == recvbuf */
+        fill_kernel<<<512, 256, 0, g_st>>>(send, ine, c.dt, seed, g_rank, g_q);
+        *s = send;
+        *r = send;
+    }
+    CK(cudaGetLastError());
+}
+
+static mkResult_t call(const config &c, const void *s, void *r)
+{
+    const mkDataType_t t = (mkDataType_t)c.dt;
+    switch (c.op) {
+    case AG: return mkAllGather(s, r, c.count, t, g_comm, g_st);
+    case RS: return mkReduceScatter(s, r, c.count, t, g_comm, g_st);
+    case AR: return mkAllReduce(s, r, c.count, t, g_comm, g_st);
+    default: return mkAllToAll(s, r, c.count, t, g_comm, g_st);
+    }
+}
+
+static uint32_t got_at(const config &c, uint64_t i)
+{
+    return c.dt == mkFloat32 ? reinterpret_cast<const uint32_t *>(g_host)[i]
+                             : reinterpret_cast<const uint16_t *>(g_host)[i];
+}
+
+/* Check the output in g_host against the host reference; 1 when wrong
+ * (and one line saying how). */
+static int check(const config &c, uint64_t seed, uint64_t prev_seed, int rep)
+{
+    const uint64_t n = out_elems(c.op, c.count);
+    const uint32_t poison = c.dt == mkFloat32 ? 0xffffffffu : 0xffffu;
+    uint64_t bad = 0, first = 0, stale = 0, poisoned = 0;
+    uint32_t got0 = 0, want0 = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const uint32_t got = got_at(c, i), want = host_bits(expect_q(c.op, seed, c.count, i), c.dt);
+        if (got == want) continue;
+        if (bad++ == 0) {
+            first = i;
+            got0 = got;
+            want0 = want;
+        }
+        if (got == poison) poisoned++;
+        else if (rep > 0 && got == host_bits(expect_q(c.op, prev_seed, c.count, i), c.dt)) stale++;
+    }
+    if (!bad) return 0;
+    printf("FAIL rank %d: %s %s count %llu %s rep %d: %llu of %llu elements wrong, first at "
+           "%llu: got 0x%x, expected 0x%x; %llu poison (never written), %llu the previous "
+           "repetition's value (stale), %llu other\n",
+           g_rank, op_names[c.op], dt_names[c.dt], (unsigned long long)c.count,
+           c.inplace ? "in place" : "out of place", rep, (unsigned long long)bad,
+           (unsigned long long)n, (unsigned long long)first, got0, want0,
+           (unsigned long long)poisoned, (unsigned long long)stale,
+           (unsigned long long)(bad - poisoned - stale));
+    fflush(stdout);
+    return 1;
+}
+
+/* reps calls of one config in a row, each checked; the number wrong. */
+static int run_config(const config &c, uint64_t base, int reps)
+{
+    int wrong = 0;
+    uint64_t prev = 0;
+    const size_t bytes = out_elems(c.op, c.count) * (size_t)esize(c.dt);
+    for (int t = 0; t < reps; t++) {
+        const uint64_t seed = seed_of(base, c, t);
+        const void *s;
+        void *r;
+        prepare(c, seed, &s, &r);
+        MK(call(c, s, r));
+        CK(cudaMemcpyAsync(g_host, r, bytes, cudaMemcpyDeviceToHost, g_st));
+        CK(cudaStreamSynchronize(g_st));
+        wrong += check(c, seed, prev, t);
+        prev = seed;
+    }
+    return wrong;
+}
+
+static std::vector<uint64_t> parse_counts(const char *s)
+{
+    std::vector<uint64_t> v;
+    while (s && *s) {
+        char *end;
+        const unsigned long long x = strtoull(s, &end, 10);
+        if (end == s || x == 0) {
+            fprintf(stderr, "test_scale: bad count list near \"%s\"\n", s);
+            exit(2);
+        }
+        v.push_back(x);
+        s = *end == ',' ? end + 1 : end;
+    }
+    return v;
+}
+
+int main(int argc, char **argv)
+{
+    const int reps = argc > 1 ? atoi(argv[1]) : 20;
+    const std::vector<uint64_t> counts = parse_counts(argc > 2 ? argv[2] : "1,7,65537,1000003");
+    if (reps < 1) {
+        fprintf(stderr, "usage: test_scale [reps [count,count,...]]\n");
+        return 2;
+    }
+    MK(mkCommInit(&g_comm, NULL));
+    MK(mkCommRank(g_comm, &g_rank));
+    MK(mkCommSize(g_comm, &g_n));
+    int dev, nodes;
+    MK(mkCommCuDevice(g_comm, &dev));
+    MK(mkCommNodeCount(g_comm, &nodes));
+    if (dev < 0) {
+        printf("SKIP: no GPU\n");
+        return 77;
+    }
+    if (g_n > 255) {
+        printf("SKIP: more than 255 ranks (the exact-sum inputs need nranks * Q < 256)\n");
+        return 77;
+    }
+    g_q = 255 / g_n;
+    for (int dt = 0; dt < 3; dt++)
+        for (int q = -255; q <= 255; q++) g_bits[dt][q + 255] = bits_of(q, dt);
+    CK(cudaSetDevice(dev));
+    CK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
+    uint64_t base = ((uint64_t)time(NULL) << 20) ^ (uint64_t)clock();
+    if (g_comm->boot->bcast(g_comm->boot_ctx, &base, sizeof base, 0) != mkSuccess) {
+        fprintf(stderr, "rank %d: bcast of the seed failed\n", g_rank);
+        return 2;
+    }
+    uint64_t maxc = 0;
+    for (uint64_t c : counts) maxc = c > maxc ? c : maxc;
+    const size_t big = maxc * (size_t)g_n * 4;
+    CK(cudaMalloc(&g_send, big));
+    CK(cudaMalloc(&g_recv, big));
+    CK(cudaHostAlloc((void **)&g_host, big, cudaHostAllocDefault));
+    if (g_rank == 0)
+        printf("test_scale: %d ranks on %d nodes, %d repetitions, inputs q/16 with |q| <= %d, "
+               "seed 0x%llx\n", g_n, nodes, reps, g_q, (unsigned long long)base);
+    int wrong = 0, configs = 0;
+    for (int op = AG; op <= A2A; op++)
+        for (int dt = mkBfloat16; dt <= mkFloat32; dt++)
+            for (uint64_t count : counts)
+                for (int inplace = 0; inplace < (op == A2A ? 1 : 2); inplace++) {
+                    const config c = {op, dt, inplace, count};
+                    const int w = run_config(c, base, reps);
+                    wrong += w;
+                    configs++;
+                    if (g_rank == 0 && count == maxc)
+                        printf("%s rank 0: %s %s count %llu %s x %d\n", w ? "FAIL" : "PASS",
+                               op_names[op], dt_names[dt], (unsigned long long)count,
+                               inplace ? "in place" : "out of place", reps);
+                }
+    mkResult_t ae;
+    MK(mkCommGetAsyncError(g_comm, &ae));
+    if (ae != mkSuccess) {
+        printf("FAIL rank %d: async error %s: %s\n", g_rank, mkGetErrorString(ae),
+               mkGetLastError(g_comm));
+        wrong++;
+    }
+    printf("%s rank %d: %d configurations x %d calls, %d wrong\n", wrong ? "FAIL" : "DONE",
+           g_rank, configs, reps, wrong);
+    CK(cudaFree(g_send));
+    CK(cudaFree(g_recv));
+    CK(cudaFreeHost(g_host));
+    MK(mkCommDestroy(g_comm));
+    return wrong ? 1 : 0;
+}

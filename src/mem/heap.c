@@ -279,6 +279,19 @@ mkResult_t mki_heap_alloc(struct mkComm *comm, int host, uint64_t bytes, int zer
             return mki_cuda_error(comm, e, what, __FILE__, __LINE__);
         }
     }
+    /* Peers write into a zeroed block (counters) as soon as they start an
+     * op that uses it: every rank's zeroing must be done before any rank
+     * goes on, or a fast peer's first signal is wiped by a slow rank's
+     * memset (seen on 2 H200: the first call of a communicator timed out
+     * on one rank, its arrive counter back at 0). */
+    if (zero) {
+        mkResult_t r = comm->boot->barrier(comm->boot_ctx);
+        if (r != mkSuccess) {
+            mki_heap_free(comm, out);
+            return mki_error(comm, r, "%s: the barrier after zeroing it failed: %s", what,
+                             mki_thread_error());
+        }
+    }
     MKI_TRACE(MKI_SUB_MEM, "heap: %s: %llu bytes at segment %d offset %llu", what,
               (unsigned long long)bytes, out->seg, (unsigned long long)out->off);
     return mkSuccess;

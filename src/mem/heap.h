@@ -77,7 +77,8 @@ mkResult_t mki_heap_create(struct mkComm *comm, size_t dev_bytes, size_t host_by
  * memory is left alone: kernels may still run on it). */
 void mki_heap_destroy(struct mkComm *comm);
 /* A block of `bytes` (rounded up to MKI_HEAP_ALIGN), zeroed when zero is
- * set, from the host segment when host is set.  A device block that fits
+ * set (then a bootstrap barrier: no peer writes into it before every rank
+ * zeroed its copy), from the host segment when host is set.  A device block that fits
  * nowhere adds a segment (collective).  `what` names it in errors. */
 mkResult_t mki_heap_alloc(struct mkComm *comm, int host, uint64_t bytes, int zero,
                           const char *what, struct mki_heap_blk *out);

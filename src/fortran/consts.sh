@@ -1,7 +1,7 @@
 #!/bin/sh
 # consts.sh - the constants of the Fortran module equal those of
-# mkernel.h: every mkResult_t value, the versions, the config magic, the
-# unique id size and MK_SPLIT_NOCOLOR.
+# mkernel.h: every mkResult_t and mkDataType_t value, the versions, the
+# config magic, the unique id size and MK_SPLIT_NOCOLOR.
 hdr=${top_srcdir:-.}/include/mkernel.h
 mod=${top_srcdir:-.}/src/fortran/mkernel.f90
 passed=0 failed=0
@@ -10,17 +10,22 @@ check() { # name, C value, Fortran value
     else echo "FAIL: $1 is '$2' in mkernel.h but '$3' in mkernel.f90"
          failed=$((failed + 1)); fi
 }
-fval() { sed -n "s/.*parameter, public :: $1 = \([^ ]*\).*/\1/p" "$mod"; }
-# The members of the mkResult_t enum (other enums are not bound yet).
-results=$(awk '/typedef enum/ {body = ""; next}
-               {body = body "\n" $0}
-               /^} mkResult_t;/ {printf "%s", body}' "$hdr")
-names=$(printf '%b\n' "$results" | sed -n 's/^ *\(mk[A-Z][A-Za-z]*\) = [0-9]*,*.*/\1/p')
-[ $(echo $names | wc -w) -ge 12 ] || { echo "FAIL: found no mkResult_t in $hdr"; exit 1; }
-for name in $names; do
-    cval=$(printf '%b\n' "$results" | sed -n "s/^ *$name = \([0-9]*\).*/\1/p")
-    check "$name" "$cval" "$(fval "$name")"
-done
+# NAME = value, as a parameter or an enumerator
+fval() { sed -n "s/.*[^A-Za-z0-9_]$1 = \([-0-9]*\).*/\1/p" "$mod" | head -1; }
+# check_enum TYPE LEAST: every member of the C enum TYPE (at least LEAST).
+check_enum() {
+    body=$(awk -v t="$1" '/typedef enum/ {body = ""; next}
+                          {body = body "\n" $0}
+                          $0 ~ "^} " t ";" {printf "%s", body}' "$hdr")
+    names=$(printf '%b\n' "$body" | sed -n 's/^ *\(mk[A-Z][A-Za-z0-9]*\) = [0-9]*,*.*/\1/p')
+    [ $(echo $names | wc -w) -ge "$2" ] || { echo "FAIL: found no $1 in $hdr"; exit 1; }
+    for name in $names; do
+        cval=$(printf '%b\n' "$body" | sed -n "s/^ *$name = \([0-9]*\).*/\1/p")
+        check "$name" "$cval" "$(fval "$name")"
+    done
+}
+check_enum mkResult_t 12
+check_enum mkDataType_t 4
 for part in MAJOR MINOR PATCH; do
     cval=$(sed -n "s/^#define MK_VERSION_$part \([0-9]*\)/\1/p" "$hdr")
     check "MK_VERSION_$part" "$cval" "$(fval "MK_VERSION_$part")"

@@ -12,6 +12,16 @@
 ! result code (mkSuccess, mkErrInvalidArgument, ...).  Link with
 ! -lmkernel_fortran -lmkernel.
 !
+! Device buffers and CUDA streams are type(c_ptr) (c_null_ptr: the
+! default stream); counts are integer(c_size_t), shapes integer(c_int64_t):
+!
+!   type(c_ptr) :: buf
+!   ierr = mkMemAlloc(comm, 4_c_size_t * n, buf)            ! n floats
+!   ierr = mkAllReduce(buf, buf, int(n, c_size_t), mkFloat32, comm, c_null_ptr)
+!   print *, mk_comm_info(comm, 'allreduce', int(n, c_int64_t), 1_c_int64_t, &
+!                         1_c_int64_t, mkFloat32)
+!   ierr = mkMemFree(comm, buf)
+!
 ! The handle type mk_comm is an interoperable struct holding the C
 ! pointer: passed by reference it is the C mkComm_t *, by value the C
 ! mkComm_t.  mkUniqueId has the C layout, so it can be broadcast with
@@ -26,6 +36,7 @@ module mkernel
     private
     ! Re-exported so that `use mkernel` is enough for the common cases.
     public :: c_null_ptr, c_loc, c_ptr, c_associated, c_null_char
+    public :: c_int, c_int64_t, c_size_t, c_char
 
     ! ---- versions -------------------------------------------------------
     integer(c_int), parameter, public :: MK_VERSION_MAJOR = 0
@@ -35,19 +46,15 @@ module mkernel
         MK_VERSION_MAJOR * 10000 + MK_VERSION_MINOR * 100 + MK_VERSION_PATCH
 
     ! ---- results (mkResult_t) -------------------------------------------
-    integer(c_int), parameter, public :: mkSuccess = 0
-    integer(c_int), parameter, public :: mkErrInvalidArgument = 1
-    integer(c_int), parameter, public :: mkErrUnsupported = 2
-    integer(c_int), parameter, public :: mkErrInvalidUsage = 3
-    integer(c_int), parameter, public :: mkErrCuda = 4
-    integer(c_int), parameter, public :: mkErrSystem = 5
-    integer(c_int), parameter, public :: mkErrBootstrap = 6
-    integer(c_int), parameter, public :: mkErrTransport = 7
-    integer(c_int), parameter, public :: mkErrTimeout = 8
-    integer(c_int), parameter, public :: mkErrRemote = 9
-    integer(c_int), parameter, public :: mkErrNoMemory = 10
-    integer(c_int), parameter, public :: mkErrInternal = 11
-    integer(c_int), parameter, public :: mkNumResults = 12
+    enum, bind(c)
+        enumerator :: mkSuccess = 0, mkErrInvalidArgument = 1, mkErrUnsupported = 2, &
+            mkErrInvalidUsage = 3, mkErrCuda = 4, mkErrSystem = 5, mkErrBootstrap = 6, &
+            mkErrTransport = 7, mkErrTimeout = 8, mkErrRemote = 9, mkErrNoMemory = 10, &
+            mkErrInternal = 11, mkNumResults = 12
+    end enum
+    public :: mkSuccess, mkErrInvalidArgument, mkErrUnsupported, mkErrInvalidUsage
+    public :: mkErrCuda, mkErrSystem, mkErrBootstrap, mkErrTransport, mkErrTimeout
+    public :: mkErrRemote, mkErrNoMemory, mkErrInternal, mkNumResults
 
     ! ---- configuration --------------------------------------------------
     integer(c_int), parameter, public :: MK_CONFIG_MAGIC = int(z'6d6b6366', c_int)
@@ -69,6 +76,12 @@ module mkernel
         integer(c_int) :: nodeSize = MK_CONFIG_UNDEF_INT
     end type mk_config
 
+    ! ---- element types (mkDataType_t) -----------------------------------
+    enum, bind(c)
+        enumerator :: mkBfloat16 = 0, mkFloat16 = 1, mkFloat32 = 2, mkNumDataTypes = 3
+    end enum
+    public :: mkBfloat16, mkFloat16, mkFloat32, mkNumDataTypes
+
     ! ---- communicators --------------------------------------------------
     integer(c_int), parameter, public :: MK_SPLIT_NOCOLOR = -1
     integer, parameter, public :: MK_UNIQUE_ID_BYTES = 128
@@ -86,7 +99,11 @@ module mkernel
     public :: mkCommDestroy, mkCommAbort, mkCommGetAsyncError
     public :: mkCommRank, mkCommSize, mkCommLocalRank, mkCommLocalSize
     public :: mkCommNodeCount, mkCommCuDevice
-    public :: mk_config_initializer, mk_error_string, mk_last_error
+    public :: mkMemAlloc, mkMemFree, mkCommRegister, mkCommDeregister
+    public :: mkAllGather, mkReduceScatter, mkAllReduce, mkAllToAll
+    public :: mkAllGatherGemm, mkCommGetInfo
+    public :: mk_config_initializer, mk_error_string, mk_last_error, mk_comm_info
+
 
     interface
         integer(c_int) function mkGetVersion(version) bind(C, name="mkGetVersion")
@@ -153,13 +170,15 @@ module mkernel
             integer(c_int), intent(out) :: asyncError
         end function
 
-        integer(c_int) function mkCommRank(comm, rank) bind(C, name="mkCommRank")
+        integer(c_int) function mkCommRank(comm, rank) &
+                bind(C, name="mkCommRank")
             import :: mk_comm, c_int
             type(mk_comm), value :: comm
             integer(c_int), intent(out) :: rank
         end function
 
-        integer(c_int) function mkCommSize(comm, size) bind(C, name="mkCommSize")
+        integer(c_int) function mkCommSize(comm, size) &
+                bind(C, name="mkCommSize")
             import :: mk_comm, c_int
             type(mk_comm), value :: comm
             integer(c_int), intent(out) :: size
@@ -191,6 +210,103 @@ module mkernel
             import :: mk_comm, c_int
             type(mk_comm), value :: comm
             integer(c_int), intent(out) :: device
+        end function
+
+        integer(c_int) function mkAllGather(sendbuf, recvbuf, count, datatype, comm, stream) &
+                bind(C, name="mkAllGather")
+            import :: mk_comm, c_int, c_ptr, c_size_t
+            type(c_ptr), value :: sendbuf, recvbuf
+            integer(c_size_t), value :: count
+            integer(c_int), value :: datatype
+            type(mk_comm), value :: comm
+            type(c_ptr), value :: stream
+        end function
+
+        integer(c_int) function mkReduceScatter(sendbuf, recvbuf, count, datatype, comm, stream) &
+                bind(C, name="mkReduceScatter")
+            import :: mk_comm, c_int, c_ptr, c_size_t
+            type(c_ptr), value :: sendbuf, recvbuf
+            integer(c_size_t), value :: count
+            integer(c_int), value :: datatype
+            type(mk_comm), value :: comm
+            type(c_ptr), value :: stream
+        end function
+
+        integer(c_int) function mkAllReduce(sendbuf, recvbuf, count, datatype, comm, stream) &
+                bind(C, name="mkAllReduce")
+            import :: mk_comm, c_int, c_ptr, c_size_t
+            type(c_ptr), value :: sendbuf, recvbuf
+            integer(c_size_t), value :: count
+            integer(c_int), value :: datatype
+            type(mk_comm), value :: comm
+            type(c_ptr), value :: stream
+        end function
+
+        integer(c_int) function mkAllToAll(sendbuf, recvbuf, count, datatype, comm, stream) &
+                bind(C, name="mkAllToAll")
+            import :: mk_comm, c_int, c_ptr, c_size_t
+            type(c_ptr), value :: sendbuf, recvbuf
+            integer(c_size_t), value :: count
+            integer(c_int), value :: datatype
+            type(mk_comm), value :: comm
+            type(c_ptr), value :: stream
+        end function
+
+        ! Device memory of the communicator's GPU, mapped by the node's ranks.
+        integer(c_int) function mkMemAlloc(comm, size, ptr) bind(C, name="mkMemAlloc")
+            import :: mk_comm, c_int, c_ptr, c_size_t
+            type(mk_comm), value :: comm
+            integer(c_size_t), value :: size
+            type(c_ptr), intent(out) :: ptr
+        end function
+
+        integer(c_int) function mkMemFree(comm, ptr) bind(C, name="mkMemFree")
+            import :: mk_comm, c_int, c_ptr
+            type(mk_comm), value :: comm
+            type(c_ptr), value :: ptr
+        end function
+
+        integer(c_int) function mkCommRegister(comm, buf, size, handle) &
+                bind(C, name="mkCommRegister")
+            import :: mk_comm, c_int, c_ptr, c_size_t
+            type(mk_comm), value :: comm
+            type(c_ptr), value :: buf
+            integer(c_size_t), value :: size
+            type(c_ptr), intent(out) :: handle
+        end function
+
+        integer(c_int) function mkCommDeregister(comm, handle) &
+                bind(C, name="mkCommDeregister")
+            import :: mk_comm, c_int, c_ptr
+            type(mk_comm), value :: comm
+            type(c_ptr), value :: handle
+        end function
+
+        ! m_all: c_loc of an integer(c_int64_t) array of every rank's rows,
+        ! or c_null_ptr when every rank holds m_local rows.
+        integer(c_int) function mkAllGatherGemm(A, B, C, gatheredA, m_local, m_all, n, k, &
+                transB, dtype, comm, stream) bind(C, name="mkAllGatherGemm")
+            import :: mk_comm, c_int, c_int64_t, c_ptr
+            type(c_ptr), value :: A, B, C, gatheredA
+            integer(c_int64_t), value :: m_local
+            type(c_ptr), value :: m_all
+            integer(c_int64_t), value :: n, k
+            integer(c_int), value :: transB, dtype
+            type(mk_comm), value :: comm
+            type(c_ptr), value :: stream
+        end function
+
+        ! op: c_loc of a NUL-terminated character(kind=c_char) string, or
+        ! c_null_ptr (no plan); mk_comm_info below does this for you.
+        integer(c_int) function mkCommGetInfo(comm, op, m, n, k, datatype, buf, size) &
+                bind(C, name="mkCommGetInfo")
+            import :: mk_comm, c_int, c_int64_t, c_ptr, c_size_t
+            type(mk_comm), value :: comm
+            type(c_ptr), value :: op
+            integer(c_int64_t), value :: m, n, k
+            integer(c_int), value :: datatype
+            type(c_ptr), value :: buf
+            integer(c_size_t), intent(inout) :: size
         end function
 
         function c_strlen(s) bind(C, name="strlen")
@@ -230,6 +346,46 @@ contains
             s = f_string(mkGetLastError(none))
         end if
     end function mk_last_error
+
+    ! What mkinfo prints for comm, as one string (lines end in new_line('a')):
+    ! the topology, the parameters the communicator read and, with op
+    ! ("allreduce", "ag_gemm", ...), the plan of that operation for the
+    ! global shape m x n x k of dtype.  On failure, '' (mk_last_error(comm)
+    ! says why).
+    function mk_comm_info(comm, op, m, n, k, dtype) result(s)
+        type(mk_comm), intent(in) :: comm
+        character(len=*), intent(in), optional :: op
+        integer(c_int64_t), intent(in), optional :: m, n, k
+        integer(c_int), intent(in), optional :: dtype
+        character(len=:), allocatable :: s
+        character(kind=c_char, len=:), allocatable, target :: cop
+        character(kind=c_char), allocatable, target :: buf(:)
+        type(c_ptr) :: pop
+        integer(c_int64_t) :: mm, nn, kk
+        integer(c_int) :: dt
+        integer(c_size_t) :: size
+        integer :: i
+        s = ''
+        pop = c_null_ptr
+        if (present(op)) then
+            cop = op // c_null_char
+            pop = c_loc(cop)
+        end if
+        mm = 1; nn = 1; kk = 1; dt = mkBfloat16
+        if (present(m)) mm = m
+        if (present(n)) nn = n
+        if (present(k)) kk = k
+        if (present(dtype)) dt = dtype
+        size = 0
+        if (mkCommGetInfo(comm, pop, mm, nn, kk, dt, c_null_ptr, size) /= mkSuccess) return
+        allocate(buf(size))
+        if (mkCommGetInfo(comm, pop, mm, nn, kk, dt, c_loc(buf), size) /= mkSuccess) return
+        deallocate(s)
+        allocate(character(len=int(size) - 1) :: s)
+        do i = 1, int(size) - 1
+            s(i:i) = buf(i)
+        end do
+    end function mk_comm_info
 
     ! Copy a NUL-terminated C string (the library's, not to be freed).
     function f_string(p) result(s)

@@ -12,6 +12,7 @@ program test_bindings
     type(mkUniqueId) :: id
     type(mk_config), target :: cfg
     integer :: v, ierr, async
+    type(c_ptr) :: p
 
     ! ---- versions, result strings ---------------------------------------
     call check(mkGetVersion(v) == mkSuccess .and. v == MK_VERSION_CODE, 'version')
@@ -33,6 +34,27 @@ program test_bindings
     call check(mkCommInit(comm, c_loc(cfg)) == mkErrInvalidArgument, 'config with timeoutMs = -5')
     call check(index(mk_last_error(), 'timeoutMs') > 0, 'detail names timeoutMs: ' // mk_last_error())
 
+    ! ---- every data call refuses a null communicator, naming it -----------
+    call check(mkMemAlloc(none, 64_c_size_t, p) == mkErrInvalidArgument, 'mkMemAlloc, null comm')
+    call check(mkMemFree(none, c_null_ptr) == mkErrInvalidArgument, 'mkMemFree, null comm')
+    call check(mkCommRegister(none, c_null_ptr, 64_c_size_t, p) == mkErrInvalidArgument, &
+               'mkCommRegister, null comm')
+    call check(mkCommDeregister(none, c_null_ptr) == mkErrInvalidArgument, &
+               'mkCommDeregister, null comm')
+    call check(mkAllGather(c_null_ptr, c_null_ptr, 1_c_size_t, mkBfloat16, none, c_null_ptr) &
+               == mkErrInvalidArgument, 'mkAllGather, null comm')
+    call check(mkReduceScatter(c_null_ptr, c_null_ptr, 1_c_size_t, mkFloat16, none, &
+               c_null_ptr) == mkErrInvalidArgument, 'mkReduceScatter, null comm')
+    call check(mkAllReduce(c_null_ptr, c_null_ptr, 1_c_size_t, mkFloat32, none, c_null_ptr) &
+               == mkErrInvalidArgument, 'mkAllReduce, null comm')
+    call check(index(mk_last_error(), 'comm') > 0, 'detail names comm: ' // mk_last_error())
+    call check(mkAllToAll(c_null_ptr, c_null_ptr, 1_c_size_t, mkFloat32, none, c_null_ptr) &
+               == mkErrInvalidArgument, 'mkAllToAll, null comm')
+    call check(mkAllGatherGemm(c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, 8_c_int64_t, &
+               c_null_ptr, 8_c_int64_t, 8_c_int64_t, 0, mkBfloat16, none, c_null_ptr) &
+               == mkErrInvalidArgument, 'mkAllGatherGemm, null comm')
+    call check(mk_comm_info(none, 'allreduce') == '', 'mk_comm_info, null comm: empty')
+
     ! ---- unique id (passed by value) ---------------------------------------
     call check(mkGetUniqueId(id) == mkSuccess, 'mkGetUniqueId')
     cfg = mk_config_initializer()
@@ -44,6 +66,7 @@ program test_bindings
         call check(mkCommGetAsyncError(comm, async) == mkSuccess .and. async == mkSuccess, &
                    'mkCommGetAsyncError')
         call check(mk_last_error(comm) == '', 'no last error on a healthy comm')
+        call data_calls(comm)
         ! ---- split (newcomm by reference, NOCOLOR gives a null handle) ----
         call check(mkCommSplit(comm, 3, 0, sub, c_null_ptr) == mkSuccess, 'mkCommSplit')
         call check(c_associated(sub%ptr), 'split gives a communicator')
@@ -86,6 +109,48 @@ contains
             write (0, '(2a)') 'FAIL: ', what
         end if
     end subroutine check
+
+    ! The data calls on a real communicator of one rank: bad arguments are
+    ! refused (with a GPU: the null buffers; without: no GPU), and
+    ! mkCommGetInfo's text comes back whole.
+    subroutine data_calls(c)
+        type(mk_comm), intent(in) :: c
+        integer :: dev, r
+        integer(c_size_t) :: size
+        character(len=:), allocatable :: info
+        character(kind=c_char), target :: small(4)
+        type(c_ptr) :: h
+        r = mkCommCuDevice(c, dev)
+        call check(r == mkSuccess, 'mkCommCuDevice: ' // mk_error_string(r) // ': ' // &
+                   mk_last_error(c))
+        r = mkAllReduce(c_null_ptr, c_null_ptr, 1_c_size_t, mkFloat32, c, c_null_ptr)
+        ! null buffers: refused for them, or (no GPU) for the missing GPU
+        call check((r == mkErrInvalidArgument .and. index(mk_last_error(c), 'sendbuf') > 0) .or. &
+                   (dev < 0 .and. r == mkErrUnsupported .and. &
+                    index(mk_last_error(c), 'GPU') > 0), &
+                   'mkAllReduce of null buffers: ' // mk_error_string(r) // ': ' // &
+                   mk_last_error(c))
+        r = mkAllReduce(c_null_ptr, c_null_ptr, 1_c_size_t, 7, c, c_null_ptr)
+        call check(r /= mkSuccess, 'mkAllReduce of datatype 7: ' // mk_error_string(r))
+        r = mkMemAlloc(c, 0_c_size_t, h)
+        call check(r /= mkSuccess, 'mkMemAlloc of 0 bytes: ' // mk_error_string(r))
+        call check(mkCommDeregister(c, c_null_ptr) /= mkSuccess, 'mkCommDeregister(NULL)')
+        info = mk_comm_info(c, 'allreduce', 4096_c_int64_t, 1_c_int64_t, 1_c_int64_t, mkFloat32)
+        call check(index(info, 'plan of allreduce') > 0 .and. index(info, 'MK_TIMEOUT_MS') > 0, &
+                   'mk_comm_info with a plan: ' // info(1:min(len(info), 200)))
+        info = mk_comm_info(c)
+        call check(index(info, 'MK_TIMEOUT_MS') > 0 .and. index(info, 'plan of') == 0, &
+                   'mk_comm_info without an op')
+        size = 4
+        r = mkCommGetInfo(c, c_null_ptr, 1_c_int64_t, 1_c_int64_t, 1_c_int64_t, mkBfloat16, &
+                          c_loc(small), size)
+        call check(r == mkErrInvalidArgument .and. size == 4 .and. &
+                   index(mk_last_error(c), 'needs') > 0, &
+                   'mkCommGetInfo into 4 bytes: refused, size unchanged, says what it needs')
+        info = mk_comm_info(c, 'no_such_op')
+        call check(info == '' .and. index(mk_last_error(c), 'no_such_op') > 0, &
+                   'mk_comm_info of an unknown op: ' // mk_last_error(c))
+    end subroutine data_calls
 
     subroutine queries(c)
         type(mk_comm), intent(in) :: c

@@ -10,8 +10,9 @@
 #   bash tests/gpu/ab.sh            there; build-gpu/old.tar.xz unpacked
 #                                   into build-gpu/old/{agg,rt}
 #   bash tests/gpu/ab.sh pack DIR   here: pack DIR/build-gpu/{agg/mkbench_ag_gemm,
-#                                   rt/mkbench_coll} (a build of the old tree
-#                                   by tests/gpu/build.sh) into build-gpu/old.tar.xz
+#                                   rt/mkbench_coll, rt/test_coll} (a build of
+#                                   the old tree by tests/gpu/build.sh) into
+#                                   build-gpu/old.tar.xz
 #
 # New binaries: build-gpu/agg/mkbench_ag_gemm, build-gpu/rt/mkbench_coll.
 # Output in $OUT (else build-gpu/old/out): ab.log (every run), ab.txt (the
@@ -23,7 +24,8 @@ if [ "${1:-}" = pack ]; then
     tmp=$(mktemp -d)
     mkdir -p "$tmp/build-gpu/old/agg" "$tmp/build-gpu/old/rt"
     cp "$d/build-gpu/agg/mkbench_ag_gemm" "$tmp/build-gpu/old/agg/" &&
-        cp "$d/build-gpu/rt/mkbench_coll" "$tmp/build-gpu/old/rt/" || exit 1
+        cp "$d/build-gpu/rt/mkbench_coll" "$d/build-gpu/rt/test_coll" "$tmp/build-gpu/old/rt/" ||
+        exit 1
     mkdir -p build-gpu
     tar cJf build-gpu/old.tar.xz -C "$tmp" build-gpu/old && rm -rf "$tmp"
     ls -la build-gpu/old.tar.xz

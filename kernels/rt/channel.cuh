@@ -37,7 +37,10 @@ struct chan {
     uint64_t e;           /* operation number of this channel (>= 1) */
     volatile int *quit;   /* the CTA's quit flag (shared memory) */
 
-    __device__ __forceinline__ int lof(int q) const { return __ldg(rt->local_of + q); }
+    __device__ __forceinline__ int lof(int q) const
+    {
+        return q < MKI_RT_LOF ? rt->lof[q] : __ldg(rt->local_of + q);
+    }
     __device__ __forceinline__ bool remote(int q) const { return lof(q) < 0; }
     __device__ __forceinline__ char *my_ctl() const { return ch->ctl[rt->local]; }
     __device__ __forceinline__ uint64_t target(uint64_t k) const { return mki_sig_target(e, k); }
@@ -113,7 +116,7 @@ __device__ __forceinline__ void raise_credit(const chan &k, int q, int phase, ui
  * whole role calls it.  A remote q gets the bytes staged in my net block
  * (index nranks + q) and one WRITE_SIGNAL; the system fence and the role
  * barrier order the staging before the push. */
-static __device__ __noinline__ void deliver(const chan &k, tma_pipe *tp, int tid, int nthr,
+__device__ __forceinline__ void deliver(const chan &k, tma_pipe *tp, int tid, int nthr,
                                             int bar, int phase, int q, int slot,
                                             const char *src, uint64_t n, uint64_t target,
                                             const wait_site &w)

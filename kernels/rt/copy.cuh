@@ -82,62 +82,58 @@ __device__ __forceinline__ void tma_init(tma_pipe &t, char *smem, uint64_t *mbar
     fence_proxy_async_smem();
 }
 
-__device__ __forceinline__ void tma_load(tma_pipe &t, int s, const char *src, uint32_t n)
-{
-    mbar_expect_tx(&t.mbar[s], n);
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 ::"r"(smem_u32(t.smem + (size_t)s * t.piece)), "l"(src), "r"(n),
-                 "r"(smem_u32(&t.mbar[s]))
-                 : "memory");
-}
-
-__device__ __forceinline__ void tma_wait_load(tma_pipe &t, int s)
-{
-    mbar_wait(&t.mbar[s], (int)((t.phase >> s) & 1u));
-    t.phase ^= 1u << s;
-}
-
-__device__ __forceinline__ void tma_store(tma_pipe &t, int s, char *dst, uint32_t n)
-{
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
-                 ::"l"(dst), "r"(smem_u32(t.smem + (size_t)s * t.piece)), "r"(n)
-                 : "memory");
-    bulk_commit();
-}
-
 /* Copy n bytes (a multiple of 16, both ends 16-byte aligned) global ->
  * shared -> global.  Returns with every store complete and ordered before
- * later generic stores of this thread (for the release that follows). */
+ * later generic stores of this thread (for the release that follows).
+ * The pipe's fields are read once into registers and written back at the
+ * end (the pipe itself lives in local memory). */
 static __device__ __noinline__ void tma_copy(tma_pipe &t, char *dst, const char *src, uint64_t n)
 {
-    const uint64_t np = (n + t.piece - 1) / t.piece;
-    const uint32_t base = t.used;
+    char *const smem = t.smem;
+    uint64_t *const mbar = t.mbar;
+    const uint32_t pb = t.piece, base = t.used;
+    uint32_t phase = t.phase;
+    const uint64_t np = (n + pb - 1) / pb;
     /* Order the generic accesses before (the acquire of a signal, stores
      * of the source) with the bulk copies' async-proxy accesses. */
     fence_proxy_async_global();
-    auto piece = [&](uint64_t j) -> uint32_t {
-        uint64_t r = n - j * t.piece;
-        return r < t.piece ? (uint32_t)r : t.piece;
-    };
     /* Every store of earlier chunks has completed (see the end), so every
      * stage is free here. */
-    for (uint64_t j = 0; j < np && j < MKI_TMA_AHEAD; j++)
-        tma_load(t, (int)((base + j) % MKI_TMA_STAGES), src + j * t.piece, piece(j));
-    for (uint64_t j = 0; j < np; j++) {
-        const uint64_t l = j + MKI_TMA_AHEAD;
-        if (l < np) {
-            /* The stage of piece l was last read by the store of piece
-             * l - STAGES; j stores are issued: allow STAGES - AHEAD - 1
-             * of them to be pending. */
-            static_assert(MKI_TMA_STAGES - MKI_TMA_AHEAD - 1 == 3, "wait_group.read count");
-            bulk_wait_read<3>();
-            tma_load(t, (int)((base + l) % MKI_TMA_STAGES), src + l * t.piece, piece(l));
+    for (uint64_t j = 0; j < np + MKI_TMA_AHEAD; j++) {
+        if (j < np) {
+            /* load piece j; its stage was last read by the store of piece
+             * j - STAGES: with j - AHEAD stores issued, allow STAGES -
+             * AHEAD - 1 of them to be pending */
+            if (j >= MKI_TMA_AHEAD) {
+                static_assert(MKI_TMA_STAGES - MKI_TMA_AHEAD - 1 == 3, "wait_group.read count");
+                bulk_wait_read<3>();
+            }
+            const uint64_t r = n - j * pb;
+            const uint32_t len = r < pb ? (uint32_t)r : pb;
+            const int s = (int)((base + j) % MKI_TMA_STAGES);
+            mbar_expect_tx(&mbar[s], len);
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+                         "[%0], [%1], %2, [%3];"
+                         ::"r"(smem_u32(smem + (size_t)s * pb)), "l"(src + j * pb), "r"(len),
+                         "r"(smem_u32(&mbar[s]))
+                         : "memory");
         }
-        const int s = (int)((base + j) % MKI_TMA_STAGES);
-        tma_wait_load(t, s);
-        tma_store(t, s, dst + j * t.piece, piece(j));
+        if (j >= MKI_TMA_AHEAD) {
+            /* store piece i = j - AHEAD once it has landed */
+            const uint64_t i = j - MKI_TMA_AHEAD;
+            const uint64_t r = n - i * pb;
+            const uint32_t len = r < pb ? (uint32_t)r : pb;
+            const int s = (int)((base + i) % MKI_TMA_STAGES);
+            mbar_wait(&mbar[s], (int)((phase >> s) & 1u));
+            phase ^= 1u << s;
+            asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+                         ::"l"(dst + i * pb), "r"(smem_u32(smem + (size_t)s * pb)), "r"(len)
+                         : "memory");
+            bulk_commit();
+        }
     }
     t.used = base + (uint32_t)np;
+    t.phase = phase;
     bulk_wait_all();
     fence_proxy_async_global();
 }

@@ -39,6 +39,7 @@
 #define MKI_CTL_CLAIM 8
 #define MKI_CTL_TOOLS 128     /* 16 words */
 #define MKI_CTL_BYTES 4096    /* the first block starts here */
+#define MKI_RT_LOF 64         /* ranks whose local index the parameters carry */
 
 /* Element types; values equal mkDataType_t. */
 enum mki_dtype { MKI_BF16 = 0, MKI_F16 = 1, MKI_F32 = 2 };
@@ -77,6 +78,9 @@ struct mki_rt_dev {
                                      * l, mapped here; control block at 0 */
     const int32_t *local_of;        /* [nranks], in my heap: local index of
                                      * rank q, -1 on another node */
+    int8_t lof[MKI_RT_LOF];         /* the same for the first MKI_RT_LOF ranks:
+                                     * a parameter read costs no load from
+                                     * memory on the chunk path */
     struct mki_err_record *err;     /* device view of the host-mapped record */
     uint64_t timeout_ns;            /* MK_TIMEOUT_MS */
     struct mki_fifo_dev fifo;       /* the proxy's ring (several nodes) */

@@ -125,11 +125,10 @@ static __device__ __noinline__ void fail_spin(const mki_rt_dev &rt, int r, wait_
     fail(rt, kind, w, expected, seen, epoch);
 }
 
-/* Spin until *addr >= target; false (fail() done, *quit set) when the CTA
- * is quitting already, a peer failed, or the deadline passed. */
-static __device__ __noinline__ bool wait_geq(const mki_rt_dev &rt, const uint64_t *addr,
-                                             uint64_t target, const wait_site &w,
-                                             uint64_t epoch, volatile int *quit)
+/* The spin of wait_geq (out of line: it costs the caller no registers). */
+static __device__ __noinline__ bool wait_geq_spin(const mki_rt_dev &rt, const uint64_t *addr,
+                                                  uint64_t target, const wait_site &w,
+                                                  uint64_t epoch, volatile int *quit)
 {
     if (*quit) return false;
     uint64_t seen = 0, why = 0;
@@ -141,9 +140,21 @@ static __device__ __noinline__ bool wait_geq(const mki_rt_dev &rt, const uint64_
     return false;
 }
 
+/* Spin until *addr >= target; false (fail() done, *quit set) when the CTA
+ * is quitting already, a peer failed, or the deadline passed.  A target
+ * already reached costs one load and no call: most waits of a call find
+ * their signal there, and the call is on the critical path. */
+__device__ __forceinline__ bool wait_geq(const mki_rt_dev &rt, const uint64_t *addr,
+                                         uint64_t target, const wait_site &w, uint64_t epoch,
+                                         volatile int *quit)
+{
+    if (ld_acquire_sys(addr) >= target) return *quit == 0;
+    return wait_geq_spin(rt, addr, target, w, epoch, quit);
+}
+
 /* At kernel entry: a peer that failed before this call started stops it
  * at once (MKI_ERR_REMOTE naming the peer); one thread. */
-static __device__ __noinline__ bool enter_ok(const mki_rt_dev &rt, int channel, uint64_t epoch)
+__device__ __forceinline__ bool enter_ok(const mki_rt_dev &rt, int channel, uint64_t epoch)
 {
     const uint64_t ab = ld_relaxed_sys(abort_word(rt));
     if (ab == 0) return true;

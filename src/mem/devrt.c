@@ -64,6 +64,8 @@ static mkResult_t fill_local_of(struct mkComm *comm)
     if (!h) return mki_error(comm, mkErrNoMemory, "out of host memory");
     for (int q = 0; q < comm->nranks; q++)
         h[q] = t->node_of[q] == comm->node ? t->local_rank_of[q] : -1;
+    for (int q = 0; q < MKI_RT_LOF; q++)
+        d->lof_head[q] = (int8_t)(q < comm->nranks ? h[q] : -1);
     cudaError_t e = cudaMemcpy(mki_heap_ptr(comm, &d->local_of, d->me), h,
                                sizeof(int32_t) * (size_t)comm->nranks, cudaMemcpyHostToDevice);
     free(h);

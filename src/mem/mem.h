@@ -55,6 +55,7 @@ struct mki_devrt {
     int comm_rank[MKI_MAXLOCAL];    /* communicator rank of local index */
     struct mki_heap heap;
     struct mki_heap_blk local_of;   /* int32 [nranks]: rt.h's local_of */
+    int8_t lof_head[MKI_RT_LOF];    /* its first MKI_RT_LOF entries (rt.h's lof) */
     struct mki_err_record *rec;     /* host-mapped: host view */
     struct mki_err_record *rec_dev; /* the same, device view */
     cudaStream_t side;              /* private stream: abort words, polls,

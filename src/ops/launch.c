@@ -80,6 +80,7 @@ void mki_rt_fill(const struct mkComm *comm, int op, struct mki_rt_dev *rt)
         rt->heap[l] = d->heap.seg[0].peer[l];
     }
     rt->local_of = (const int32_t *)mki_heap_ptr(comm, &d->local_of, d->me);
+    memcpy(rt->lof, d->lof_head, sizeof(rt->lof));
     rt->err = d->rec_dev;
     rt->timeout_ns = (uint64_t)comm->cfg.timeoutMs * 1000000ull;
     if (comm->net) rt->fifo = comm->net->fifo_dev;

@@ -2,7 +2,9 @@
 # lint.sh - checks of the man pages under man/:
 #   (a) every page is clean under `mandoc -Tlint -W warning`;
 #   (b) every function declared in include/mkernel.h has man/man3/<name>.3,
-#       and that page (or the page it sources) names it under NAME;
+#       and that page (or the page it sources) names it under NAME and
+#       gives its Fortran interface (a "Fortran" subsection of SYNOPSIS
+#       naming the function);
 #   (c) every MK_* parameter of src/core/params.def is listed in
 #       man/man7/mkernel-env.7, with its default.
 # Pages that are only a `.so man3/<page>.3` link are not given to mandoc:
@@ -108,6 +110,14 @@ for f in $funcs; do
         pass
     else
         fail "${page#"$man"/} does not name $f in its NAME section"
+    fi
+    if [ -f "$page" ] && awk '/^\.SH/ { on = ($2 == "SYNOPSIS"); next }
+                              on && /^\.SS Fortran/ { f = 1; next }
+                              /^\.SS/ { f = 0 } on && f' "$page" |
+            grep -qE "function $f\("; then
+        pass
+    else
+        fail "${page#"$man"/} has no Fortran interface of $f in its SYNOPSIS"
     fi
 done
 

@@ -10,13 +10,14 @@
  *   warpgroup (idle      go[q][*] = 1 (the side streams' copies start)
  *   in the mainloop)
  *   producer thread      before a tile's first k-block, each chunk of
- *                        peer rows it needs: sig >= e (own rows: none)
+ *                        peer rows it needs: its flag raised (own rows:
+ *                        none)
  *   consumers            the GEMM; thread 128 after the tiles: CTA 0
- *                        waits for every peer's last chunk; a failure
+ *                        waits for every chunk of every peer; a failure
  *                        noted by the producer or the gate goes to fail()
- *   last CTA out         calls = e, released = e (unless the gathered A
- *                        is still to be copied out: then a kernel after
- *                        that copy releases)
+ *   last CTA out         clears the call's flags, calls = e, released = e
+ *                        (unless the gathered A is still to be copied
+ *                        out: then a kernel after that copy releases)
  *
  * The all-gather itself uses no SM: the copy engines move the chunks, so
  * every SM computes.  Every wait has a deadline and watches the abort
@@ -116,7 +117,7 @@ struct AggHooks {
         const unsigned cr = (unsigned)chunk_rows[s];
         const int c1 = (int)((unsigned)(r1 - 1 - lo) / cr);
         for (int c = (int)((unsigned)(r0 - lo) / cr); c <= c1; ++c)
-            if (!wait(&ctl->sig[s][c], agg.e, s, c, 0)) return;
+            if (!wait(&ctl->sig[s][c], 1, s, c, 0)) return;
     }
 
     __device__ __forceinline__ void wait_a(const GemmParams &p, TileCoord t, int kb) const
@@ -129,15 +130,33 @@ struct AggHooks {
             if (s != rt.local) wait_rows(s, r0, r1);
     }
 
-    /* Every peer's last chunk (one signal even for a peer with no rows). */
+    /* Chunks of source s (one signal even for a source with no rows). */
+    __device__ __forceinline__ int nchunks(int s) const
+    {
+        const int m = row_off[s + 1] - row_off[s];
+        const int n = (m + chunk_rows[s] - 1) / chunk_rows[s];
+        return n < 1 ? 1 : n;
+    }
+
+    /* Every chunk of every peer has landed (the tiles' producers waited
+     * for all that hold rows; this also covers the rest, so that no flag
+     * is still to come when the call clears them). */
     __device__ __forceinline__ void wait_all() const
     {
         for (int s = 0; s < nsrc; ++s) {
             if (s == rt.local) continue;
-            const int m = row_off[s + 1] - row_off[s];
-            int last = (m + chunk_rows[s] - 1) / chunk_rows[s] - 1;
-            if (last < 0) last = 0;
-            if (!wait(&ctl->sig[s][last], agg.e, s, last, 1)) return;
+            for (int c = 0, n = nchunks(s); c < n; ++c)
+                if (!wait(&ctl->sig[s][c], 1, s, c, 1)) return;
+        }
+    }
+
+    /* The call's flags back to 0 (the last CTA out, before the release
+     * lets the peers write the next call's). */
+    __device__ __forceinline__ void clear_flags() const
+    {
+        for (int s = 0; s < nsrc; ++s) {
+            if (s == rt.local) continue;
+            for (int c = 0, n = nchunks(s); c < n; ++c) ctl->sig[s][c] = 0;
         }
     }
 
@@ -184,6 +203,8 @@ __device__ void finish(const AggHooks &h)
     __threadfence();
     if (atomicAdd(&h.ctl->exits, 1u) != gridDim.x - 1) return;
     h.ctl->exits = 0;
+    if (!agg.quit) h.clear_flags();
+    __threadfence_system();
     *reinterpret_cast<volatile uint64_t *>(&h.ctl->calls) = agg.e;
     if (h.release) st_release_sys(&h.ctl->released, agg.e);
 }

@@ -7,17 +7,24 @@
  * bank: the gathered A, M x K.  Rank s copies chunk c of its A_s (rows
  * [c * chunk_rows, ...)) into the bank of every rank of the node with the
  * copy engine (side streams the host enqueues beside the GEMM), then
- * copies its `cur` word into the chunk's signal there.  The GEMM waits on
- * the signal of each chunk before loading its rows.
+ * raises the chunk's flag there (a stream memory operation writing 1,
+ * fenced after the copy).  The GEMM waits for the flag of each chunk
+ * before loading its rows.
  *
  * Epochs live on the device, so that a CUDA graph replays correctly:
  *
  *   call e = calls + 1        every CTA reads `calls` at its start; the
  *                             last CTA out writes calls = e
- *   cur = e                   written first thing by CTA 0's gate; the
- *                             side streams copy it into peers' signals,
- *                             which only grow: chunk c of rank s is there
- *                             in call e when sig[s][c] >= e
+ *   flags                     sig[s][c] is 1 while chunk c of rank s is
+ *                             in this rank's bank for the call in flight:
+ *                             raised by s's side stream, cleared to 0 by
+ *                             this rank's last CTA out once every CTA is
+ *                             done with them (CTA 0 waits for all of
+ *                             them), before the release below (a
+ *                             constant written by a memory operation
+ *                             takes no copy-engine time)
+ *   cur = e                   written first thing by CTA 0's gate (for
+ *                             diagnostics)
  *   gate                      the bank is single: rank s may write call
  *                             e's rows into rank q's bank only once q
  *                             finished reading it for call e - 1
@@ -53,7 +60,7 @@ struct mki_agg_ctl {
     uint32_t exits, pad;    /* CTAs done with the call in flight */
     uint64_t spare[12];
     uint64_t go[MKI_MAXLOCAL][MKI_AGG_SPLIT_MAX];    /* side stream (q, x) may go */
-    uint64_t sig[MKI_MAXLOCAL][MKI_AGG_MAXCHUNKS];   /* chunk c of local rank s */
+    uint64_t sig[MKI_MAXLOCAL][MKI_AGG_MAXCHUNKS];   /* flag of chunk c of local rank s */
 };
 
 /* Rows per chunk for a rank holding m_r rows: at least `want` (rounded up
@@ -66,8 +73,8 @@ static inline int64_t mki_agg_chunk_rows(int64_t m_r, int64_t want)
     return cr > min_cr ? cr : min_cr;
 }
 
-/* Each chunk costs its copy-engine stream ~6 us beyond its bytes (the
- * copy's launch and the signal's copy, which waits for it), so a chunk
+/* Each chunk costs its copy-engine stream some us beyond its bytes (the
+ * copy's launch), so a chunk
  * carries at least MKI_AGG_CE_CHUNK_MIN bytes, ~11 us at the copy
  * engine's rate: 2 H200, 2000x1032x1048, 8 chunks of 268 KB 70 us per
  * call, one chunk 33 us; 1024x8192x8192, 4 chunks 233 us, one 212

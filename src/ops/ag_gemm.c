@@ -9,7 +9,7 @@
  * then copies this rank's rows, chunk by chunk, into that peer's bank
  * (cudaMemcpyBatchAsync through the CUDA IPC mapping, asking for a copy
  * engine; cudaMemcpyAsync inside a graph capture) and after each chunk
- * copies the call number into the chunk's signal there.  This rank's own
+ * raises the chunk's flag there (a stream memory operation).  This rank's own
  * rows of partial tiles go into its bank on the caller's stream before
  * the GEMM (its whole tiles are read from A itself).  Then one persistent
  * GEMM on the caller's stream computes on every SM of the plan, this
@@ -486,6 +486,25 @@ static mkResult_t wait_gate(struct mkComm *comm, struct agg_state *g, uint64_t *
     return mkSuccess;
 }
 
+/* Chunk ch is in the peer's bank: its flag to 1, after the copy (the
+ * write's default memory barrier orders it after the stream's earlier
+ * work); the peer's kernel clears it when its call ends. */
+static mkResult_t raise_flag(struct mkComm *comm, struct agg_state *g, uint64_t *flag,
+                             cudaStream_t s)
+{
+    CUstreamBatchMemOpParams op;
+    memset(&op, 0, sizeof(op));
+    op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    op.writeValue.address = (CUdeviceptr)(uintptr_t)flag;
+    op.writeValue.value = 1;
+    op.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+    CUresult r = g->memop((CUstream)s, 1, &op, 0);
+    if (r != CUDA_SUCCESS)
+        return mki_error(comm, mkErrCuda, AGG_FUNC ": cuStreamBatchMemOp failed (CUresult %d)",
+                         (int)r);
+    return mkSuccess;
+}
+
 /* Whether stream memory operations can be captured into a graph here (a
  * capture that holds one unsupported call is lost, so try on a private
  * stream once). */
@@ -624,8 +643,7 @@ static mkResult_t copies_to(struct mki_call *k, struct agg_state *g, const struc
             e = ce_copy(bank + (size_t)(l->row_off[me] + r0) * row,
                         (const char *)c->a + (size_t)r0 * row, (size_t)rows * row, s,
                         k->capturing);
-        if (e == cudaSuccess)
-            e = ce_copy(&peer->sig[me][ch], &l->ctl->cur, sizeof(uint64_t), s, k->capturing);
+        if (e == cudaSuccess) MKI_CHECK(raise_flag(comm, g, &peer->sig[me][ch], s));
     }
     for (int x = 0; e == cudaSuccess && x < l->split; x++) {
         e = cudaEventRecord(g->join[dst][x], g->side[dst][x]);

@@ -3,7 +3,7 @@
 # ag_gemm (its five default shapes) and mkbench coll (all-gather,
 # reduce-scatter, all-reduce, all-to-all, bf16, 1 MB to 256 MB per rank).
 # A round runs old ag_gemm, new ag_gemm, old coll, new coll; ROUNDS rounds
-# (default 3).  Per row the median over rounds of our op's time (each run
+# (default 3; AB_KINDS=agg or coll runs one of the two).  Per row the median over rounds of our op's time (each run
 # reports the slowest rank's median per call), new/old, and OK or SLOWER
 # against the limit (ag_gemm 2%, collectives 3%).
 #
@@ -34,6 +34,7 @@ fi
 [ -f build-gpu/old.tar.xz ] && tar xJf build-gpu/old.tar.xz
 OLD=build-gpu/old NEW=build-gpu
 ROUNDS=${ROUNDS:-3}
+KINDS=${AB_KINDS:-agg coll} # AB_KINDS=agg: mkAllGatherGemm only
 O=${OUT:-$OLD/out}
 mkdir -p "$O"
 LOG=$O/ab.log TAB=$O/ab.txt
@@ -85,7 +86,7 @@ run() {
 }
 rm -f "$O"/old-*.txt "$O"/new-*.txt
 for r in $(seq 1 "$ROUNDS"); do
-    for kind in agg coll; do
+    for kind in $KINDS; do
         run old $kind "$r"
         run new $kind "$r"
     done
@@ -95,7 +96,7 @@ done
 {
     printf "%-36s %10s %10s %8s %6s  %s\n" "row (median of $ROUNDS runs)" "old ms" "new ms" \
         "new/old" "limit" "baseline/new"
-    for kind in agg coll; do
+    for kind in $KINDS; do
         [ "$kind" = agg ] && lim=1.02 || lim=1.03
         cat "$O/old-$kind.txt" "$O/new-$kind.txt" 2>/dev/null | awk '{ print $1 }' | sort -u -V |
         while read -r key; do

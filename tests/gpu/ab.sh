@@ -3,9 +3,10 @@
 # ag_gemm (its five default shapes) and mkbench coll (all-gather,
 # reduce-scatter, all-reduce, all-to-all, bf16, 1 MB to 256 MB per rank).
 # A round runs old ag_gemm, new ag_gemm, old coll, new coll; ROUNDS rounds
-# (default 3; AB_KINDS=agg or coll runs one of the two).  Per row the median over rounds of our op's time (each run
-# reports the slowest rank's median per call), new/old, and OK or SLOWER
-# against the limit (ag_gemm 2%, collectives 3%).
+# (default 3; AB_KINDS=agg or AB_KINDS=coll runs one of the two).  Per row
+# the median over rounds of our op's time (each run reports the slowest
+# rank's median per call), new/old, and OK or SLOWER against the limit
+# (ag_gemm 2%, collectives 3%).
 #
 #   bash tests/gpu/ab.sh            there; build-gpu/old.tar.xz unpacked
 #                                   into build-gpu/old/{agg,rt}

@@ -128,7 +128,7 @@ step() { # NAME LIMIT NP ARGS...
     { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && res=TIMEOUT
     printf "%-42s %-7s %4d s (rc %d)\n" "$name" "$res" $(( $(date +%s) - t0 )) $rc >> "$SUMMARY"
     local left
-    left=$(pgrep -f "$B/(test_ag_gemm|mkbench_ag_gemm)" || true)
+    left=$(pgrep -f "^(\./)?$B/(test_ag_gemm|mkbench_ag_gemm)( |$)" || true)
     if [ -n "$left" ]; then
         echo "LEFTOVER after $name: $left" >> "$SUMMARY"
         status=1

@@ -65,7 +65,7 @@ step() { # NAME NP
     { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && res=TIMEOUT
     printf "%-28s %-7s %4d s (rc %d)\n" "$name" "$res" $(( $(date +%s) - t0 )) $rc >> "$SUMMARY"
     local left p
-    left=$(pgrep -f "$B/demo" || true)
+    left=$(pgrep -f "^(\./)?$B/demo( |$)" || true)
     for p in $left; do
         echo "LEFTOVER after $name: $p" >> "$SUMMARY"
         kill -9 "$p" 2>/dev/null

@@ -79,7 +79,7 @@ rc=$?
 res=PASS
 [ $rc -ne 0 ] && res=FAIL
 { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && res=TIMEOUT
-left=$(pgrep -f "$B/mkbench_net" || true)
+left=$(pgrep -f "^(\./)?$B/mkbench_net( |$)" || true)
 if [ -n "$left" ]; then
     echo "LEFTOVER processes: $left (killed)" | tee -a "$LOG"
     for p in $left; do kill -9 "$p" 2>/dev/null; done

@@ -145,7 +145,7 @@ bench() {
 # A test must never leave a process behind: report and end each by pid.
 leftovers() {
     local pids
-    pids=$(pgrep -f "$B/(test_coll|mkbench_coll)" || true)
+    pids=$(pgrep -f "^(\./)?$B/(test_coll|mkbench_coll)( |$)" || true)
     if [ -n "$pids" ]; then
         echo "LEFTOVER after $1: $pids" | tee -a "$SUMMARY" >> "$LOG"
         status=1

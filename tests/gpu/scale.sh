@@ -60,7 +60,7 @@ step() {
     [ $rc -ne 0 ] && res=FAIL && status=1
     { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && res=TIMEOUT
     printf "%-44s %-7s %4d s (rc %d)\n" "$name" $res $(($(date +%s) - t0)) $rc >> "$SUMMARY"
-    left=$(pgrep -f "build-gpu/[a-z]+/(test_scale|test_ag_gemm)" || true)
+    left=$(pgrep -f "^(\./)?build-gpu/[a-z]+/(test_scale|test_ag_gemm)( |$)" || true)
     if [ -n "$left" ]; then
         echo "LEFTOVER after $name: $left" >> "$SUMMARY"
         status=1

@@ -42,24 +42,8 @@
 static int g_rank, g_n;
 static mkComm_t g_comm;
 
-#define CK(call)                                                                      \
-    do {                                                                              \
-        cudaError_t e_ = (call);                                                      \
-        if (e_ != cudaSuccess) {                                                      \
-            fprintf(stderr, "rank %d: %s:%d %s: %s\n", g_rank, __FILE__, __LINE__,    \
-                    #call, cudaGetErrorString(e_));                                   \
-            exit(2);                                                                  \
-        }                                                                             \
-    } while (0)
-#define MK(call)                                                                      \
-    do {                                                                              \
-        mkResult_t r_ = (call);                                                       \
-        if (r_ != mkSuccess) {                                                        \
-            fprintf(stderr, "rank %d: %s:%d %s: %s: %s\n", g_rank, __FILE__,          \
-                    __LINE__, #call, mkGetErrorString(r_), mkGetLastError(g_comm));   \
-            exit(3);                                                                  \
-        }                                                                             \
-    } while (0)
+#define MKT_EXIT_MK 3 /* a failed mkernel call */
+#include "check.h"
 #define CB(call)                                                                      \
     do {                                                                              \
         cublasStatus_t s_ = (call);                                                   \
@@ -272,6 +256,28 @@ static int run_correct(void)
     return bad;
 }
 
+/* The inputs and outputs of `calls` calls: A_i (mr x k, call i's seed),
+ * C_i (M x n; poisoned when asked), and B (777) in bf.b. */
+static void alloc_calls(int calls, int64_t mr, int64_t M, int64_t n, int64_t k, bool poison_c,
+                        const Bufs &bf, std::vector<void *> &as, std::vector<void *> &cs)
+{
+    as.assign(calls, NULL);
+    cs.assign(calls, NULL);
+    for (int i = 0; i < calls; i++) {
+        CK(cudaMalloc(&as[i], (size_t)mr * k * 2));
+        CK(cudaMalloc(&cs[i], (size_t)M * n * 2));
+        fill<<<256, 256, 0, g_st>>>(as[i], (size_t)mr * k, seed_of(g_rank, i, 0), 0);
+        if (poison_c) poison<<<256, 256, 0, g_st>>>((uint16_t *)cs[i], (size_t)M * n);
+    }
+    fill<<<256, 256, 0, g_st>>>(bf.b, (size_t)n * k, 777, 0);
+    CK(cudaGetLastError());
+}
+
+static void free_calls(std::vector<void *> &as, std::vector<void *> &cs)
+{
+    for (size_t i = 0; i < as.size(); i++) { cudaFree(as[i]); cudaFree(cs[i]); }
+}
+
 /* 200 calls, each with its own A (and C), no host sync between. */
 static int run_stress(void)
 {
@@ -281,15 +287,8 @@ static int run_stress(void)
     std::vector<int64_t> m(g_n, mr);
     Bufs bf;
     alloc_bufs(bf, mr, M, n, k);
-    std::vector<void *> as(calls), cs(calls);
-    for (int i = 0; i < calls; i++) {
-        CK(cudaMalloc(&as[i], (size_t)mr * k * 2));
-        CK(cudaMalloc(&cs[i], (size_t)M * n * 2));
-        fill<<<128, 256, 0, g_st>>>(as[i], (size_t)mr * k, seed_of(g_rank, i, 0), 0);
-        poison<<<128, 256, 0, g_st>>>((uint16_t *)cs[i], (size_t)M * n);
-    }
-    fill<<<128, 256, 0, g_st>>>(bf.b, (size_t)n * k, 777, 0);
-    CK(cudaGetLastError());
+    std::vector<void *> as, cs;
+    alloc_calls(calls, mr, M, n, k, true, bf, as, cs);
     CK(cudaStreamSynchronize(g_st));
     for (int i = 0; i < calls; i++)
         MK(mkAllGatherGemm(as[i], bf.b, cs[i], NULL, mr, NULL, n, k, 0, mkBfloat16, g_comm,
@@ -301,7 +300,7 @@ static int run_stress(void)
     MK(mkCommGetAsyncError(g_comm, &ae));
     if (ae != mkSuccess) bad++;
     printf("rank %d stress: %d calls, %d bad\n", g_rank, calls, bad);
-    for (int i = 0; i < calls; i++) { cudaFree(as[i]); cudaFree(cs[i]); }
+    free_calls(as, cs);
     free_bufs(bf);
     return bad;
 }
@@ -319,14 +318,8 @@ static int run_graph(void)
     std::vector<int64_t> m(g_n, mr);
     Bufs bf;
     alloc_bufs(bf, mr, M, n, k);
-    std::vector<void *> as(calls), cs(calls);
-    for (int i = 0; i < calls; i++) {
-        CK(cudaMalloc(&as[i], (size_t)mr * k * 2));
-        CK(cudaMalloc(&cs[i], (size_t)M * n * 2));
-        fill<<<128, 256, 0, g_st>>>(as[i], (size_t)mr * k, seed_of(g_rank, i, 0), 0);
-    }
-    fill<<<128, 256, 0, g_st>>>(bf.b, (size_t)n * k, 777, 0);
-    CK(cudaGetLastError());
+    std::vector<void *> as, cs;
+    alloc_calls(calls, mr, M, n, k, false, bf, as, cs);
     MK(mkAllGatherGemm(as[0], bf.b, cs[0], NULL, mr, NULL, n, k, 0, mkBfloat16, g_comm, g_st));
     CK(cudaStreamSynchronize(g_st));
     cudaGraph_t graph;
@@ -353,7 +346,7 @@ static int run_graph(void)
     printf("rank %d graph: %d calls x 2 launches, %d bad\n", g_rank, calls, bad);
     CK(cudaGraphExecDestroy(exec));
     CK(cudaGraphDestroy(graph));
-    for (int i = 0; i < calls; i++) { cudaFree(as[i]); cudaFree(cs[i]); }
+    free_calls(as, cs);
     free_bufs(bf);
     return bad;
 }
@@ -538,15 +531,8 @@ static int run_replay(void)
     std::vector<int64_t> m(g_n, mr);
     Bufs bf;
     alloc_bufs(bf, mr, M, n, k);
-    std::vector<void *> as(calls), cs(calls);
-    for (int i = 0; i < calls; i++) {
-        CK(cudaMalloc(&as[i], (size_t)mr * k * 2));
-        CK(cudaMalloc(&cs[i], (size_t)M * n * 2));
-        fill<<<256, 256, 0, g_st>>>(as[i], (size_t)mr * k, seed_of(g_rank, i, 0), 0);
-        poison<<<256, 256, 0, g_st>>>((uint16_t *)cs[i], (size_t)M * n);
-    }
-    fill<<<256, 256, 0, g_st>>>(bf.b, (size_t)n * k, 777, 0);
-    CK(cudaGetLastError());
+    std::vector<void *> as, cs;
+    alloc_calls(calls, mr, M, n, k, true, bf, as, cs);
     auto eager = [&]() {
         for (int i = 0; i < calls; i++)
             MK(mkAllGatherGemm(as[i], bf.b, cs[i], NULL, mr, NULL, n, k, 1, mkBfloat16, g_comm,
@@ -601,7 +587,7 @@ static int run_replay(void)
     CK(cudaEventDestroy(e1));
     CK(cudaGraphExecDestroy(exec));
     CK(cudaGraphDestroy(graph));
-    for (int i = 0; i < calls; i++) { cudaFree(as[i]); cudaFree(cs[i]); }
+    free_calls(as, cs);
     free_bufs(bf);
     return bad;
 }

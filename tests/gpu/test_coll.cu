@@ -54,25 +54,7 @@ static cudaStream_t g_st;
 static ncclComm_t g_nccl;
 #endif
 
-#define CK(call)                                                             \
-    do {                                                                     \
-        cudaError_t e_ = (call);                                             \
-        if (e_ != cudaSuccess) {                                             \
-            fprintf(stderr, "rank %d: %s:%d %s: %s\n", g_rank, __FILE__,     \
-                    __LINE__, #call, cudaGetErrorString(e_));               \
-            exit(2);                                                         \
-        }                                                                    \
-    } while (0)
-#define MK(call)                                                             \
-    do {                                                                     \
-        mkResult_t r_ = (call);                                              \
-        if (r_ != mkSuccess) {                                               \
-            fprintf(stderr, "rank %d: %s:%d %s: %s: %s\n", g_rank, __FILE__, \
-                    __LINE__, #call, mkGetErrorString(r_),                   \
-                    mkGetLastError(g_comm));                                 \
-            exit(2);                                                         \
-        }                                                                    \
-    } while (0)
+#include "check.h"
 
 static void result(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void result(int ok, const char *fmt, ...)

@@ -42,24 +42,7 @@ static int g_rank, g_n, g_q;
 static mkComm_t g_comm;
 static cudaStream_t g_st;
 
-#define CK(call)                                                                           \
-    do {                                                                                   \
-        cudaError_t e_ = (call);                                                           \
-        if (e_ != cudaSuccess) {                                                           \
-            fprintf(stderr, "rank %d: %s:%d %s: %s\n", g_rank, __FILE__, __LINE__, #call, \
-                    cudaGetErrorString(e_));                                               \
-            exit(2);                                                                       \
-        }                                                                                  \
-    } while (0)
-#define MK(call)                                                                           \
-    do {                                                                                   \
-        mkResult_t r_ = (call);                                                            \
-        if (r_ != mkSuccess) {                                                             \
-            fprintf(stderr, "rank %d: %s:%d %s: %s: %s\n", g_rank, __FILE__, __LINE__,    \
-                    #call, mkGetErrorString(r_), mkGetLastError(g_comm));                 \
-            exit(2);                                                                       \
-        }                                                                                  \
-    } while (0)
+#include "check.h"
 
 enum { AG, RS, AR, A2A };
 static const char *const op_names[] = {"allgather", "reducescatter", "allreduce", "alltoall"};

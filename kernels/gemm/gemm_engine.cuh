@@ -58,7 +58,16 @@
  *                        reads its own rows straight from the caller's A.
  *   target(p, t)         where the tile goes (hook 3): TMA store through any
  *                        tensor map (local D, a peer's buffer), TMA add into
- *                        an fp32 staging bank, or direct stores to a pointer.
+ *                        an fp32 staging bank, or direct stores to a pointer;
+ *                        the type it is stored in (fp32 partial sums for a
+ *                        peer, the caller's type for the result), or
+ *                        EPI_NONE: dropped (a padding tile).
+ *   combine(acc, p, t, wg, t, wrow, q)  kCombine hooks only (optional
+ *                        member): all 256 consumer threads, before the
+ *                        tile is stored, with the accumulators of their
+ *                        fragment (rows wg*64 + wrow (+8), columns
+ *                        8j + q (+1) of the tile); a fused kernel adds the
+ *                        partial sums that peers sent for the same tile.
  *   after_store(p, t)    kSignal hooks only: one thread, after every store of
  *                        the tile is complete and visible (hook 3, signal).
  *   side_work(p, cta, t) kSideWork hooks only (optional member): threads
@@ -128,7 +137,7 @@ struct TileCoord {
     int m_blk, n_blk;
 };
 
-enum EpiMode { EPI_TMA_STORE = 0, EPI_TMA_ADD = 1, EPI_DIRECT = 2 };
+enum EpiMode { EPI_TMA_STORE = 0, EPI_TMA_ADD = 1, EPI_DIRECT = 2, EPI_NONE = 3 };
 
 /* Where a tile's result goes. TMA modes: tmap has box {128 B / elem, 64} and
  * 128B swizzle (encode_out_map in gemm_launch.h makes one), and (row0, col0)
@@ -142,13 +151,18 @@ enum EpiMode { EPI_TMA_STORE = 0, EPI_TMA_ADD = 1, EPI_DIRECT = 2 };
  * EPI_TMA_ADD adds with cp.reduce.async.bulk (use an fp32 map for an fp32
  * staging bank: one rounding, at the owner). EPI_DIRECT: ptr/ld of a
  * row-major matrix of out_type; rows >= p.m or cols >= p.n of the problem
- * are skipped. */
+ * are skipped. EPI_NONE: the tile is computed and dropped
+ * (a padding tile of a fused kernel's schedule; nothing is stored, no
+ * hook runs). out_type (mki_dtype_t; -1: p.out_type) is the type the
+ * tile is stored as: a fused kernel stores some tiles as fp32 partial
+ * sums and others in the caller's type. */
 struct EpiTarget {
     int mode;
     const CUtensorMap *tmap;
     int row0, col0;
     void *ptr;
     long long ld;
+    int out_type = -1;
 };
 
 /* ---------------------------------------------------------------- PTX */
@@ -240,6 +254,15 @@ template <typename H, typename = void> struct HooksHaveSideWork {
 };
 template <typename H> struct HooksHaveSideWork<H, decltype((void)H::kSideWork)> {
     static constexpr bool value = H::kSideWork;
+};
+
+/* Hooks that declare `static constexpr bool kCombine = true` get the
+ * tile's accumulators before they are stored (combine). */
+template <typename H, typename = void> struct HooksHaveCombine {
+    static constexpr bool value = false;
+};
+template <typename H> struct HooksHaveCombine<H, decltype((void)H::kCombine)> {
+    static constexpr bool value = H::kCombine;
 };
 
 struct DefaultHooks {
@@ -429,7 +452,8 @@ __device__ __forceinline__ void tma_chunks(const float (&acc)[128], const EpiTar
 
 template <int OT, typename Hooks>
 __device__ __forceinline__ void epilogue(float (&acc)[128], const GemmParams &p, const Hooks &h,
-                                         TileCoord tc, char *bufs, int wg, int t)
+                                         TileCoord tc, const EpiTarget &e, char *bufs, int wg,
+                                         int t)
 {
     const int warp = t >> 5, lane = t & 31;
     const int wrow = warp * 16 + (lane >> 2), q = (lane & 3) * 2;
@@ -437,7 +461,8 @@ __device__ __forceinline__ void epilogue(float (&acc)[128], const GemmParams &p,
     const int col = tc.n_blk * BN + q;
     if (p.alpha != 1.0f || p.beta != 0.0f)
         apply_alpha_beta<OT>(acc, p, row, col);
-    EpiTarget e = h.target(p, tc);
+    if constexpr (HooksHaveCombine<Hooks>::value)
+        h.combine(acc, p, tc, wg, t, wrow, q);
     constexpr int kChunks = OT == MKI_DT_F32 ? 8 : 4;
     if (e.mode == EPI_DIRECT) {
         /* The TMA chunks' stores may still read the buffers (previous tile). */
@@ -451,6 +476,8 @@ __device__ __forceinline__ void epilogue(float (&acc)[128], const GemmParams &p,
     if constexpr (Hooks::kSignal) {
         if (e.mode != EPI_DIRECT && t == 0)
             bulk_wait_all();
+        if (t == 0) /* this warpgroup's TMA writes, then the barrier */
+            fence_proxy_async_global();
         role_sync(3, 256); /* both consumer warpgroups' stores are done */
         if (wg == 0 && t == 0)
             h.after_store(p, tc);
@@ -626,10 +653,13 @@ __device__ __forceinline__ void consumer(const GemmParams &p, const Hooks &h, in
             release_stage<kCM>(empty, prev);
         if (tc.m_blk >= p.num_m_blk)
             continue; /* the unit's second tile lies past M */
-        switch (p.out_type) {
-        case MKI_DT_BF16: epilogue<MKI_DT_BF16>(acc, p, h, tc, my_epi, wg, t); break;
-        case MKI_DT_F16: epilogue<MKI_DT_F16>(acc, p, h, tc, my_epi, wg, t); break;
-        default: epilogue<MKI_DT_F32>(acc, p, h, tc, my_epi, wg, t); break;
+        const EpiTarget e = h.target(p, tc);
+        if (e.mode == EPI_NONE)
+            continue; /* a padding tile of the hooks' schedule */
+        switch (e.out_type >= 0 ? e.out_type : p.out_type) {
+        case MKI_DT_BF16: epilogue<MKI_DT_BF16>(acc, p, h, tc, e, my_epi, wg, t); break;
+        case MKI_DT_F16: epilogue<MKI_DT_F16>(acc, p, h, tc, e, my_epi, wg, t); break;
+        default: epilogue<MKI_DT_F32>(acc, p, h, tc, e, my_epi, wg, t); break;
         }
     }
     /* Stores still in flight read smem: keep the CTA alive until they have. */

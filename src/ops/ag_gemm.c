@@ -79,8 +79,7 @@ struct agg_state {
     size_t scratch_bytes;
     void *padbuf;                     /* unfused, unequal shards: every */
     size_t padbuf_bytes;              /* shard padded to the largest */
-    void *retired[AGG_MAX_RETIRED];   /* outgrown inside a graph capture: */
-    int nfreed;                       /* freed with the communicator */
+    struct mki_op_bufs bufs;          /* padbuf and scratch outgrown */
 };
 
 static mkResult_t cuda_err(struct mkComm *comm, const char *what, cudaError_t e)
@@ -130,7 +129,7 @@ static void agg_destroy(struct mkComm *comm, void *state)
         if (g->fork) (void)cudaEventDestroy(g->fork);
         if (g->scratch) (void)cudaFree(g->scratch);
         if (g->padbuf) (void)cudaFree(g->padbuf);
-        for (int i = 0; i < g->nfreed; i++) (void)cudaFree(g->retired[i]);
+        mki_op_bufs_free(&g->bufs);
     }
     free(g); /* its heap blocks go with the heap */
 }
@@ -348,41 +347,6 @@ static mkResult_t gemm_on(struct mki_call *k, const struct agg_call *c, const vo
     return d.fn ? mki_launch(k, &d) : mkSuccess;
 }
 
-/* A device buffer of at least want bytes (kept between calls).  Inside a
- * capture the stream cannot be synchronized and work captured or enqueued
- * before may still use the old buffer: it is retired (freed with the
- * communicator) and the new one allocated with the thread's capture mode
- * relaxed for that one call (cudaMalloc is not a stream operation). */
-static mkResult_t ensure_buf(struct mki_call *k, struct agg_state *g, void **p, size_t *have,
-                             size_t want, const char *what)
-{
-    if (*have >= want) return mkSuccess;
-    cudaError_t e = cudaSuccess;
-    if (k->capturing) {
-        if (*p && g->nfreed == AGG_MAX_RETIRED)
-            return mki_error(k->comm, mkErrUnsupported, AGG_FUNC ": %s needs a larger buffer "
-                             "inside a CUDA graph capture once more than %d times; make one "
-                             "uncaptured call of the largest shape first", what, AGG_MAX_RETIRED);
-        if (*p) g->retired[g->nfreed++] = *p;
-    } else {
-        e = cudaStreamSynchronize(k->stream);
-        if (*p) (void)cudaFree(*p);
-    }
-    *p = NULL;
-    *have = 0;
-    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    if (e == cudaSuccess) e = cudaMalloc(p, want);
-    (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    if (e != cudaSuccess) {
-        *p = NULL;
-        return mki_error(k->comm, mkErrNoMemory, AGG_FUNC ": cannot allocate %zu bytes for "
-                         "%s: %s", want, what, cudaGetErrorString(e));
-    }
-    *have = want;
-    return mkSuccess;
-}
-
 /* Unequal shards without the fused kernel: gather every shard padded to
  * the largest (this rank's copied into its padded block first), then pack
  * the rows into out. */
@@ -396,7 +360,7 @@ static mkResult_t gather_unequal(struct mki_call *k, struct agg_state *g,
         if (c->m_all[r] > mmax) mmax = c->m_all[r];
     if (mmax == 0) return mkSuccess;
     const size_t block = (size_t)mmax * row;
-    MKI_CHECK(ensure_buf(k, g, &g->padbuf, &g->padbuf_bytes, block * (size_t)comm->nranks,
+    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->padbuf, &g->padbuf_bytes, block * (size_t)comm->nranks,
                          "the padded shards"));
     char *pad = g->padbuf;
     cudaError_t e = cudaSuccess;
@@ -433,7 +397,7 @@ static mkResult_t run_unfused(struct mki_call *k, struct agg_state *g, const str
     for (int r = 1; c->m_all && r < comm->nranks; r++) unequal |= c->m_all[r] != c->m_all[0];
     void *dst = c->ga;
     if (!dst && gbytes) {
-        MKI_CHECK(ensure_buf(k, g, &g->scratch, &g->scratch_bytes, gbytes, "the gathered A"));
+        MKI_CHECK(mki_op_buf(k, &g->bufs, &g->scratch, &g->scratch_bytes, gbytes, "the gathered A"));
         dst = g->scratch;
     }
     if (unequal) MKI_CHECK(gather_unequal(k, g, c, dst));

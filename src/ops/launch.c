@@ -185,3 +185,42 @@ mkResult_t mki_launch(struct mki_call *c, struct mki_launch_desc *d)
                          "%s: kernel launch failed: %s", c->func, cudaGetErrorString(e));
     return mkSuccess;
 }
+
+/* ---- scratch buffers ------------------------------------------------- */
+
+mkResult_t mki_op_buf(struct mki_call *k, struct mki_op_bufs *r, void **p, size_t *have,
+                      size_t want, const char *what)
+{
+    if (*have >= want) return mkSuccess;
+    cudaError_t e = cudaSuccess;
+    if (k->capturing) {
+        if (*p && r->n == MKI_OP_RETIRED)
+            return mki_error(k->comm, mkErrUnsupported, "%s: %s needs a larger buffer inside a "
+                             "CUDA graph capture once more than %d times; make one uncaptured "
+                             "call of the largest shape first", k->func, what, MKI_OP_RETIRED);
+        if (*p) r->retired[r->n++] = *p;
+    } else {
+        e = cudaStreamSynchronize(k->stream);
+        if (*p) (void)cudaFree(*p);
+    }
+    *p = NULL;
+    *have = 0;
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    if (e == cudaSuccess) e = cudaMalloc(p, want);
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    if (e != cudaSuccess) {
+        *p = NULL;
+        (void)cudaGetLastError();
+        return mki_error(k->comm, mkErrNoMemory, "%s: cannot allocate %zu bytes for %s: %s",
+                         k->func, want, what, cudaGetErrorString(e));
+    }
+    *have = want;
+    return mkSuccess;
+}
+
+void mki_op_bufs_free(struct mki_op_bufs *r)
+{
+    for (int i = 0; i < r->n; i++) (void)cudaFree(r->retired[i]);
+    r->n = 0;
+}

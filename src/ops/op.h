@@ -84,6 +84,23 @@ void mki_rt_fill(const struct mkComm *comm, int op, struct mki_rt_dev *rt);
  * others shrink to what fits), the launch, the launch's error. */
 mkResult_t mki_launch(struct mki_call *c, struct mki_launch_desc *d);
 
+/* ---- scratch buffers of the unfused sequences (launch.c) ------------ */
+
+/* A device buffer an op keeps between calls, grown to *have >= want.
+ * Outside a capture the stream is synchronized and the old buffer freed;
+ * inside one, work captured or enqueued before may still use it: it is
+ * retired into r (freed with the op's state, at most MKI_OP_RETIRED
+ * times) and the new one allocated with the capture mode relaxed for
+ * that one call (cudaMalloc is not a stream operation). */
+#define MKI_OP_RETIRED 8
+struct mki_op_bufs {
+    void *retired[MKI_OP_RETIRED];
+    int n;
+};
+mkResult_t mki_op_buf(struct mki_call *k, struct mki_op_bufs *r, void **p, size_t *have,
+                      size_t want, const char *what);
+void mki_op_bufs_free(struct mki_op_bufs *r);
+
 /* ---- shared argument checks (validate.c) ----------------------------- */
 
 int mki_dtype_bytes(mkDataType_t t);   /* 0: not a type */

@@ -63,6 +63,7 @@ const struct mki_model mki_model_default = {
     .socket_gbs = 3.0,         /* TCP through one host thread */
     .inter_send_per_nic = 1,
     .fused_overhead_us = 10.0,
+    .epi_overhead_us = 3.0,    /* the last own tiles' wait and combine */
     .launch_us = 5.0,
     .gemm_interference = 1.02, /* a peer copy slowed cuBLAS 8192^3 by 1.5% */
     .fuse_margin = 0.05,
@@ -134,6 +135,7 @@ struct work {
     int64_t gm, gn, gk;       /* the GEMM of one rank */
     int64_t intra, inter;     /* bytes per rank */
     int reduce;
+    int epi;                  /* moved by the compute CTAs' epilogues */
     int64_t row_bytes, shard_rows;
 };
 
@@ -179,6 +181,10 @@ static void work_of(const struct mki_model *md, const struct mki_plan_ctx *c,
         break;
     case MKI_OP_GEMM_RS:
     case MKI_OP_GEMM_AR:
+        /* mkGemmReduceScatter's fused kernel stores each peer's partial
+         * tile from the epilogue (TMA) and adds arrivals in the epilogue
+         * of its own tiles: no INTRA CTA, every SM computes. */
+        w->epi = op == MKI_OP_GEMM_RS;
         coll_bytes(c, mn * pb, 0, &intra, &inter);
         if (op == MKI_OP_GEMM_AR) coll_bytes(c, mn * e, 0, &intra, &inter);
         w->gm = m, w->gn = n, w->gk = cdiv(k, c->nranks);
@@ -229,10 +235,12 @@ static void mover_rates(const struct mki_model *md, const struct mki_plan_ctx *c
 }
 
 static double intra_gbs(const struct mki_model *md, const struct mki_plan_ctx *c,
-                        enum mki_mover mv, int n_i, int reduce)
+                        enum mki_mover mv, int n_i, int reduce, int epi)
 {
     double per_cta, sat;
     mover_rates(md, c, mv, &per_cta, &sat);
+    /* Stores from every compute CTA's epilogue: the link's rate. */
+    if (epi) return sat;
     double bw = mv == MKI_MOVER_CE ? sat : dmin(n_i * per_cta, sat);
     /* TMA leaves the CTA's other warps free to add what arrived. */
     if (reduce && mv == MKI_MOVER_TMA) bw = dmin(bw, n_i * md->reduce_cta_gbs);
@@ -260,7 +268,7 @@ static void evaluate(const struct mki_model *md, const struct mki_plan_ctx *c,
 {
     int comm = w->intra > 0 || w->inter > 0;
     t->c = gemm_us(md, c, w, s->compute) * (comm ? md->gemm_interference : 1);
-    t->i = w->intra > 0 ? us_of(w->intra, intra_gbs(md, c, mv, s->intra, w->reduce))
+    t->i = w->intra > 0 ? us_of(w->intra, intra_gbs(md, c, mv, s->intra, w->reduce, w->epi))
                         : 0;
     t->x = w->inter > 0 && s->inter_send == 0 ? INFINITY
                                               : us_of(w->inter, nic_total_gbs(md, c));
@@ -274,7 +282,8 @@ static void evaluate(const struct mki_model *md, const struct mki_plan_ctx *c,
     double fill = w->flops > 0 ? dmin(t->c, t->comm) / md->chunks_per_shard : 0;
     double tiles = (double)cdiv(w->gm, md->tile_m) * (double)cdiv(w->gn, md->tile_n);
     if (w->flops > 0 && tiles <= s->compute) fill = dmin(t->c, t->comm);
-    t->fused = dmax(t->c, t->comm) + fill + (comm ? md->fused_overhead_us : 0);
+    t->fused = dmax(t->c, t->comm) + fill +
+               (comm ? (w->epi ? md->epi_overhead_us : md->fused_overhead_us) : 0);
 }
 
 /* CTAs the inter-node roles need (not searched: set by the NICs). */
@@ -312,6 +321,7 @@ static void search_mover(const struct mki_model *md, const struct mki_plan_ctx *
     int lo = mv == MKI_MOVER_NONE || (ce && gemm) ? 0 : 1;
     int hi = ce || mv == MKI_MOVER_NONE ? lo : budget;
     if (fixed & MKI_OVR_INTRA) lo = hi = base->intra;
+    if (w->epi) lo = hi = 0; /* no INTRA CTA to size (an intra= override has no effect) */
     for (int n_i = lo; n_i <= hi; n_i++) {
         struct mki_split s = *base;
         s.intra = n_i;
@@ -400,11 +410,14 @@ static double unfused_us(const struct mki_model *md, const struct mki_plan_ctx *
 {
     struct work coll = *w;
     coll.flops = 0;
+    coll.epi = 0; /* the unfused collective has its own CTAs */
     struct cand best;
     search(md, c, &coll, op, NULL, budget, &best);
     double t = gemm_us(md, c, w, budget);
     if (w->intra > 0 || w->inter > 0)
         t += (best.ok ? best.t.fused : INFINITY) + (w->flops > 0 ? md->launch_us : 0);
+    /* GEMM+RS: fp32 partials, then one conversion kernel into C */
+    if (op == MKI_OP_GEMM_RS && (w->intra > 0 || w->inter > 0)) t += md->launch_us;
     return t;
 }
 

@@ -166,6 +166,7 @@ struct mki_model {
     double socket_gbs;         /* TCP fallback */
     int inter_send_per_nic;    /* FIFO producer CTAs per NIC */
     double fused_overhead_us;  /* launch, first signal, last ack */
+    double epi_overhead_us;    /* the same when the epilogues move the bytes */
     double launch_us;          /* one more kernel in the unfused sequence */
     double gemm_interference;  /* compute slowdown beside transfers */
     double fuse_margin;        /* fused must win by this fraction */

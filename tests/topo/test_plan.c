@@ -44,15 +44,22 @@ static struct mki_op_plan plan(const struct mki_plan_ctx *c,
 static void directions(void)
 {
     struct mki_plan_ctx c = h200x2();
-    /* A comm-heavy GEMM+ReduceScatter (short K) gives more CTAs to moving
-     * partials than a compute-heavy one (long K). */
+    /* GEMM+ReduceScatter: the compute CTAs' epilogues store the partials
+     * (no INTRA CTA, every SM computes) whether communication (short K)
+     * or compute (long K) dominates; the copy engine cannot add. */
     struct mki_op_plan comm = plan(&c, NULL, MKI_OP_GEMM_RS, 8192, 8192, 1024);
     struct mki_op_plan comp = plan(&c, NULL, MKI_OP_GEMM_RS, 8192, 8192, 32768);
-    CHECK(comm.split.intra > comp.split.intra);
-    CHECK(comm.split.compute < comp.split.compute);
-    CHECK(comp.mover != MKI_MOVER_CE); /* the copy engine cannot add */
-    /* So compute-bound that hiding the sums gains less than the margin. */
-    CHECK(comp.fused == 0 && comp.t_intra_us < comp.t_compute_us / 2);
+    CHECK(comm.split.intra == 0 && comp.split.intra == 0);
+    CHECK(comm.split.compute == 132 && comp.split.compute == 132);
+    CHECK(comp.mover == MKI_MOVER_TMA && comm.mover == MKI_MOVER_TMA);
+    CHECK(comm.t_intra_us > comm.t_compute_us && comp.t_intra_us < comp.t_compute_us / 2);
+    /* The shapes of the issue fuse (partials hidden behind the GEMM). */
+    struct mki_op_plan mid = plan(&c, NULL, MKI_OP_GEMM_RS, 8192, 8192, 8192);
+    CHECK(mid.fused == 1 && mid.intra_bytes == 8192ll * 8192 * 4 / 2);
+    /* A decode-sized M: one wave, little to hide, but one launch instead
+     * of three (GEMM, reduce-scatter, conversion): fused. */
+    struct mki_op_plan tiny = plan(&c, NULL, MKI_OP_GEMM_RS, 16, 8192, 8192);
+    CHECK(tiny.fused == 1);
     /* The big AllGather+GEMM of REFERENCE.md fuses, with every SM on the
      * GEMM and the copy engine moving A. */
     struct mki_op_plan ag = plan(&c, NULL, MKI_OP_AG_GEMM, 8192, 8192, 8192);

@@ -238,6 +238,28 @@ MK_API mkResult_t mkAllGatherGemm(const void *A, const void *B, void *C,
                                   mkComm_t comm, cudaStream_t stream);
 
 /* ------------------------------------------------------------------ */
+/* Fused operations: mkGemmReduceScatter                               */
+/* ------------------------------------------------------------------ */
+/*
+ * The row-parallel linear layer: D = sum over ranks q of A_q x op(B_q),
+ * and this rank receives its rows of D in C.  A: m x k row-major (this
+ * rank's slice of K; k may differ between ranks); B: k x n row-major
+ * (transB = 0) or n x k row-major (transB = 1); D is m x n.  Rank r
+ * receives rows [off_r, off_r + m_r) of D, m_r = m_all[r] (m_all: every
+ * rank's row count in rank order, adding up to m) or, with m_all NULL, m
+ * split evenly (the first m % P ranks one row more); off_r is the sum of
+ * the counts before r.  C: m_r x n row-major.  bf16 or fp16 inputs, fp32
+ * accumulation inside the GEMM and across ranks, one rounding; k (and n
+ * when transB = 0) a multiple of 8; pointers 16-byte aligned device
+ * memory of the communicator's GPU.  Stream-ordered and asynchronous; see
+ * mkGemmReduceScatter(3).
+ */
+MK_API mkResult_t mkGemmReduceScatter(const void *A, const void *B, void *C,
+                                      const int64_t *m_all, int64_t m, int64_t n,
+                                      int64_t k, int transB, mkDataType_t dtype,
+                                      mkComm_t comm, cudaStream_t stream);
+
+/* ------------------------------------------------------------------ */
 /* Topology and plans                                                  */
 /* ------------------------------------------------------------------ */
 /*

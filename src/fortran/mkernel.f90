@@ -101,7 +101,7 @@ module mkernel
     public :: mkCommNodeCount, mkCommCuDevice
     public :: mkMemAlloc, mkMemFree, mkCommRegister, mkCommDeregister
     public :: mkAllGather, mkReduceScatter, mkAllReduce, mkAllToAll
-    public :: mkAllGatherGemm, mkCommGetInfo
+    public :: mkAllGatherGemm, mkGemmReduceScatter, mkCommGetInfo
     public :: mk_config_initializer, mk_error_string, mk_last_error, mk_comm_info
 
 
@@ -291,6 +291,18 @@ module mkernel
             integer(c_int64_t), value :: m_local
             type(c_ptr), value :: m_all
             integer(c_int64_t), value :: n, k
+            integer(c_int), value :: transB, dtype
+            type(mk_comm), value :: comm
+            type(c_ptr), value :: stream
+        end function
+
+        ! m_all: c_loc of an integer(c_int64_t) array of the rows of D each
+        ! rank receives, or c_null_ptr for m split evenly.
+        integer(c_int) function mkGemmReduceScatter(A, B, C, m_all, m, n, k, &
+                transB, dtype, comm, stream) bind(C, name="mkGemmReduceScatter")
+            import :: mk_comm, c_int, c_int64_t, c_ptr
+            type(c_ptr), value :: A, B, C, m_all
+            integer(c_int64_t), value :: m, n, k
             integer(c_int), value :: transB, dtype
             type(mk_comm), value :: comm
             type(c_ptr), value :: stream

@@ -1,0 +1,165 @@
+/*
+ * gemm_rs.h - what src/ops/gemm_rs.c (host) and kernels/ops/gemm_rs.cu
+ * (device) agree on for mkGemmReduceScatter.  C99 and CUDA C++; no CUDA
+ * headers.
+ *
+ * Every rank of the node computes its partial product A_r op(B_r) for all
+ * of D's rows, one persistent GEMM on every SM of its plan.  Rows belong
+ * to their owner (rank d holds rows [off_d, off_d + m_d)); each owner's
+ * rows are tiled on their own (M-block b of owner d starts at row
+ * off_d + 128 b), so no tile straddles two owners.
+ *
+ *   a peer's tile      its fp32 partial goes, by a TMA store from the
+ *                      epilogue, into the owner's slot for this source
+ *                      (heap bank: a (P-1) x m_max x ld fp32 array), then
+ *                      the owner's flag of the tile's group is raised by
+ *                      one (fence, red.add at system scope)
+ *   an own tile        the epilogue waits for the flag of every source,
+ *                      adds the sources' partials to its accumulators in
+ *                      rank order (fp32; one rounding), and stores C; the
+ *                      flags are cleared by the consumer that waited
+ *
+ * Schedule (deadlock-free by construction): work units go in rounds; in
+ * round k this rank computes unit k of each peer d = me + 1, me + 2, ...
+ * (those that have a unit k), then unit k - R of its own rows.  Every
+ * dependency (own unit k on the peers' unit k, computed in their round
+ * k) points to an earlier (round, slot) key, and each CTA takes its units
+ * in key order, so no cycle of waits exists.  R, about one wave of units
+ * over the P slots of a round, makes the partials arrive before the owner
+ * wants them; NVLink traffic is spread over the whole GEMM.
+ *
+ * Call numbers live on the device (graph replay): e = calls + 1 read by
+ * every CTA; the last CTA out writes calls = e and released = e.  The
+ * slot is single: a source stores call e's partials into d's slot only
+ * after d.released >= e - 1 (checked by the storing thread once per CTA
+ * and peer).
+ */
+#ifndef MKI_OPS_GEMM_RS_H
+#define MKI_OPS_GEMM_RS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rt/launch.h"
+#include "rt/rt.h"
+
+/* Flags a rank keeps per source: one per group of tiles of its rows. */
+#define MKI_GRS_MAXFLAGS 8192
+/* Segments of the schedule (breakpoints of the rounds). */
+#define MKI_GRS_MAXSEG (2 * MKI_MAXLOCAL + 2)
+
+/* A rank's control block (in its heap, zeroed at creation). */
+struct mki_grs_ctl {
+    uint64_t calls;         /* fused calls completed here */
+    uint64_t cur;           /* the call in flight (diagnostics) */
+    uint64_t released;      /* the last call whose slot reads are done */
+    uint32_t exits, pad;    /* CTAs done with the call in flight */
+    uint64_t spare[12];
+    /* flag[j][g]: tiles of group g of my rows that source j stored
+     * (j = (s - me + P) % P - 1 for source s); 0 between calls */
+    uint64_t flag[MKI_MAXLOCAL - 1][MKI_GRS_MAXFLAGS];
+};
+
+/* The schedule of one rank: rounds [k0[i], k0[i+1]) hold the slots of
+ * mask[i] (bit j, 1 <= j < P: peer me + j; bit P: own rows, lagged),
+ * pos0[i] is the position of round k0[i]'s first unit. */
+struct mki_grs_sched {
+    int nseg;
+    int k0[MKI_GRS_MAXSEG + 1];
+    int pos0[MKI_GRS_MAXSEG + 1];
+    uint16_t mask[MKI_GRS_MAXSEG];
+};
+
+/* One fused call (src/ops/gemm_rs.c fills it). */
+struct mki_grs_launch {
+    const void *a;          /* this rank's A: m x k */
+    const void *b;
+    void *c;                /* my rows of D: m_me x n */
+    int64_t m, n, k;
+    int dtype;              /* MKI_BF16 or MKI_F16 */
+    int trans_b;
+    int ctas;               /* compute CTAs (the plan's) */
+    int nlocal;             /* P: ranks of the node (= the communicator) */
+    int64_t row_off[MKI_MAXLOCAL + 1]; /* rows of local rank d start here */
+    int64_t m_max;          /* rows of the largest owner (slot rows) */
+    int64_t ld;             /* fp32 elements per slot row (n rounded to 4) */
+    char *bank[MKI_MAXLOCAL]; /* local rank d's bank, here */
+    struct mki_grs_ctl *ctl[MKI_MAXLOCAL]; /* local rank d's control block */
+    struct mki_rt_dev rt;
+};
+
+/* Slot of source s in owner d's bank (P ranks): j = (s - d + P) % P - 1. */
+MKI_HD int mki_grs_slot(int s, int d, int P) { return (s - d + P) % P - 1; }
+
+/* Tiles of one flag for an owner of t tiles: the least g with
+ * ceil(t / g) <= MKI_GRS_MAXFLAGS. */
+static inline int64_t mki_grs_group(int64_t tiles)
+{
+    int64_t g = (tiles + MKI_GRS_MAXFLAGS - 1) / MKI_GRS_MAXFLAGS;
+    return g < 1 ? 1 : g;
+}
+
+/* Bytes of a bank: P - 1 slots of m_max rows of ld fp32. */
+static inline uint64_t mki_grs_bank_bytes(int P, int64_t m_max, int64_t ld)
+{
+    return P > 1 ? (uint64_t)(P - 1) * (uint64_t)m_max * (uint64_t)ld * 4u : 0;
+}
+
+/* The schedule of rank `me` of P whose owners have units[d] work units,
+ * own rows lagged by R rounds (host and tests). */
+static inline void mki_grs_make_sched(int P, int me, const int *units, int R,
+                                      struct mki_grs_sched *s)
+{
+    int bp[MKI_GRS_MAXSEG + 2], n = 0;
+    bp[n++] = 0;
+    for (int j = 1; j < P; j++) bp[n++] = units[(me + j) % P];
+    bp[n++] = R;
+    bp[n++] = R + units[me];
+    /* sort, unique */
+    for (int i = 1; i < n; i++)
+        for (int x = i; x > 0 && bp[x - 1] > bp[x]; x--) {
+            int t = bp[x]; bp[x] = bp[x - 1]; bp[x - 1] = t;
+        }
+    int u = 0;
+    for (int i = 0; i < n; i++)
+        if (u == 0 || bp[i] != bp[u - 1]) bp[u++] = bp[i];
+    s->nseg = 0;
+    int pos = 0;
+    for (int i = 0; i + 1 < u; i++) {
+        const int k0 = bp[i], k1 = bp[i + 1];
+        uint16_t mask = 0;
+        int c = 0;
+        for (int j = 1; j < P; j++)
+            if (k0 < units[(me + j) % P]) mask |= (uint16_t)(1u << j), c++;
+        if (k0 >= R && k0 < R + units[me]) mask |= (uint16_t)(1u << P), c++;
+        if (!c) continue; /* a gap (own rows not yet due): no unit */
+        s->k0[s->nseg] = k0;
+        s->pos0[s->nseg] = pos;
+        s->mask[s->nseg] = mask;
+        s->nseg++;
+        pos += (k1 - k0) * c;
+        s->k0[s->nseg] = k1;
+        s->pos0[s->nseg] = pos;
+    }
+    if (s->nseg == 0) s->k0[0] = s->pos0[0] = 0;
+}
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Describe the fused kernel of a call (or, with nothing to compute, the
+ * kernel that only takes part in the protocol); 0 or an error code of
+ * gemm.h with msg set. */
+int mki_grs_describe(const struct mki_grs_launch *l, struct mki_launch_desc *d, char *msg,
+                     size_t len);
+/* The unfused sequence's last step: out[i] = (dtype) in[i], count fp32
+ * values; a kernel launched on stream (a cudaStream_t). */
+int mki_grs_convert(const float *in, void *out, int dtype, size_t count, void *stream,
+                    char *msg, size_t len);
+/* Load the kernels now (lazy loading can deadlock beside a spinning
+ * stream). */
+int mki_grs_preload(char *msg, size_t len);
+#ifdef __cplusplus
+}
+#endif
+#endif /* MKI_OPS_GEMM_RS_H */

@@ -1,0 +1,447 @@
+/*
+ * gemm_rs.c - mkGemmReduceScatter: rank r receives rows [off_r, off_r +
+ * m_r) of D = sum over ranks of A_q op(B_q), validate -> plan -> launch
+ * (device side and protocol: kernels/ops/gemm_rs.{h,cu}).
+ *
+ * Fused (one node, the plan says it pays): one persistent GEMM per rank
+ * on every SM of the plan computes its partial product tile by tile in
+ * destination order; a peer's tile goes as fp32 into the peer's slot
+ * from the epilogue (TMA store over NVLink), and an own tile adds every
+ * source's partial in rank order before it is stored in C (fp32 sums,
+ * one rounding).  Nothing but the kernel runs: no side stream, no host
+ * round trip, and the call numbers live on the device, so the call can
+ * be captured in a CUDA graph and replayed.
+ *
+ * Unfused (one rank, several nodes, or where the plan says fusion cannot
+ * win): our own GEMM into an fp32 buffer, mkReduceScatter in fp32, one
+ * conversion into C; still one rounding.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "gemm.h"
+#include "mki.h"
+#include "mem/mem.h"
+#include "ops/gemm_rs.h"
+#include "ops/op.h"
+#include "plan/plan.h"
+
+#define GRS_FUNC "mkGemmReduceScatter"
+#define GRS_BANK_GRAIN (64ull << 20)
+#define GRS_MAX_RETIRED 8
+
+/* One call's arguments, as the user gave them, and the rows they imply. */
+struct grs_call {
+    const void *a, *b;
+    void *c;
+    const int64_t *m_all;
+    int64_t m, n, k;
+    int trans_b;
+    mkDataType_t dtype;
+    int es;
+    int64_t m_me, off_me, m_max; /* this rank's rows, where they start, the most any rank has */
+};
+
+/* What the first call of a shape tells every rank (validate.c). */
+struct grs_shape {
+    int32_t ok, dtype, trans_b, has_m_all;
+    int64_t m, n;
+    uint64_t m_all_hash;
+};
+
+struct grs_state {
+    struct mki_shape_cache shapes;
+    struct mki_heap_blk ctl;          /* struct mki_grs_ctl */
+    struct mki_heap_blk bank;         /* the slots of the peers' partials */
+    int nretired;                     /* banks outgrown inside a capture */
+    void *part;                       /* unfused: the fp32 partial product */
+    size_t part_bytes;
+    void *sum;                        /* unfused: this rank's fp32 rows */
+    size_t sum_bytes;
+    struct mki_op_bufs bufs;
+};
+
+static mkResult_t cuda_err(struct mkComm *comm, const char *what, cudaError_t e)
+{
+    (void)cudaGetLastError();
+    return mki_error(comm, mkErrCuda, GRS_FUNC ": %s: %s", what, cudaGetErrorString(e));
+}
+
+/* ---- state ------------------------------------------------------------- */
+
+static mkResult_t grs_create(struct mkComm *comm, void **state)
+{
+    if (!comm->dev) return mkSuccess;
+    struct grs_state *g = calloc(1, sizeof(*g));
+    if (!g) return mki_error(comm, mkErrNoMemory, "out of host memory");
+    *state = g;
+    return mki_heap_alloc(comm, 0, sizeof(struct mki_grs_ctl), 1, GRS_FUNC "'s control block",
+                          &g->ctl);
+}
+
+static void grs_destroy(struct mkComm *comm, void *state)
+{
+    struct grs_state *g = state;
+    if (!g) return;
+    if (comm->dev && !comm->dev->aborted) {
+        if (g->part) (void)cudaFree(g->part);
+        if (g->sum) (void)cudaFree(g->sum);
+        mki_op_bufs_free(&g->bufs);
+    }
+    free(g); /* its heap blocks go with the heap */
+}
+
+static int grs_preload(char *msg, size_t len)
+{
+    int r = mki_grs_preload(msg, len);
+    return r ? r : mki_gemm_preload(msg, len); /* the unfused sequence's GEMM */
+}
+
+const struct mki_op_desc mki_op_gemm_rs = {
+    GRS_FUNC, NULL, grs_create, grs_destroy, grs_preload,
+};
+
+/* ---- argument checks (nothing touches the GPU) ---------------------- */
+
+/* Rows of rank r: m_all[r], or m split evenly (the first m % P ranks one
+ * more row than the others). */
+static int64_t rows_of(const struct grs_call *c, int nranks, int r)
+{
+    if (c->m_all) return c->m_all[r];
+    return c->m / nranks + (r < c->m % nranks ? 1 : 0);
+}
+
+static mkResult_t check_rows(struct mkComm *comm, struct grs_call *c)
+{
+    int64_t total = 0;
+    c->m_max = 0;
+    for (int r = 0; r < comm->nranks; r++) {
+        const int64_t mr = rows_of(c, comm->nranks, r);
+        if (c->m_all && (mr < 0 || mr > c->m - total))
+            return mki_error(comm, mkErrInvalidArgument, GRS_FUNC ": m_all[%d] = %lld is "
+                             "negative or makes the sum of rows exceed m = %lld; m_all lists "
+                             "the rows of D each rank receives and must add up to m", r,
+                             (long long)mr, (long long)c->m);
+        if (r == comm->rank) c->off_me = total, c->m_me = mr;
+        if (mr > c->m_max) c->m_max = mr;
+        total += mr;
+    }
+    if (total != c->m)
+        return mki_error(comm, mkErrInvalidArgument, GRS_FUNC ": m_all adds up to %lld rows "
+                         "but m = %lld; the counts must add up to m", (long long)total,
+                         (long long)c->m);
+    return mkSuccess;
+}
+
+static mkResult_t check_sizes(struct mkComm *comm, struct grs_call *c)
+{
+    if (c->dtype == mkFloat32)
+        return mki_error(comm, mkErrUnsupported, GRS_FUNC ": dtype mkFloat32 is not "
+                         "supported; use mkBfloat16 or mkFloat16 (accumulation and the "
+                         "reduction across ranks are fp32 either way)");
+    c->es = mki_dtype_bytes(c->dtype);
+    if (c->es == 0)
+        return mki_error(comm, mkErrInvalidArgument, GRS_FUNC ": dtype = %d is not a "
+                         "mkDataType_t; use mkBfloat16 or mkFloat16", (int)c->dtype);
+    if (c->trans_b != 0 && c->trans_b != 1)
+        return mki_error(comm, mkErrInvalidArgument, GRS_FUNC ": transB = %d; pass 0 (B is "
+                         "k x n) or 1 (B is n x k)", c->trans_b);
+    if (c->m < 0 || c->n < 0 || c->k < 0)
+        return mki_error(comm, mkErrInvalidArgument, GRS_FUNC ": negative size (m = %lld, "
+                         "n = %lld, k = %lld)", (long long)c->m, (long long)c->n,
+                         (long long)c->k);
+    if (c->k == 0 || c->k % 8 != 0 || (!c->trans_b && c->n % 8 != 0))
+        return mki_error(comm, mkErrUnsupported, GRS_FUNC ": k = %lld and n = %lld: k (this "
+                         "rank's slice of K) must be a positive multiple of 8, and so must n "
+                         "when transB = 0 (rows of A and B are loaded by TMA, which needs "
+                         "16-byte row strides); pad the slices with zeros", (long long)c->k,
+                         (long long)c->n);
+    const uint64_t lim = (1ull << 46) / 4u; /* fp32 partials */
+    if (c->m > INT32_MAX || c->n > INT32_MAX || c->k > INT32_MAX ||
+        (uint64_t)c->m * (uint64_t)c->k > lim || (uint64_t)c->m * (uint64_t)c->n > lim ||
+        (uint64_t)c->n * (uint64_t)c->k > lim)
+        return mki_error(comm, mkErrInvalidArgument, GRS_FUNC ": m = %lld, n = %lld, k = %lld "
+                         "is too large (sizes up to 2^31 - 1 and matrices up to 16 Ti "
+                         "elements)", (long long)c->m, (long long)c->n, (long long)c->k);
+    MKI_CHECK(check_rows(comm, c));
+    const struct { const char *name; const void *p; int need; } ptrs[] = {
+        {"A", c->a, c->m > 0 && c->n > 0},
+        {"B", c->b, c->m > 0 && c->n > 0},
+        {"C", c->c, c->m_me > 0 && c->n > 0}};
+    for (unsigned i = 0; i < sizeof(ptrs) / sizeof(ptrs[0]); i++)
+        if (ptrs[i].need && ptrs[i].p == NULL)
+            return mki_error(comm, mkErrInvalidArgument, GRS_FUNC ": %s is NULL; pass device "
+                             "memory", ptrs[i].name);
+    return mkSuccess;
+}
+
+static mkResult_t check_device(struct mkComm *comm, const struct grs_call *c)
+{
+    if (c->m == 0 || c->n == 0) return mkSuccess;
+    const size_t es = (size_t)c->es;
+    const size_t ab = (size_t)c->m * (size_t)c->k * es;
+    const size_t bb = (size_t)c->n * (size_t)c->k * es;
+    const size_t cb = (size_t)c->m_me * (size_t)c->n * es;
+    const struct { const char *name; const void *p; size_t bytes; } ptrs[] = {
+        {"A", c->a, ab}, {"B", c->b, bb}, {"C", c->c, cb}};
+    for (unsigned i = 0; i < sizeof(ptrs) / sizeof(ptrs[0]); i++)
+        if (ptrs[i].p && ptrs[i].bytes)
+            MKI_CHECK(mki_check_dev_ptr(comm, GRS_FUNC, ptrs[i].name, ptrs[i].p, 16));
+    if (mki_overlap(c->c, cb, c->a, ab) || mki_overlap(c->c, cb, c->b, bb))
+        return mki_error(comm, mkErrInvalidArgument, GRS_FUNC ": C overlaps A or B; the "
+                         "output must be a separate buffer");
+    return mkSuccess;
+}
+
+/* ---- the first call of a shape: every rank checks every rank --------- */
+
+static uint64_t m_all_hash(const struct mkComm *comm, const int64_t *m_all)
+{
+    uint64_t h = 0;
+    for (int i = 0; m_all && i < comm->nranks; i++) h = mki_hash64(h, (uint64_t)m_all[i]) + 1;
+    return h;
+}
+
+static mkResult_t compare_shapes(struct mkComm *comm, const void *records, size_t rec,
+                                 const void *ctx)
+{
+    const struct grs_shape *all = records, *me = &all[comm->rank];
+    (void)rec;
+    (void)ctx;
+    for (int r = 0; r < comm->nranks; r++) {
+        const struct grs_shape *s = &all[r];
+        const char *what = s->m != me->m ? "m" : s->n != me->n ? "n"
+                           : s->dtype != me->dtype ? "dtype"
+                           : s->trans_b != me->trans_b ? "transB"
+                           : s->has_m_all != me->has_m_all ? "m_all (NULL on some ranks only)"
+                           : s->m_all_hash != me->m_all_hash ? "m_all"
+                           : NULL;
+        if (what)
+            return mki_error(comm, mkErrInvalidArgument, GRS_FUNC ": rank %d passed m = %lld, "
+                             "n = %lld, dtype %d, transB %d but rank %d passed m = %lld, n = "
+                             "%lld, dtype %d, transB %d: %s differs; every rank must pass the "
+                             "same m, n, m_all, dtype and transB (k, the slice of K, may "
+                             "differ)", r, (long long)s->m, (long long)s->n, s->dtype,
+                             s->trans_b, comm->rank, (long long)me->m, (long long)me->n,
+                             me->dtype, me->trans_b, what);
+    }
+    return mkSuccess;
+}
+
+static mkResult_t agree(struct mkComm *comm, struct grs_state *g, const struct grs_call *c,
+                        mkResult_t local)
+{
+    uint64_t h = 1099511628211ull;
+    const int64_t v[5] = {c->m, c->n, c->dtype, c->trans_b, c->m_all != 0};
+    for (int i = 0; i < 5; i++) h = mki_hash64(h, (uint64_t)v[i]);
+    h = mki_hash64(h, m_all_hash(comm, c->m_all));
+    struct grs_shape *all = calloc((size_t)comm->nranks, sizeof(*all));
+    if (!all) return mki_error(comm, mkErrNoMemory, GRS_FUNC ": out of host memory");
+    all[comm->rank] = (struct grs_shape){0, (int32_t)c->dtype, c->trans_b, c->m_all != NULL,
+                                         c->m, c->n, m_all_hash(comm, c->m_all)};
+    mkResult_t r = mki_agree_shape(comm, g ? &g->shapes : NULL, GRS_FUNC, h, all, sizeof(*all),
+                                   local, compare_shapes, c);
+    free(all);
+    return r;
+}
+
+/* ---- the unfused sequence of our own kernels ------------------------- */
+
+static mkResult_t gemm_rows(struct mki_call *k, const struct grs_call *c, int64_t row0,
+                            int64_t rows, void *d, mki_dtype_t out)
+{
+    if (rows == 0 || c->n == 0) return mkSuccess;
+    mki_gemm_args ga;
+    memset(&ga, 0, sizeof(ga));
+    ga.m = rows;
+    ga.n = c->n;
+    ga.k = c->k;
+    ga.a = (const char *)c->a + (size_t)row0 * (size_t)c->k * (size_t)c->es;
+    ga.b = c->b;
+    ga.d = d;
+    ga.in_type = (mki_dtype_t)c->dtype;
+    ga.out_type = out;
+    ga.trans_b = c->trans_b;
+    ga.alpha = 1.0f;
+    char msg[512];
+    struct mki_launch_desc desc;
+    int rc = mki_gemm_describe(&ga, &desc, msg, sizeof(msg));
+    if (rc != MKI_GEMM_OK)
+        return mki_error(k->comm, rc == MKI_GEMM_ERR_INVALID ? mkErrInvalidArgument
+                         : rc == MKI_GEMM_ERR_UNSUPPORTED ? mkErrUnsupported : mkErrCuda,
+                         GRS_FUNC ": %s", msg);
+    return desc.fn ? mki_launch(k, &desc) : mkSuccess;
+}
+
+/* Each rank's rows of the fp32 partial product in a block of m_max rows
+ * (one GEMM when the blocks are the rows as they come), mkReduceScatter
+ * in fp32, then this rank's rows converted into C. */
+static mkResult_t run_unfused(struct mki_call *k, struct grs_state *g, const struct grs_call *c)
+{
+    struct mkComm *comm = k->comm;
+    const int P = comm->nranks;
+    if (P == 1) return gemm_rows(k, c, 0, c->m, c->c, (mki_dtype_t)c->dtype);
+    const size_t row = (size_t)c->n * 4u, block = (size_t)c->m_max * row;
+    if (block == 0) return mkSuccess;
+    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->part, &g->part_bytes, block * (size_t)P,
+                         "the fp32 partial product"));
+    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->sum, &g->sum_bytes, block, "the fp32 sum of its rows"));
+    if (c->m_max * P == c->m) {
+        MKI_CHECK(gemm_rows(k, c, 0, c->m, g->part, MKI_DT_F32));
+    } else {
+        int64_t off = 0;
+        for (int r = 0; r < P; r++) {
+            const int64_t mr = rows_of(c, P, r);
+            MKI_CHECK(gemm_rows(k, c, off, mr, (char *)g->part + (size_t)r * block, MKI_DT_F32));
+            off += mr;
+        }
+    }
+    MKI_CHECK(mkReduceScatter(g->part, g->sum, block / 4u, mkFloat32, comm, k->stream));
+    char msg[256];
+    if (mki_grs_convert(g->sum, c->c, (int)c->dtype, (size_t)c->m_me * (size_t)c->n, k->stream,
+                        msg, sizeof(msg)) != 0)
+        return mki_error(comm, mkErrCuda, GRS_FUNC ": %s", msg);
+    return mkSuccess;
+}
+
+/* ---- the fused call -------------------------------------------------- */
+
+/* The bank for a call (single: the kernel's gate orders its reuse), grown
+ * in GRS_BANK_GRAIN steps.  Collective: every rank grows at the same call
+ * (the shapes agree).  Outside a capture the old bank is given back after
+ * this rank's previous calls (every peer's stores into it were waited
+ * for by its kernels); inside one it stays with the heap. */
+static mkResult_t ensure_bank(struct mki_call *k, struct grs_state *g, uint64_t bytes)
+{
+    if (g->bank.bytes >= bytes && g->bank.bytes) return mkSuccess;
+    struct mkComm *comm = k->comm;
+    uint64_t want = (bytes + GRS_BANK_GRAIN - 1) / GRS_BANK_GRAIN * GRS_BANK_GRAIN;
+    if (want == 0) want = GRS_BANK_GRAIN;
+    if (g->bank.bytes && k->capturing) {
+        if (g->nretired == GRS_MAX_RETIRED)
+            return mki_error(comm, mkErrUnsupported, GRS_FUNC ": its bank grew inside a CUDA "
+                             "graph capture %d times; make one uncaptured call of the largest "
+                             "shape first", GRS_MAX_RETIRED);
+        g->nretired++;
+    } else if (g->bank.bytes) {
+        cudaError_t e = cudaStreamSynchronize(k->stream);
+        if (e != cudaSuccess) return cuda_err(comm, "waiting for earlier calls", e);
+        mki_heap_free(comm, &g->bank);
+    }
+    memset(&g->bank, 0, sizeof(g->bank));
+    return mki_heap_alloc(comm, 0, want, 0, GRS_FUNC "'s bank of partial sums", &g->bank);
+}
+
+static void fill_launch(struct mkComm *comm, struct grs_state *g, const struct grs_call *c,
+                        const struct mki_op_plan *p, struct mki_grs_launch *l)
+{
+    const struct mki_devrt *d = comm->dev;
+    memset(l, 0, sizeof(*l));
+    l->a = c->a;
+    l->b = c->b;
+    l->c = c->c;
+    l->m = c->m;
+    l->n = c->n;
+    l->k = c->k;
+    l->dtype = (int)c->dtype;
+    l->trans_b = c->trans_b;
+    l->ctas = p->split.compute;
+    l->nlocal = d->nlocal;
+    for (int s = 0; s < d->nlocal; s++) {
+        l->row_off[s + 1] = l->row_off[s] + rows_of(c, comm->nranks, d->comm_rank[s]);
+        l->bank[s] = mki_heap_ptr(comm, &g->bank, s);
+        l->ctl[s] = (struct mki_grs_ctl *)mki_heap_ptr(comm, &g->ctl, s);
+    }
+    l->m_max = c->m_max;
+    l->ld = (c->n + 3) / 4 * 4;
+    mki_rt_fill(comm, MKI_OP_GEMM_RS, &l->rt);
+}
+
+static mkResult_t run_fused(struct mki_call *k, struct grs_state *g, const struct grs_call *c,
+                            const struct mki_op_plan *p)
+{
+    struct mkComm *comm = k->comm;
+    const int64_t ld = (c->n + 3) / 4 * 4;
+    MKI_CHECK(ensure_bank(k, g, mki_grs_bank_bytes(comm->dev->nlocal, c->m_max, ld)));
+    struct mki_grs_launch l;
+    fill_launch(comm, g, c, p, &l);
+    struct mki_launch_desc d;
+    char msg[512];
+    if (mki_grs_describe(&l, &d, msg, sizeof(msg)) != 0)
+        return mki_error(comm, mkErrCuda, GRS_FUNC ": %s", msg);
+    return mki_launch(k, &d);
+}
+
+/* Fused when the communicator is one node and the plan says it pays;
+ * otherwise our unfused sequence, said at INFO. */
+static int choose_fused(struct mki_call *k, const struct grs_call *c, struct mki_op_plan *p,
+                        const char **why)
+{
+    struct mkComm *comm = k->comm;
+    *why = NULL;
+    if (comm->nranks == 1) { *why = "one rank: nothing to reduce"; return 0; }
+    if (comm->nnodes != 1 || comm->dev->nlocal != comm->nranks) {
+        *why = "ranks on several nodes (the fused kernel reaches only the ranks of its node; "
+               "the reduce-scatter crosses nodes through the proxy)";
+        return 0;
+    }
+    for (int l = 0; l < comm->nranks; l++)
+        if (comm->dev->comm_rank[l] != l) { *why = "local ranks not in communicator order"; return 0; }
+    if (c->n % 8 != 0) {
+        *why = "n is not a multiple of 8 (the fused kernel stores C with TMA, which needs "
+               "16-byte rows)";
+        return 0;
+    }
+    const int64_t kg = c->k * comm->nranks; /* the plan's K is global */
+    if (mki_plan_op(comm, MKI_OP_GEMM_RS, c->m, c->n, kg, c->es, p) != mkSuccess) {
+        *why = "no plan for this shape";
+        return 0;
+    }
+    if (!p->fused) { *why = p->reason; return 0; }
+    return 1;
+}
+
+static mkResult_t grs_call_run(struct mki_call *k, struct grs_call *c)
+{
+    struct mkComm *comm = k->comm;
+    mkResult_t local = check_sizes(comm, c);
+    if (local == mkSuccess) local = k->res;
+    if (local == mkSuccess) local = check_device(comm, c);
+    struct grs_state *g = mki_op_state(comm, &mki_op_gemm_rs);
+    /* Every rank takes part in the shape check, even after a local error,
+     * so that no rank is left waiting in it. */
+    MKI_CHECK(agree(comm, g, c, local));
+    if (c->m == 0 || c->n == 0) return mkSuccess; /* on every rank: nothing to do */
+    struct mki_op_plan p;
+    memset(&p, 0, sizeof(p));
+    const char *why = NULL;
+    if (choose_fused(k, c, &p, &why)) return run_fused(k, g, c, &p);
+    MKI_INFO(MKI_SUB_GEMM, GRS_FUNC " %lld x %lld x %lld: unfused sequence (GEMM, then "
+             "reduce-scatter): %s", (long long)c->m, (long long)c->n, (long long)c->k, why);
+    return run_unfused(k, g, c);
+}
+
+MK_API mkResult_t mkGemmReduceScatter(const void *A, const void *B, void *C,
+                                      const int64_t *m_all, int64_t m, int64_t n, int64_t k,
+                                      int transB, mkDataType_t dtype, mkComm_t comm,
+                                      cudaStream_t stream)
+{
+    struct mki_call kc;
+    MKI_CHECK(mki_call_enter(comm, MKI_OP_GEMM_RS, stream, &kc));
+    struct grs_call c;
+    memset(&c, 0, sizeof(c));
+    c.a = A;
+    c.b = B;
+    c.c = C;
+    c.m_all = m_all;
+    c.m = m;
+    c.n = n;
+    c.k = k;
+    c.trans_b = transB;
+    c.dtype = dtype;
+    return mki_call_leave(&kc, grs_call_run(&kc, &c));
+}

@@ -1,0 +1,258 @@
+/*
+ * test_gemm_rs_args.c - mkGemmReduceScatter without a GPU: the schedule
+ * arithmetic of the fused kernel (every unit exactly once, every
+ * dependency on an earlier round), its control block, argument
+ * validation on one rank, and the first-call shape check across real
+ * processes (fork + TCP bootstrap): a rank that passes another m, n or
+ * m_all is reported by name on every rank, and nothing is computed.
+ */
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "ranks.h"
+#include "mki.h"
+#include "ops/gemm_rs.h"
+
+/* Position i of a schedule -> (owner, unit), as the kernel's tile() does. */
+static void unit_at(const struct mki_grs_sched *s, int P, int me, int lag, int i, int *d, int *u)
+{
+    int g = 0;
+    while (g + 1 < s->nseg && s->pos0[g + 1] <= i) ++g;
+    unsigned mask = s->mask[g];
+    int c = __builtin_popcount(mask), off = i - s->pos0[g];
+    int k = s->k0[g] + off / c;
+    for (int x = off % c; x > 0; --x) mask &= mask - 1;
+    int bit = __builtin_ctz(mask);
+    *d = bit == P ? me : (me + bit) % P;
+    *u = bit == P ? k - lag : k;
+}
+
+/* Every (owner, unit) once; an own unit k comes after the round in
+ * which every peer computes its unit k for this rank (their key (k, j),
+ * ours (k + lag, P)); the order of positions follows the rounds. */
+static void check_sched(int P, const int *units, int lag)
+{
+    for (int me = 0; me < P; me++) {
+        struct mki_grs_sched s;
+        mki_grs_make_sched(P, me, units, lag, &s);
+        int total = 0;
+        for (int d = 0; d < P; d++) total += units[d];
+        CHECK(s.nseg <= MKI_GRS_MAXSEG);
+        CHECK(s.pos0[s.nseg] == total);
+        int seen[8][64];
+        memset(seen, 0, sizeof(seen));
+        int prev_round = -1;
+        for (int i = 0; i < total; i++) {
+            int d, u;
+            unit_at(&s, P, me, lag, i, &d, &u);
+            CHECK(d >= 0 && d < P && u >= 0 && u < units[d]);
+            if (d < 0 || d >= P || u < 0 || u >= 64) continue;
+            seen[d][u]++;
+            int round = d == me ? u + lag : u;
+            CHECK(round >= prev_round); /* positions in round order */
+            prev_round = round;
+        }
+        for (int d = 0; d < P; d++)
+            for (int u = 0; u < units[d]; u++) CHECK(seen[d][u] == 1);
+    }
+}
+
+static void test_sched(void)
+{
+    int u2[2] = {32, 32};
+    check_sched(2, u2, 34);
+    check_sched(2, u2, 1);
+    int u3[3] = {5, 0, 7}; /* a rank with no rows */
+    check_sched(3, u3, 4);
+    check_sched(3, u3, 20); /* a gap: the peers done before own rows are due */
+    int u8[8] = {9, 9, 9, 9, 9, 9, 9, 8};
+    check_sched(8, u8, 10);
+    int u1[4] = {1, 0, 0, 3};
+    check_sched(4, u1, 2);
+    /* two ranks, 4 units each, lag 2: peer units 0, 1, then rounds of
+     * (peer k, own k - 2): p0 p1 p2 o0 p3 o1, then o2 o3 */
+    struct mki_grs_sched s;
+    int u[2] = {4, 4};
+    mki_grs_make_sched(2, 0, u, 2, &s);
+    int d, k;
+    unit_at(&s, 2, 0, 2, 0, &d, &k);
+    CHECK(d == 1 && k == 0);
+    unit_at(&s, 2, 0, 2, 2, &d, &k);
+    CHECK(d == 1 && k == 2);
+    unit_at(&s, 2, 0, 2, 3, &d, &k);
+    CHECK(d == 0 && k == 0);
+    unit_at(&s, 2, 0, 2, 4, &d, &k);
+    CHECK(d == 1 && k == 3);
+    unit_at(&s, 2, 0, 2, 6, &d, &k);
+    CHECK(d == 0 && k == 2);
+    unit_at(&s, 2, 0, 2, 7, &d, &k);
+    CHECK(d == 0 && k == 3);
+    /* slots, groups, bank */
+    CHECK(mki_grs_slot(1, 0, 2) == 0 && mki_grs_slot(0, 1, 2) == 0);
+    CHECK(mki_grs_slot(3, 1, 4) == 1 && mki_grs_slot(0, 1, 4) == 2);
+    CHECK(mki_grs_group(1) == 1 && mki_grs_group(MKI_GRS_MAXFLAGS) == 1);
+    CHECK(mki_grs_group(MKI_GRS_MAXFLAGS + 1) == 2);
+    CHECK(mki_grs_bank_bytes(1, 100, 100) == 0);
+    CHECK(mki_grs_bank_bytes(4, 3000, 5004) == 3ull * 3000 * 5004 * 4);
+    CHECK(offsetof(struct mki_grs_ctl, flag) % 8 == 0);
+    CHECK(offsetof(struct mki_grs_ctl, released) % 8 == 0);
+}
+
+static char buf[4096] __attribute__((aligned(64)));
+#define P ((void *)buf)
+
+static void test_one_rank(void)
+{
+    mkUniqueId id;
+    mkComm_t comm;
+    CHECK_RES(mkGetUniqueId(&id), mkSuccess);
+    CHECK_RES(mkCommInitRank(&comm, 1, id, 0, NULL), mkSuccess);
+    int64_t mall[1] = {64};
+    CHECK_RES(mkGemmReduceScatter(P, P, P, NULL, 64, 64, 64, 0, mkBfloat16, NULL, 0),
+              mkErrInvalidArgument);
+    CHECK_RES(mkGemmReduceScatter(P, P, P, NULL, 64, 64, 64, 0, mkFloat32, comm, 0),
+              mkErrUnsupported);
+    CHECK_CONTAINS(mkGetLastError(comm), "mkFloat32");
+    CHECK_RES(mkGemmReduceScatter(P, P, P, NULL, 64, 64, 64, 0, (mkDataType_t)9, comm, 0),
+              mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "dtype");
+    CHECK_RES(mkGemmReduceScatter(P, P, P, NULL, 64, 64, 64, 2, mkBfloat16, comm, 0),
+              mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "transB");
+    CHECK_RES(mkGemmReduceScatter(P, P, P, NULL, -1, 64, 64, 0, mkBfloat16, comm, 0),
+              mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "negative");
+    CHECK_RES(mkGemmReduceScatter(P, P, P, NULL, 64, 64, 60, 1, mkBfloat16, comm, 0),
+              mkErrUnsupported);
+    CHECK_CONTAINS(mkGetLastError(comm), "multiple of 8");
+    CHECK_RES(mkGemmReduceScatter(P, P, P, NULL, 64, 64, 0, 1, mkBfloat16, comm, 0),
+              mkErrUnsupported);
+    CHECK_RES(mkGemmReduceScatter(P, P, P, NULL, 64, 60, 64, 0, mkFloat16, comm, 0),
+              mkErrUnsupported);
+    /* n need not be a multiple of 8 with transB = 1: rejected only for
+     * want of a GPU (or, on a GPU machine, because buf is host memory) */
+    mkResult_t r = mkGemmReduceScatter(P, P, P, NULL, 64, 60, 64, 1, mkFloat16, comm, 0);
+    CHECK(r == mkErrUnsupported || r == mkErrInvalidArgument);
+    CHECK(strstr(mkGetLastError(comm), "multiple of 8") == NULL);
+    CHECK_RES(mkGemmReduceScatter(NULL, P, P, NULL, 64, 64, 64, 0, mkBfloat16, comm, 0),
+              mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "A is NULL");
+    CHECK_RES(mkGemmReduceScatter(P, NULL, P, NULL, 64, 64, 64, 0, mkBfloat16, comm, 0),
+              mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "B is NULL");
+    CHECK_RES(mkGemmReduceScatter(P, P, NULL, NULL, 64, 64, 64, 0, mkBfloat16, comm, 0),
+              mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "C is NULL");
+    /* m_all must add up to m */
+    mall[0] = 32;
+    CHECK_RES(mkGemmReduceScatter(P, P, P, mall, 64, 64, 64, 0, mkBfloat16, comm, 0),
+              mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "add up");
+    mall[0] = -5;
+    CHECK_RES(mkGemmReduceScatter(P, P, P, mall, 64, 64, 64, 0, mkBfloat16, comm, 0),
+              mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "m_all[0]");
+    mall[0] = 65;
+    CHECK_RES(mkGemmReduceScatter(P, P, P, mall, 64, 64, 64, 0, mkBfloat16, comm, 0),
+              mkErrInvalidArgument);
+    /* overflow */
+    CHECK_RES(mkGemmReduceScatter(P, P, P, NULL, (int64_t)1 << 40, 64, 64, 0, mkBfloat16,
+                                  comm, 0), mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "too large");
+    CHECK_RES(mkGemmReduceScatter(P, P, P, NULL, 1 << 30, 1 << 30, 1 << 20, 1, mkBfloat16,
+                                  comm, 0), mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "too large");
+    /* nothing to compute (m = 0): A, B, C may be NULL; without a GPU the
+     * call still fails for want of one, never for the pointers */
+    r = mkGemmReduceScatter(NULL, NULL, NULL, NULL, 0, 64, 64, 0, mkBfloat16, comm, 0);
+    CHECK(r == mkSuccess || strstr(mkGetLastError(comm), "NULL") == NULL);
+    CHECK_RES(mkCommDestroy(comm), mkSuccess);
+}
+
+/* ---- several processes: the shape check ----------------------------- */
+
+#define EXPECT(cond)                                                         \
+    do {                                                                     \
+        if (!(cond)) {                                                       \
+            fprintf(stderr, "rank %d: FAIL %s:%d %s (%s)\n", rank, __FILE__,  \
+                    __LINE__, #cond, comm ? mkGetLastError(comm)             \
+                                          : mkGetLastError(NULL));           \
+            return 1;                                                        \
+        }                                                                    \
+    } while (0)
+
+/* Rank 1 passes n = 264 where the others pass 256. */
+static int mismatched_n(int rank, int nranks, mkUniqueId id)
+{
+    mkComm_t comm = NULL;
+    EXPECT(mkCommInitRank(&comm, nranks, id, rank, NULL) == mkSuccess);
+    int64_t n = rank == 1 ? 264 : 256;
+    mkResult_t r = mkGemmReduceScatter(P, P, P, NULL, 64, n, 128, 0, mkBfloat16, comm, 0);
+    EXPECT(r == mkErrInvalidArgument);
+    EXPECT(strstr(mkGetLastError(comm), "rank 1") != NULL);
+    EXPECT(strstr(mkGetLastError(comm), "n differs") != NULL);
+    /* The same call again: checked again (not cached), same verdict. */
+    r = mkGemmReduceScatter(P, P, P, NULL, 64, n, 128, 0, mkBfloat16, comm, 0);
+    EXPECT(r == mkErrInvalidArgument);
+    mkCommDestroy(comm);
+    return 0;
+}
+
+/* Rank 2's m_all differs from the others'. */
+static int mismatched_rows(int rank, int nranks, mkUniqueId id)
+{
+    mkComm_t comm = NULL;
+    EXPECT(mkCommInitRank(&comm, nranks, id, rank, NULL) == mkSuccess);
+    int64_t mall[3] = {100, 0, 28};
+    if (rank == 2) mall[0] = 99, mall[1] = 1;
+    mkResult_t r = mkGemmReduceScatter(P, P, P, mall, 128, 64, 64, 1, mkFloat16, comm, 0);
+    EXPECT(r == mkErrInvalidArgument);
+    EXPECT(strstr(mkGetLastError(comm), "m_all differs") != NULL);
+    mkCommDestroy(comm);
+    return 0;
+}
+
+/* Shapes agree, k differs (allowed): every rank is rejected for the same
+ * local reason (no GPU here), none for the shape. */
+static int matching(int rank, int nranks, mkUniqueId id)
+{
+    mkComm_t comm = NULL;
+    EXPECT(mkCommInitRank(&comm, nranks, id, rank, NULL) == mkSuccess);
+    mkResult_t r = mkGemmReduceScatter(P, P, P, NULL, 64, 256, rank ? 64 : 128, 1,
+                                       mkBfloat16, comm, 0);
+    EXPECT(r != mkSuccess);
+    EXPECT(strstr(mkGetLastError(comm), "differs") == NULL);
+    mkCommDestroy(comm);
+    return 0;
+}
+
+static mkUniqueId new_id(void)
+{
+    mkUniqueId id;
+    if (mkGetUniqueId(&id) != mkSuccess) {
+        fprintf(stderr, "mkGetUniqueId: %s\n", mkGetLastError(NULL));
+        exit(1);
+    }
+    return id;
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    alarm(120);
+    setenv("MK_TIMEOUT_MS", "20000", 1);
+    test_sched();
+    /* forked ranks first: the parent must not have touched CUDA yet */
+    CHECK(run_ranks(2, 2, new_id(), mismatched_n) == 0);
+    CHECK(run_ranks(3, 3, new_id(), mismatched_rows) == 0);
+    CHECK(run_ranks(2, 2, new_id(), matching) == 0);
+    test_one_rank();
+    TEST_DONE();
+}

@@ -1,0 +1,137 @@
+#!/bin/bash
+# mkGemmReduceScatter on the GPU machine: correctness on 2 GPUs and on 1
+# GPU with 2 and 4 ranks under MPS, 200 back-to-back calls, a CUDA graph
+# replayed, the timeout of a rank that never calls, virtual nodes (the
+# unfused path across nodes: socket transport), and the benchmark
+# (mkbench gemm_rs against cuBLAS + NCCL reduce-scatter).
+#
+#   bash tests/gpu/gemm_rs.sh build     here (no GPU needed): the library in
+#                                       build-gpu/agg-build (shared with
+#                                       ag_gemm.sh), the programs in
+#                                       build-gpu/grs
+#   bash tests/gpu/gemm_rs.sh [test|bench|all] [mkbench args]   there
+#
+# Logs and JSON go to $OUT when set (else build-gpu/grs/out); each step
+# runs under its own timeout; a summary table ends the output.
+set -u
+B=${MK_GPU_GRS:-build-gpu/grs}
+what=${1:-all}; shift || true
+if [ "$what" = build ]; then
+    set -e
+    NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
+    BLD=build-gpu/agg-build
+    mkdir -p "$BLD" "$B"
+    [ -f "$BLD/Makefile" ] || (cd "$BLD" && "$(cd ../.. && pwd)/configure" -q)
+    make -C "$BLD" -j"${JOBS:-2}" libmkcore.la > "$B/build.log" 2>&1 || { tail -30 "$B/build.log"; exit 1; }
+    COMMIT=$(git rev-parse --short=12 HEAD 2>/dev/null || echo uncommitted)
+    ARCH="-gencode=arch=compute_90a,code=sm_90a"
+    INC="-Iinclude -Isrc/core -Isrc -I. -Ikernels -Ikernels/gemm -I$BLD -Itools/mkbench -I/usr/lib/x86_64-linux-gnu/pmix2/include"
+    LIBS="$BLD/.libs/libmkcore.a -lcublas -lnccl -lpmix -lhwloc -libverbs -lefa -lrt -ldl -lpthread -lm"
+    $NVCC $ARCH -O2 -std=c++17 $INC tests/gpu/test_gemm_rs.cu $LIBS -o $B/test_gemm_rs
+    gcc -std=gnu11 -O2 -I/usr/local/cuda/include -DMKB_GIT_COMMIT="\"$COMMIT\"" \
+        -c tools/mkbench/common.c -o $BLD/mkb_common.o
+    $NVCC $ARCH -O2 -std=c++17 $INC -DMKB_GEMM_RS_MAIN tools/mkbench/gemm_rs.cu \
+        $BLD/mkb_common.o $LIBS -o $B/mkbench_gemm_rs
+    ls -la $B
+    exit 0
+fi
+case $what in
+test)  tests=1; bench=0 ;;
+bench) tests=0; bench=1 ;;
+all)   tests=1; bench=1 ;;
+*) echo "usage: tests/gpu/gemm_rs.sh [build|test|bench|all] ..." >&2; exit 2 ;;
+esac
+O=${OUT:-$B/out}
+mkdir -p "$O"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export NCCL_NVLS_ENABLE=0 CUDA_MODULE_LOADING=EAGER
+export MK_TIMEOUT_MS=${MK_TIMEOUT_MS:-20000} MK_DEBUG=${MK_DEBUG:-WARN}
+unset MK_NODE_SIZE MK_TRANSPORT
+MPI="mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH \
+ -x NCCL_NVLS_ENABLE -x CUDA_MODULE_LOADING -x MK_DEBUG -x MK_TIMEOUT_MS -x MK_SM_SPLIT \
+ -x MK_SEED -x CUDA_VISIBLE_DEVICES -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY"
+xopt() {
+    local v
+    for v in MK_NODE_SIZE MK_TRANSPORT; do
+        [ -n "${!v:-}" ] && printf ' -x %s' "$v"
+    done
+}
+LOG=$O/gemm_rs.log
+SUMMARY=$O/gemm_rs-summary.txt
+: > "$LOG"; : > "$SUMMARY"
+status=0
+step() { # NAME LIMIT NP ARGS...
+    local name=$1 limit=$2 np=$3; shift 3
+    if [ -n "${MK_GPU_DEADLINE:-}" ] && [ $((MK_GPU_DEADLINE - $(date +%s))) -lt "$limit" ]; then
+        limit=$((MK_GPU_DEADLINE - $(date +%s)))
+    fi
+    if [ "$limit" -lt 10 ]; then
+        printf "%-44s %-7s (out of time)\n" "$name" SKIP >> "$SUMMARY"
+        return
+    fi
+    local t0=$(date +%s) rc res=PASS
+    echo "=== $name (np $np, limit ${limit}s, MK_NODE_SIZE=${MK_NODE_SIZE:-} CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-}): $*" >> "$LOG"
+    # shellcheck disable=SC2046
+    timeout -k 10 "$limit" $MPI $(xopt) -np "$np" "$@" >> "$LOG" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && res=FAIL && status=1
+    { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && res=TIMEOUT
+    printf "%-44s %-7s %4d s (rc %d)\n" "$name" "$res" $(( $(date +%s) - t0 )) $rc >> "$SUMMARY"
+    local left
+    left=$(pgrep -f "^(\./)?$B/(test_gemm_rs|mkbench_gemm_rs)( |$)" || true)
+    if [ -n "$left" ]; then
+        echo "LEFTOVER after $name: $left" >> "$SUMMARY"
+        status=1
+        for p in $left; do kill -9 "$p" 2>/dev/null; done
+    fi
+}
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$LOG" 2>&1
+if [ $tests = 1 ] && [ "$ngpu" -ge 2 ]; then
+    export CUDA_VISIBLE_DEVICES=0,1
+    step "2gpu correct (8 shapes x 4)" 240 2 $B/test_gemm_rs correct
+    MK_SM_SPLIT=gemm_rs:fused=1 step "2gpu correct, all fused" 240 2 $B/test_gemm_rs correct
+    step "2gpu stress 200 calls" 90 2 $B/test_gemm_rs stress
+    MK_DEBUG=INFO step "2gpu CUDA graph x20" 90 2 $B/test_gemm_rs graph
+    if awk '/^=== 2gpu CUDA graph/ { on = 1; next } /^=== / { on = 0 } on' "$LOG" |
+        grep -q "unfused sequence"; then
+        echo "2gpu CUDA graph: a call ran the unfused sequence  FAIL" >> "$SUMMARY"
+        status=1
+    fi
+    MK_TIMEOUT_MS=3000 step "2gpu nocall -> timeout" 40 2 $B/test_gemm_rs nocall
+    MK_NODE_SIZE=1 MK_TRANSPORT=socket \
+        step "2gpu 2 nodes (MK_NODE_SIZE=1) correct" 240 2 $B/test_gemm_rs correct
+fi
+if [ $tests = 1 ]; then
+    export CUDA_VISIBLE_DEVICES=0 CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-grs CUDA_MPS_LOG_DIRECTORY=/tmp/mps-grs-log
+    mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+    if nvidia-cuda-mps-control -d >> "$LOG" 2>&1; then
+        step "1gpu x2 MPS correct" 240 2 $B/test_gemm_rs correct
+        MK_SM_SPLIT=gemm_rs:fused=1 step "1gpu x2 MPS correct, all fused" 240 2 $B/test_gemm_rs correct
+        MK_SM_SPLIT=gemm_rs:fused=0 step "1gpu x2 MPS correct, all unfused" 240 2 $B/test_gemm_rs correct
+        step "1gpu x4 MPS correct" 300 4 $B/test_gemm_rs correct
+        MK_SM_SPLIT=gemm_rs:fused=1 step "1gpu x4 MPS correct, all fused" 300 4 $B/test_gemm_rs correct
+        step "1gpu x4 MPS stress" 120 4 $B/test_gemm_rs stress
+        if [ "$ngpu" -lt 2 ]; then # what the 2-GPU steps would cover
+            step "1gpu x2 MPS stress 200 calls" 90 2 $B/test_gemm_rs stress
+            MK_DEBUG=INFO step "1gpu x2 MPS CUDA graph x20" 90 2 $B/test_gemm_rs graph
+            MK_TIMEOUT_MS=3000 step "1gpu x2 MPS nocall -> timeout" 40 2 $B/test_gemm_rs nocall
+        fi
+        MK_NODE_SIZE=2 MK_TRANSPORT=socket \
+            step "1gpu x4 MPS 2x2 (MK_NODE_SIZE=2) correct" 300 4 $B/test_gemm_rs correct
+        echo quit | nvidia-cuda-mps-control
+        sleep 1
+    else
+        printf "%-44s %-7s (nvidia-cuda-mps-control -d failed)\n" "1gpu MPS" SKIP >> "$SUMMARY"
+    fi
+    unset CUDA_VISIBLE_DEVICES CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    grep -E "FAIL|nocall|stress:" "$LOG" | head -30
+fi
+if [ $bench = 1 ] && [ "$ngpu" -ge 2 ]; then
+    export CUDA_VISIBLE_DEVICES=0,1
+    step "2gpu bench" 240 2 $B/mkbench_gemm_rs "$@"
+fi
+TABLE=$(awk '/^mkGemmReduceScatter / { on = 1 } on && /^results:/ { on = 0; next } on { print }' "$LOG")
+[ -n "$TABLE" ] && { echo; echo "$TABLE"; } >> "$SUMMARY"
+cat "$SUMMARY"
+exit $status

@@ -1,0 +1,360 @@
+/*
+ * gemm_rs.cu - mkbench for mkGemmReduceScatter (one process per rank,
+ * under mpirun): ours against the unfused cuBLAS GEMM + NCCL
+ * reduce-scatter on one stream, and against the limit max(GEMM alone,
+ * reduce-scatter alone), in the same run, on the same random data.
+ *
+ *   mkbench gemm_rs [--shapes MxNxK,...] [--dtype bf16|fp16] [--notransb]
+ *                   [--iters N] [--rounds R] [--tag NAME]
+ *
+ * Shapes are global: D is M x N, K is the sum of the ranks' slices (K/P
+ * each, in multiples of 8: the first ranks take 8 more where K/P is not
+ * one), M split evenly (M a multiple of the ranks, for NCCL).  transB = 1
+ * unless --notransb (B stored as Linear weights, N x K).  The series
+ * (ours, unfused, GEMM alone, reduce-scatter alone) take turns in R
+ * rounds (default 3) of N timed calls (default 20), each block after a
+ * bootstrap barrier and warm-up calls; inputs and outputs rotate over
+ * sets whose bytes pass twice the L2; per series the median of the R x N
+ * per-call CUDA event times, the largest of the ranks' medians.  The
+ * baseline's GEMM writes bf16 (NCCL sums the rounded partials: its
+ * accuracy is below ours, which sums in fp32).  Rank 0 prints the table
+ * and writes gemm_rs.json (gemm_rs-NAME.json with --tag) and gemm_rs.tsv
+ * in mkb_results_dir.
+ */
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <string>
+#include <vector>
+
+#include "mkernel.h"
+#include "mki.h"
+extern "C" {
+#include "plan/plan.h"
+}
+#include "common.h"
+
+namespace {
+
+int g_rank, g_n;
+mkComm_t g_comm;
+ncclComm_t g_nccl;
+cudaStream_t g_st;
+cublasHandle_t g_blas;
+
+#define RS_CB(call)                                                              \
+    do {                                                                         \
+        cublasStatus_t s_ = (call);                                              \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                       \
+            fprintf(stderr, "rank %d: %s: cublas %d\n", g_rank, #call, (int)s_); \
+            exit(2);                                                             \
+        }                                                                        \
+    } while (0)
+
+__global__ void rs_fill(uint16_t *p, size_t n, uint64_t seed, int f16)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        uint64_t x = (seed + i) * 0x9e3779b97f4a7c15ull;
+        x ^= x >> 31;
+        x *= 0xbf58476d1ce4e5b9ull;
+        x ^= x >> 29;
+        float v = (float)(x >> 40) / (float)(1ull << 24) * 2.0f - 1.0f;
+        if (f16) {
+            __half h = __float2half(v);
+            p[i] = *(uint16_t *)&h;
+        } else {
+            __nv_bfloat16 b = __float2bfloat16(v);
+            p[i] = *(uint16_t *)&b;
+        }
+    }
+}
+
+enum { OURS, UNFUSED, GEMM, RS, NSERIES };
+
+struct set {
+    uint16_t *a, *c, *d; /* A (M x k), C (M/P x N), the unfused D (M x N) */
+};
+
+struct ctx {
+    int what;
+    std::vector<set> sets;
+    const void *b;
+    int64_t m, n, k;
+    int transb, f16;
+};
+
+void gemm(const ctx &x, const set &s)
+{
+    const float one = 1.0f, zero = 0.0f;
+    cudaDataType_t t = x.f16 ? CUDA_R_16F : CUDA_R_16BF;
+    RS_CB(cublasGemmEx(g_blas, x.transb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, (int)x.n,
+                       (int)x.m, (int)x.k, &one, x.b, t, x.transb ? (int)x.k : (int)x.n, s.a, t,
+                       (int)x.k, &zero, s.d, t, (int)x.n, CUBLAS_COMPUTE_32F,
+                       CUBLAS_GEMM_DEFAULT));
+}
+
+void reduce_scatter(const ctx &x, const set &s)
+{
+    MKB_NC(ncclReduceScatter(s.d, s.c, (size_t)(x.m / g_n * x.n),
+                             x.f16 ? ncclFloat16 : ncclBfloat16, ncclSum, g_nccl, g_st));
+}
+
+void run_fn(void *p, int rep)
+{
+    const ctx &x = *(const ctx *)p;
+    const set &s = x.sets[(size_t)rep % x.sets.size()];
+    switch (x.what) {
+    case OURS:
+        MKB_MK(mkGemmReduceScatter(s.a, x.b, s.c, NULL, x.m, x.n, x.k, x.transb,
+                                   x.f16 ? mkFloat16 : mkBfloat16, g_comm, g_st));
+        break;
+    case UNFUSED: gemm(x, s); reduce_scatter(x, s); break;
+    case GEMM: gemm(x, s); break;
+    default: reduce_scatter(x, s); break;
+    }
+}
+
+/* Warm-up: the fused call of a rank ends when its peers' partials have
+ * reached it, so the ranks settle to the slowest GPU's pace only after
+ * the faster ones used up their head start (as for mkAllGatherGemm). */
+#define RS_WARMUP_OURS 30
+#define RS_WARMUP 5
+
+void time_block(ctx &x, int what, int iters, std::vector<double> &out)
+{
+    x.what = what;
+    MKB_MK(g_comm->boot->barrier(g_comm->boot_ctx));
+    std::vector<double> ms(iters);
+    mkb_time(run_fn, &x, g_st, what == OURS ? RS_WARMUP_OURS : RS_WARMUP, iters, ms.data());
+    out.insert(out.end(), ms.begin(), ms.end());
+}
+
+double worst_median(std::vector<double> &v)
+{
+    std::vector<double> all(g_n);
+    all[g_rank] = mkb_median(v.data(), (int)v.size());
+    MKB_MK(g_comm->boot->allgather(g_comm->boot_ctx, all.data(), sizeof(double)));
+    double worst = all[0];
+    for (int r = 1; r < g_n; r++)
+        if (all[r] > worst) worst = all[r];
+    return worst;
+}
+
+struct result {
+    long long m, n, k;
+    double ours, unfused, gemm, rs;
+    char split[64];
+    int ctas;
+};
+
+void plan_text(int64_t m, int64_t n, int64_t k, result *r)
+{
+    struct mki_op_plan p;
+    memset(&p, 0, sizeof(p));
+    if (g_n == 1 || mki_plan_op(g_comm, MKI_OP_GEMM_RS, m, n, k, 2, &p) != mkSuccess) {
+        snprintf(r->split, sizeof(r->split), "unfused (one rank)");
+        r->ctas = 0;
+        return;
+    }
+    r->ctas = p.split.compute;
+    if (!p.fused || g_comm->nnodes > 1)
+        snprintf(r->split, sizeof(r->split), "unfused (%s)", g_comm->nnodes > 1 ? "nodes" : "plan");
+    else
+        snprintf(r->split, sizeof(r->split), "compute=%d (epilogue stores)", p.split.compute);
+}
+
+int parse_shapes(const char *s, std::vector<result> &out)
+{
+    std::string str(s);
+    size_t pos = 0;
+    while (pos < str.size()) {
+        size_t end = str.find(',', pos);
+        if (end == std::string::npos) end = str.size();
+        result r;
+        memset(&r, 0, sizeof(r));
+        if (sscanf(str.substr(pos, end - pos).c_str(), "%lldx%lldx%lld", &r.m, &r.n, &r.k) != 3)
+            return -1;
+        out.push_back(r);
+        pos = end + 1;
+    }
+    return 0;
+}
+
+void write_out(const std::vector<result> &res, const char *tag, int f16, int transb, int calls)
+{
+    char dir[512], path[700];
+    mkb_results_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/gemm_rs%s%s.json", dir, tag ? "-" : "", tag ? tag : "");
+    mkb_json js;
+    if (mkb_json_open(&js, path)) return;
+    for (const result &r : res) {
+        char extra[512];
+        snprintf(extra, sizeof extra,
+                 "\"unfused_ms\": %.4f, \"gemm_alone_ms\": %.4f, "
+                 "\"reducescatter_alone_ms\": %.4f, \"transb\": %d, \"calls_per_series\": %d, "
+                 "\"baseline_desc\": \"cublasGemmEx (bf16 out) + ncclReduceScatter, one "
+                 "stream\"",
+                 r.unfused, r.gemm, r.rs, transb, calls);
+        mkb_record rec;
+        memset(&rec, 0, sizeof(rec));
+        rec.op = "gemm_rs";
+        rec.dtype = f16 ? "fp16" : "bf16";
+        rec.baseline = "cublas+nccl_reducescatter";
+        rec.world_size = g_n;
+        rec.nodes = g_comm->nnodes;
+        rec.m = r.m;
+        rec.n = r.n;
+        rec.k = r.k;
+        rec.ours_ms = r.ours;
+        rec.baseline_ms = r.unfused;
+        rec.limit_ms = r.gemm > r.rs ? r.gemm : r.rs;
+        rec.flops = 2.0 * r.m * r.n * r.k;
+        snprintf(rec.sm_split, sizeof rec.sm_split, "%s", r.split);
+        rec.ctas = r.ctas;
+        rec.extra = extra;
+        mkb_json_add(&js, &rec);
+    }
+    mkb_json_close(&js);
+    snprintf(path, sizeof path, "%s/gemm_rs%s%s.tsv", dir, tag ? "-" : "", tag ? tag : "");
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fprintf(f, "shape\tours_ms\tunfused_ms\tgemm_ms\trs_ms\tspeedup\tover_limit\n");
+    for (const result &r : res) {
+        double lim = r.gemm > r.rs ? r.gemm : r.rs;
+        fprintf(f, "%lldx%lldx%lld\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\n", r.m, r.n, r.k, r.ours,
+                r.unfused, r.gemm, r.rs, r.unfused / r.ours, r.ours / lim);
+    }
+    fclose(f);
+    printf("results: %s (and .json)\n", path);
+}
+
+} // namespace
+
+extern "C" int mkb_gemm_rs_main(int argc, char **argv)
+{
+    const char *shapes = "8192x8192x8192,16384x8192x8192,4096x8192x8192,16x8192x8192,"
+                         "128x8192x8192,1024x8192x8192,2048x8192x8192,6000x5000x4104,"
+                         "8192x1024x8192,16384x4096x16384";
+    const char *tag = NULL;
+    int f16 = 0, transb = 1, iters = 20, rounds = 3;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = argv[++i];
+        else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) f16 = !strcmp(argv[++i], "fp16");
+        else if (!strcmp(argv[i], "--notransb")) transb = 0;
+        else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--tag") && i + 1 < argc) tag = argv[++i];
+        else {
+            fprintf(stderr, "usage: mkbench gemm_rs [--shapes MxNxK,...] [--dtype bf16|fp16] "
+                            "[--notransb] [--iters N] [--rounds R] [--tag NAME]\n");
+            return 2;
+        }
+    }
+    std::vector<result> res;
+    if (parse_shapes(shapes, res) || iters < 1 || rounds < 1) {
+        fprintf(stderr, "mkbench gemm_rs: bad --shapes, --iters or --rounds\n");
+        return 2;
+    }
+    mkConfig_t cfg = MK_CONFIG_INITIALIZER;
+    MKB_MK(mkCommInit(&g_comm, &cfg));
+    MKB_MK(mkCommRank(g_comm, &g_rank));
+    MKB_MK(mkCommSize(g_comm, &g_n));
+    int dev = 0;
+    MKB_MK(mkCommCuDevice(g_comm, &dev));
+    MKB_CHECK(cudaSetDevice(dev));
+    MKB_CHECK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
+    ncclUniqueId id;
+    if (g_rank == 0) MKB_NC(ncclGetUniqueId(&id));
+    MKB_MK(g_comm->boot->bcast(g_comm->boot_ctx, &id, sizeof id, 0));
+    MKB_NC(ncclCommInitRank(&g_nccl, g_n, id, g_rank));
+    RS_CB(cublasCreate(&g_blas));
+    RS_CB(cublasSetStream(g_blas, g_st));
+    int l2 = 0;
+    MKB_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+    for (result &r : res) {
+        if (r.m % g_n || r.k % 8) {
+            fprintf(stderr, "mkbench gemm_rs: M = %lld must be a multiple of %d ranks and K = "
+                    "%lld of 8\n", r.m, g_n, r.k);
+            return 2;
+        }
+        ctx x;
+        x.m = r.m;
+        x.n = r.n;
+        const int64_t k8 = r.k / 8; /* K in slices of whole 8s */
+        x.k = (k8 / g_n + (g_rank < k8 % g_n ? 1 : 0)) * 8;
+        x.transb = transb;
+        x.f16 = f16;
+        uint16_t *b;
+        MKB_CHECK(cudaMalloc(&b, (size_t)x.n * x.k * 2));
+        rs_fill<<<1024, 256, 0, g_st>>>(b, (size_t)x.n * x.k, 7 + 31 * g_rank, f16);
+        x.b = b;
+        const size_t per = ((size_t)x.m * x.k + (size_t)x.m / g_n * x.n + (size_t)x.m * x.n) * 2;
+        size_t nsets = (2 * (size_t)l2 + per - 1) / per;
+        if (nsets < 1) nsets = 1;
+        if (nsets > 8) nsets = 8;
+        for (size_t i = 0; i < nsets; i++) {
+            set s;
+            MKB_CHECK(cudaMalloc(&s.a, (size_t)x.m * x.k * 2));
+            MKB_CHECK(cudaMalloc(&s.c, (size_t)x.m / g_n * x.n * 2 + 16));
+            MKB_CHECK(cudaMalloc(&s.d, (size_t)x.m * x.n * 2));
+            rs_fill<<<1024, 256, 0, g_st>>>(s.a, (size_t)x.m * x.k, 1000 + 17 * i + g_rank, f16);
+            x.sets.push_back(s);
+        }
+        MKB_CHECK(cudaGetLastError());
+        std::vector<double> t[NSERIES];
+        for (int round = 0; round < rounds; round++)
+            for (int what = OURS; what < NSERIES; what++) time_block(x, what, iters, t[what]);
+        r.ours = worst_median(t[OURS]);
+        r.unfused = worst_median(t[UNFUSED]);
+        r.gemm = worst_median(t[GEMM]);
+        r.rs = worst_median(t[RS]);
+        mkResult_t ae;
+        MKB_MK(mkCommGetAsyncError(g_comm, &ae));
+        if (ae != mkSuccess) {
+            fprintf(stderr, "rank %d: async error %s: %s\n", g_rank, mkGetErrorString(ae),
+                    mkGetLastError(g_comm));
+            return 3;
+        }
+        plan_text(x.m, x.n, r.k, &r);
+        MKB_CHECK(cudaStreamSynchronize(g_st));
+        for (set &s : x.sets) {
+            cudaFree(s.a);
+            cudaFree(s.c);
+            cudaFree(s.d);
+        }
+        cudaFree(b);
+    }
+    if (g_rank == 0) {
+        char devname[128], u[128];
+        mkb_device_name(devname, sizeof devname, u, sizeof u);
+        printf("mkGemmReduceScatter %s, %d ranks, %s, transB %d (ms: median of %d calls in %d "
+               "rounds, slowest rank)\n",
+               f16 ? "fp16" : "bf16", g_n, devname, transb, iters * rounds, rounds);
+        printf("%-18s %8s %8s %8s %8s %8s %9s %7s  %s\n", "M x N x K", "ours", "unfused",
+               "gemm", "red-sc", "speedup", "ours/lim", "TFLOP/s", "plan");
+        for (const result &r : res) {
+            double lim = r.gemm > r.rs ? r.gemm : r.rs;
+            char sh[64];
+            snprintf(sh, sizeof sh, "%lldx%lldx%lld", r.m, r.n, r.k);
+            printf("%-18s %8.3f %8.3f %8.3f %8.3f %7.3fx %8.3fx %7.1f  %s\n", sh, r.ours,
+                   r.unfused, r.gemm, r.rs, r.unfused / r.ours, r.ours / lim,
+                   2.0 * r.m * r.n * r.k / (r.ours * 1e-3) / 1e12, r.split);
+        }
+        write_out(res, tag, f16, transb, iters * rounds);
+    }
+    ncclCommDestroy(g_nccl);
+    cublasDestroy(g_blas);
+    MKB_MK(mkCommDestroy(g_comm));
+    return 0;
+}
+
+#ifdef MKB_GEMM_RS_MAIN
+int main(int argc, char **argv) { return mkb_gemm_rs_main(argc, argv); }
+#endif

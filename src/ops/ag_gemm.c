@@ -337,6 +337,12 @@ static mkResult_t gemm_on(struct mki_call *k, const struct agg_call *c, const vo
     ga.in_type = ga.out_type = (mki_dtype_t)c->dtype;
     ga.trans_b = c->trans_b;
     ga.alpha = 1.0f;
+    /* Within this rank's share of the SMs: a persistent GEMM whose CTAs
+     * wait for SMs held by the spinning collectives of ranks sharing the
+     * GPU (MPS) would never finish (seen: 4 ranks as 2 x 2 virtual
+     * nodes, mkReduceScatter timed out behind the GEMM). */
+    const struct mki_plan_ctx *pc = mki_plan_context(k->comm);
+    if (pc && pc->sm_budget > 0 && pc->sm_budget < pc->sm_count) ga.num_ctas = pc->sm_budget;
     char msg[512];
     struct mki_launch_desc d;
     int rc = mki_gemm_describe(&ga, &d, msg, sizeof(msg));

@@ -267,6 +267,12 @@ static mkResult_t gemm_rows(struct mki_call *k, const struct grs_call *c, int64_
     ga.out_type = out;
     ga.trans_b = c->trans_b;
     ga.alpha = 1.0f;
+    /* Within this rank's share of the SMs: a persistent GEMM whose CTAs
+     * wait for SMs held by the spinning collectives of ranks sharing the
+     * GPU (MPS) would never finish (seen: 4 ranks as 2 x 2 virtual
+     * nodes, mkReduceScatter timed out behind the GEMM). */
+    const struct mki_plan_ctx *pc = mki_plan_context(k->comm);
+    if (pc && pc->sm_budget > 0 && pc->sm_budget < pc->sm_count) ga.num_ctas = pc->sm_budget;
     char msg[512];
     struct mki_launch_desc desc;
     int rc = mki_gemm_describe(&ga, &desc, msg, sizeof(msg));

@@ -69,7 +69,10 @@
  *                        8j + q (+1) of the tile); a fused kernel adds the
  *                        partial sums that peers sent for the same tile.
  *   after_store(p, t)    kSignal hooks only: one thread, after every store of
- *                        the tile is complete and visible (hook 3, signal).
+ *                        the tile is complete and visible (hook 3, signal);
+ *                        with kDeferSignal, when the consumers begin their
+ *                        next tile's epilogue (or finish), so that waiting
+ *                        for the stores never stalls the mainloop.
  *   side_work(p, cta, t) kSideWork hooks only (optional member): threads
  *                        t = 1..127 of the producer warpgroup, which the
  *                        mainloop leaves idle, on 40 registers, while the
@@ -254,6 +257,18 @@ template <typename H, typename = void> struct HooksHaveSideWork {
 };
 template <typename H> struct HooksHaveSideWork<H, decltype((void)H::kSideWork)> {
     static constexpr bool value = H::kSideWork;
+};
+
+/* Hooks that declare `static constexpr bool kDeferSignal = true` (with
+ * kSignal) get after_store(t) one tile late: when the consumers start the
+ * epilogue of their next tile (or leave), so that waiting for the stores
+ * to complete never stalls the mainloop (the stores of a tile to a peer
+ * take a few us; the next tile's mainloop hides them). */
+template <typename H, typename = void> struct HooksDeferSignal {
+    static constexpr bool value = false;
+};
+template <typename H> struct HooksDeferSignal<H, decltype((void)H::kDeferSignal)> {
+    static constexpr bool value = H::kDeferSignal;
 };
 
 /* Hooks that declare `static constexpr bool kCombine = true` get the
@@ -473,7 +488,7 @@ __device__ __forceinline__ void epilogue(float (&acc)[128], const GemmParams &p,
     } else {
         tma_chunks<OT>(acc, e, bufs, wg, t, wrow, q, std::make_integer_sequence<int, kChunks>{});
     }
-    if constexpr (Hooks::kSignal) {
+    if constexpr (Hooks::kSignal && !HooksDeferSignal<Hooks>::value) {
         if (e.mode != EPI_DIRECT && t == 0)
             bulk_wait_all();
         if (t == 0) /* this warpgroup's TMA writes, then the barrier */
@@ -482,6 +497,22 @@ __device__ __forceinline__ void epilogue(float (&acc)[128], const GemmParams &p,
         if (wg == 0 && t == 0)
             h.after_store(p, tc);
     }
+}
+
+/* A deferred signal (kDeferSignal): tile t's stores have completed (they
+ * were issued one mainloop ago), then after_store(t). All 256 consumer
+ * threads. */
+template <typename Hooks>
+__device__ __forceinline__ void flush_signal(const GemmParams &p, const Hooks &h, TileCoord t,
+                                             int wg, int th)
+{
+    if (th == 0) {
+        bulk_wait_all();
+        fence_proxy_async_global();
+    }
+    role_sync(3, 256);
+    if (wg == 0 && th == 0)
+        h.after_store(p, t);
 }
 
 /* ---------------------------------------------------------------- roles */
@@ -623,6 +654,9 @@ __device__ __forceinline__ void consumer(const GemmParams &p, const Hooks &h, in
     int stage = 0, phase = 0;
     const uint32_t ring_addr = smem_u32(ring);
     char *my_epi = epi + wg * 2 * kEpiChunkBytes;
+    constexpr bool kDefer = Hooks::kSignal && HooksDeferSignal<Hooks>::value;
+    TileCoord pend{0, 0};
+    bool has_pend = false;
     for (int i = unit0; i < p.num_units; i += nunits_step) {
         TileCoord tc = my_tile<kCM>(h.tile(p, i), crank);
         int prev = -1;
@@ -656,11 +690,21 @@ __device__ __forceinline__ void consumer(const GemmParams &p, const Hooks &h, in
         const EpiTarget e = h.target(p, tc);
         if (e.mode == EPI_NONE)
             continue; /* a padding tile of the hooks' schedule */
+        if constexpr (kDefer) {
+            if (has_pend)
+                flush_signal(p, h, pend, wg, t);
+            pend = tc;
+            has_pend = true;
+        }
         switch (e.out_type >= 0 ? e.out_type : p.out_type) {
         case MKI_DT_BF16: epilogue<MKI_DT_BF16>(acc, p, h, tc, e, my_epi, wg, t); break;
         case MKI_DT_F16: epilogue<MKI_DT_F16>(acc, p, h, tc, e, my_epi, wg, t); break;
         default: epilogue<MKI_DT_F32>(acc, p, h, tc, e, my_epi, wg, t); break;
         }
+    }
+    if constexpr (kDefer) {
+        if (has_pend)
+            flush_signal(p, h, pend, wg, t);
     }
     /* Stores still in flight read smem: keep the CTA alive until they have. */
     if (t == 0)

@@ -9,12 +9,14 @@
  *   a peer tile          thread 0 of each consumer warpgroup, once per
  *                        CTA and peer: wait peer.released >= e - 1; the
  *                        TMA store of the fp32 tile into the peer's slot;
- *                        after the store completed: the peer's flag of the
- *                        tile's group += 1 (system scope)
+ *                        when the consumers begin their next tile's
+ *                        epilogue (the store has completed meanwhile): the
+ *                        peer's flag of the tile's group += 1 (system scope)
  *   an own tile          consumer thread 128: every source's flag of the
  *                        group reaches its tile count (then cleared to 0);
  *                        all 256 consumer threads add the sources' slots
- *                        to their accumulators in rank order; store C
+ *                        to their accumulators (their own partial first,
+ *                        then the sources in rank order); store C
  *   last CTA out         calls = e, released = e
  *
  * Communication stays out of the mainloop: the mover is the epilogue's
@@ -48,6 +50,7 @@ __shared__ GrsCta grs;
 struct GrsHooks {
     static constexpr bool kWaitA = false;
     static constexpr bool kSignal = true;
+    static constexpr bool kDeferSignal = true; /* flags one tile late: no stall */
     static constexpr bool kASrc = true;
     static constexpr bool kCombine = true;
     CUtensorMap tm_slot[MKI_MAXLOCAL]; /* peer d's slot for my partials (fp32) */
@@ -179,23 +182,14 @@ struct GrsHooks {
         }
         role_sync(3, 256); /* every source's partial of the tile has landed */
         const int r0 = b * BM + wg * 64 + wrow, c0 = t.n_blk * BN + q;
-        /* kJ column groups of 8 at a time: 2 kJ loads in flight per source */
-        constexpr int kJ = 4;
+        /* My partial, then the sources' in rank order: a fixed order (the
+         * same bits call after call); kJ column groups of 8 at a time, 2 kJ
+         * loads in flight */
+        constexpr int kJ = 8;
 #pragma unroll
         for (int j0 = 0; j0 < 32; j0 += kJ) {
-            float pre[4 * kJ];
-#pragma unroll
-            for (int x = 0; x < 4 * kJ; ++x) pre[x] = 0.0f;
             for (int s = 0; s < P; ++s) {
-                if (s == me) {
-                    /* the sum so far, then my partial: rank order */
-#pragma unroll
-                    for (int x = 0; x < 4 * kJ; ++x) {
-                        const int i = 4 * j0 + x;
-                        pre[x] = s == 0 ? acc[i] : pre[x] + acc[i];
-                    }
-                    continue;
-                }
+                if (s == me) continue;
                 const float *slot = bank + (long long)mki_grs_slot(s, me, P) * slot_elems;
                 float2 v[2 * kJ];
 #pragma unroll
@@ -208,14 +202,11 @@ struct GrsHooks {
                 }
 #pragma unroll
                 for (int x = 0; x < 2 * kJ; ++x) {
-                    const int jj = x >> 1, h = x & 1; /* element 4 jj + 2 h (+1) of the group */
-                    const int e0 = 4 * jj + 2 * h;
-                    pre[e0] = s == 0 ? v[x].x : pre[e0] + v[x].x;
-                    pre[e0 + 1] = s == 0 ? v[x].y : pre[e0 + 1] + v[x].y;
+                    const int e0 = 4 * (j0 + (x >> 1)) + 2 * (x & 1);
+                    acc[e0] += v[x].x;
+                    acc[e0 + 1] += v[x].y;
                 }
             }
-#pragma unroll
-            for (int x = 0; x < 4 * kJ; ++x) acc[4 * j0 + x] = pre[x];
         }
     }
 
@@ -345,8 +336,20 @@ extern "C" int mki_grs_describe(const struct mki_grs_launch *l, struct mki_launc
 {
     memset(d, 0, offsetof(struct mki_launch_desc, param));
     const bool idle = l->m == 0 || l->n == 0;
-    /* CTAs in pairs (B tiles shared by multicast) when the grid is even. */
-    const int cm = !idle && l->ctas >= 2 && l->ctas % 2 == 0 ? 2 : 1;
+    /* CTAs in pairs (B tiles shared by multicast) when the grid is even,
+     * unless the padding tiles (an owner's odd last M-block) would be
+     * over an eighth of the work: a decode-sized M (one block per owner)
+     * would compute twice its tiles and need two waves. */
+    int cm = !idle && l->ctas >= 2 && l->ctas % 2 == 0 ? 2 : 1;
+    if (cm == 2) {
+        int64_t real = 0, pad = 0;
+        for (int q = 0; q < l->nlocal; ++q) {
+            const int64_t nb = (l->row_off[q + 1] - l->row_off[q] + BM - 1) / BM;
+            real += nb;
+            pad += nb % 2;
+        }
+        if (pad * 8 > real) cm = 1;
+    }
     GrsHooks hh;
     int units[MKI_MAXLOCAL] = {0};
     fill_hooks(l, cm, &hh, units);
@@ -358,14 +361,17 @@ extern "C" int mki_grs_describe(const struct mki_grs_launch *l, struct mki_launc
         d->exact = 1;
         return mki_launch_arg(d, &hh, sizeof(hh)) ? MKI_GEMM_ERR_INVALID : MKI_GEMM_OK;
     }
-    /* The peers' partials of own unit k come from their round k; the lag
-     * of about one wave of units over the P slots of a round lets them
-     * land first (gemm_rs.h).  A flag of g > 1 tiles also covers tiles of
+    /* The peers' partials of own unit k come from their round k and are
+     * flagged when the CTA that computed one has computed its next unit
+     * too (kDeferSignal): a lag of about two waves of units over the P
+     * slots of a round lets them land first (gemm_rs.h; one wave measured
+     * 1.31x our GEMM alone at 2048x8192x4096, 2 ranks on one H100).  A
+     * flag of g > 1 tiles also covers tiles of
      * units up to (g - 1) bands of columns later (grouped order: group_m
      * / cm units per column): the lag must pass them too, so that every
      * wait is on an earlier (round, slot) than its own. */
     const int wave = l->ctas / cm;
-    int lag = (wave + hh.P - 1) / hh.P + 1;
+    int lag = 2 * ((wave + hh.P - 1) / hh.P) + 2;
     if (hh.grp[hh.me] > 1) lag += hh.grp[hh.me] * (MKI_GEMM_GROUP_M / cm) + 1;
     hh.lag = lag;
     mki_grs_make_sched(hh.P, hh.me, units, lag, &hh.sched);

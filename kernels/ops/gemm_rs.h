@@ -15,8 +15,9 @@
  *                      the owner's flag of the tile's group is raised by
  *                      one (fence, red.add at system scope)
  *   an own tile        the epilogue waits for the flag of every source,
- *                      adds the sources' partials to its accumulators in
- *                      rank order (fp32; one rounding), and stores C; the
+ *                      adds the sources' partials to its accumulators (in
+ *                      rank order, after its own: fp32, one rounding), and
+ *                      stores C; the
  *                      flags are cleared by the consumer that waited
  *
  * Schedule (deadlock-free by construction): work units go in rounds; in
@@ -24,8 +25,9 @@
  * (those that have a unit k), then unit k - R of its own rows.  Every
  * dependency (own unit k on the peers' unit k, computed in their round
  * k) points to an earlier (round, slot) key, and each CTA takes its units
- * in key order, so no cycle of waits exists.  R, about one wave of units
- * over the P slots of a round, makes the partials arrive before the owner
+ * in key order, so no cycle of waits exists.  R, about two waves of units
+ * over the P slots of a round (a tile is flagged once its CTA has
+ * computed the next one), makes the partials arrive before the owner
  * wants them; NVLink traffic is spread over the whole GEMM.
  *
  * Call numbers live on the device (graph replay): e = calls + 1 read by

@@ -7,7 +7,7 @@
  * on every SM of the plan computes its partial product tile by tile in
  * destination order; a peer's tile goes as fp32 into the peer's slot
  * from the epilogue (TMA store over NVLink), and an own tile adds every
- * source's partial in rank order before it is stored in C (fp32 sums,
+ * source's partial (in rank order, after its own) before it is stored in C (fp32 sums,
  * one rounding).  Nothing but the kernel runs: no side stream, no host
  * round trip, and the call numbers live on the device, so the call can
  * be captured in a CUDA graph and replayed.

@@ -16,6 +16,9 @@
  *                          times with fresh inputs, every C checked
  *   test_gemm_rs nocall    rank 1 skips a call: the others fail with
  *                          mkErrTimeout naming rank 1 (set MK_TIMEOUT_MS)
+ *   test_gemm_rs time MxNxK  ours against cuBLAS's partial product alone
+ *                          (a proxy where there is one GPU; mkbench gemm_rs
+ *                          is the benchmark)
  *
  * Every check: C poisoned (NaN) before the call; all of C against a cuBLAS
  * reference (fp32 sums of every rank's partial product, computed here
@@ -35,9 +38,11 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <algorithm>
 #include <vector>
 
 #include "mkernel.h"
+#include "gemm.h" /* our GEMM alone, on this rank's share of the SMs (time) */
 
 static int g_rank, g_n;
 static mkComm_t g_comm;
@@ -439,6 +444,80 @@ static int run_nocall(void)
     return bad;
 }
 
+/* time MxNxK (K: this rank's slice): per-call medians of ours and of
+ * cuBLAS's partial product alone (M x N x K, bf16 out) on this rank, in
+ * turns; on one GPU under MPS this is the fused kernel's cost beside the
+ * plain GEMM of the same rank (no NVLink: not the benchmark). */
+static double median_ms(std::vector<float> &v)
+{
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+static int run_time(const char *spec)
+{
+    long long m = 8192, n = 8192, k = 4096;
+    if (spec && sscanf(spec, "%lldx%lldx%lld", &m, &n, &k) != 3) return 1;
+    const Shape s = {"time", m, n, k, 1, 0, 0, 0};
+    Rows r = rows_of(s);
+    Bufs bf;
+    alloc_bufs(bf, s, r);
+    void *d;
+    CK(cudaMalloc(&d, (size_t)m * n * 2));
+    fill<<<256, 256, 0, g_st>>>(bf.a, (size_t)m * k, seed_of(g_rank, 1, 0), 0);
+    fill<<<256, 256, 0, g_st>>>(bf.b, (size_t)n * k, seed_of(g_rank, 0, 1), 0);
+    const int iters = 30, warm = 10;
+    std::vector<cudaEvent_t> ev(2 * iters);
+    for (auto &e : ev) CK(cudaEventCreate(&e));
+    std::vector<float> t[3];
+    /* our own GEMM on this rank's share of the SMs (what the fused
+     * kernel gets), bf16 out: the fused kernel's cost beside it */
+    int sms = 0, ranks_here = 1;
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    MK(mkCommLocalSize(g_comm, &ranks_here));
+    mki_gemm_args ga;
+    memset(&ga, 0, sizeof(ga));
+    ga.m = m; ga.n = n; ga.k = k; ga.a = bf.a; ga.b = bf.b; ga.d = d;
+    ga.in_type = ga.out_type = MKI_DT_BF16; ga.trans_b = 1; ga.alpha = 1.0f;
+    ga.num_ctas = sms / ranks_here; ga.stream = g_st;
+    for (int round = 0; round < 3; round++)
+        for (int what = 0; what < 3; what++) {
+            for (int i = 0; i < warm + iters; i++) {
+                if (i >= warm) CK(cudaEventRecord(ev[2 * (i - warm)], g_st));
+                if (what == 0) {
+                    MK(call_rs(s, r, bf.a, bf.b, bf.c, g_st));
+                } else if (what == 2) {
+                    char msg[256];
+                    if (mki_gemm(&ga, msg, sizeof msg)) {
+                        fprintf(stderr, "rank %d: mki_gemm: %s\n", g_rank, msg);
+                        exit(2);
+                    }
+                } else {
+                    const float one = 1.0f, zero = 0.0f;
+                    CB(cublasGemmEx(g_blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)m, (int)k,
+                                    &one, bf.b, CUDA_R_16BF, (int)k, bf.a, CUDA_R_16BF, (int)k,
+                                    &zero, d, CUDA_R_16BF, (int)n, CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT));
+                }
+                if (i >= warm) CK(cudaEventRecord(ev[2 * (i - warm) + 1], g_st));
+            }
+            CK(cudaStreamSynchronize(g_st));
+            for (int i = 0; i < iters; i++) {
+                float ms;
+                CK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
+                t[what].push_back(ms);
+            }
+        }
+    const double ours = median_ms(t[0]), gemm = median_ms(t[1]), own = median_ms(t[2]);
+    printf("rank %d time %lldx%lldx%lld (k per rank): ours %.3f ms, cuBLAS partial product "
+           "alone %.3f ms, our GEMM on %d SMs %.3f ms; ours/cuBLAS %.3f, ours/our GEMM %.3f\n",
+           g_rank, m, n, k, ours, gemm, (int)ga.num_ctas, own, ours / gemm, ours / own);
+    for (auto &e : ev) CK(cudaEventDestroy(e));
+    CK(cudaFree(d));
+    free_bufs(bf);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -476,6 +555,7 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "stress")) bad = run_stress();
     else if (!strcmp(mode, "graph")) bad = run_graph();
     else if (!strcmp(mode, "nocall")) bad = run_nocall();
+    else if (!strcmp(mode, "time")) bad = run_time(argc > 2 ? argv[2] : NULL);
     else { fprintf(stderr, "unknown mode %s\n", mode); return 2; }
     printf("rank %d/%d on device %d: %s %s\n", g_rank, g_n, dev, mode, bad ? "FAIL" : "PASS");
     fflush(stdout);

@@ -63,7 +63,12 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
     mki_sb_printf(sb, "  CTAs      %d = compute %d + intra %d + inter_send %d "
                   "+ inter_reduce %d\n", p->ctas, p->split.compute,
                   p->split.intra, p->split.inter_send, p->split.inter_reduce);
-    mki_sb_printf(sb, "  mover     %s\n", mki_mover_name(p->mover));
+    if (p->op == MKI_OP_GEMM_RS)
+        mki_sb_printf(sb, "  mover     %s (fp32 partial tiles stored from the compute CTAs' "
+                      "epilogues; one flag per tile; across nodes: the unfused sequence)\n",
+                      mki_mover_name(p->mover));
+    else
+        mki_sb_printf(sb, "  mover     %s\n", mki_mover_name(p->mover));
     if (p->op == MKI_OP_AG_GEMM)
         mki_sb_printf(sb, "  copies    %d copy-engine stream(s) per peer\n", p->ce_streams);
     if (p->op <= MKI_OP_ALLTOALL) {
@@ -78,8 +83,9 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
             mki_sb_printf(sb, " %d", k->roles.end[r] - b);
         mki_sb_printf(sb, "\n");
     }
-    mki_sb_printf(sb, "  chunk     %" PRId64 " rows, %zu bytes\n",
-                  p->chunk_rows, p->chunk_bytes);
+    if (p->op != MKI_OP_GEMM_RS)
+        mki_sb_printf(sb, "  chunk     %" PRId64 " rows, %zu bytes\n",
+                      p->chunk_rows, p->chunk_bytes);
     mki_sb_printf(sb, "  traffic   %.1f MiB intra, %.1f MiB inter per rank; "
                   "%.2f TFLOP per rank\n", p->intra_bytes / 1048576.0,
                   p->inter_bytes / 1048576.0, p->flops / 1e12);

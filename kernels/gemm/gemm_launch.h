@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cuda_runtime.h>
+#include <stdio.h>
 
 #include "gemm.h"
 #include "gemm_engine.cuh"
@@ -72,6 +73,41 @@ int launch_cm(const GemmParams &p, const Hooks &h, int grid, cudaStream_t s, cha
         if (msg && len)
             snprintf(msg, len, "gemm: launch failed: %s", cudaGetErrorString(e));
         return MKI_GEMM_ERR_CUDA;
+    }
+    return MKI_GEMM_OK;
+}
+
+/* The instance kern<kF16, kTransB, kCM> of a fused op's kernel template
+ * for a call (cm: 1 or 2 CTAs per cluster), as a host handle. */
+#define MKI_ENGINE_KERNEL(kern, f16, tb, cm)                                                   \
+    ((f16) ? ((tb) ? ((cm) == 2 ? (const void *)kern<true, true, 2>                           \
+                                : (const void *)kern<true, true, 1>)                          \
+                   : ((cm) == 2 ? (const void *)kern<true, false, 2>                          \
+                                : (const void *)kern<true, false, 1>))                        \
+           : ((tb) ? ((cm) == 2 ? (const void *)kern<false, true, 2>                          \
+                                : (const void *)kern<false, true, 1>)                         \
+                   : ((cm) == 2 ? (const void *)kern<false, false, 2>                         \
+                                : (const void *)kern<false, false, 1>)))
+
+/* Load a fused op's kernels now (CUDA's lazy loading can deadlock a
+ * launch beside a spinning stream): its 8 engine instances (the dynamic
+ * shared memory attribute set) and its other kernels; 0, or
+ * MKI_GEMM_ERR_CUDA with msg set ("op: loading ...: why"). */
+inline int preload_engine(const void *const engine[8], const void *const *others, int nothers,
+                          const char *op, char *msg, size_t len)
+{
+    for (int i = 0; i < 8 + nothers; i++) {
+        const void *k = i < 8 ? engine[i] : others[i - 8];
+        cudaFuncAttributes at;
+        cudaError_t e = cudaFuncGetAttributes(&at, k);
+        if (e == cudaSuccess && i < 8)
+            e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+        if (e != cudaSuccess) {
+            if (msg && len)
+                snprintf(msg, len, "%s: loading the %s: %s", op,
+                         i < 8 ? "fused kernel" : "protocol kernels", cudaGetErrorString(e));
+            return MKI_GEMM_ERR_CUDA;
+        }
     }
     return MKI_GEMM_OK;
 }

@@ -41,8 +41,7 @@ static_assert(MKI_AGG_TILE_ROWS == BM, "ops/ag_gemm.h: tile rows");
  * gate run on 40 registers: they only note; a consumer thread reports). */
 struct AggCta {
     uint64_t e;
-    int quit, kind, peer, chunk, phase;
-    uint64_t expected, seen;
+    cta_note note;
 };
 __shared__ AggCta agg;
 
@@ -63,23 +62,10 @@ struct AggHooks {
 
     /* Spin until *addr >= target; false, with the failure noted, when the
      * CTA quits, a peer aborted or the deadline passed. */
-    __device__ __forceinline__ bool wait(const uint64_t *addr, uint64_t target, int s,
-                                         int chunk, int phase) const
+    __device__ __forceinline__ bool wait(const uint64_t *addr, uint64_t target, int s, int chunk,
+                                         int phase) const
     {
-        if (*(volatile int *)&agg.quit) return false;
-        uint64_t seen = 0, why = 0;
-        const int r = spin_geq(addr, target, abort_word(rt), nullptr, rt.timeout_ns, &seen, &why,
-                               no_backoff());
-        if (r == SPIN_OK) return true;
-        if (atomicCAS(&agg.quit, 0, 1) == 0) {
-            agg.kind = r == SPIN_ABORT ? MKI_ERR_REMOTE : MKI_ERR_TIMEOUT;
-            agg.peer = r == SPIN_ABORT ? (int)why - 1 : rt.glob[s];
-            agg.chunk = chunk;
-            agg.phase = phase;
-            agg.expected = target;
-            agg.seen = seen;
-        }
-        return false;
+        return wait_noted(rt, agg.note, addr, target, rt.glob[s], chunk, phase);
     }
 
     /* The grouped L2 order of the engine, rotated so that the first units
@@ -189,7 +175,7 @@ struct AggHooks {
 /* The call this CTA runs (one thread, before the CTA's first barrier). */
 __device__ __forceinline__ void begin(const AggHooks &h)
 {
-    agg.quit = 0;
+    agg.note.quit = 0;
     agg.e = *reinterpret_cast<volatile const uint64_t *>(&h.ctl->calls) + 1;
 }
 
@@ -197,13 +183,11 @@ __device__ __forceinline__ void begin(const AggHooks &h)
  * last CTA out closes the call. */
 __device__ void finish(const AggHooks &h)
 {
-    if (agg.quit)
-        fail(h.rt, agg.kind, wait_site{agg.peer, (int)blockIdx.x, agg.chunk, agg.phase},
-             agg.expected, agg.seen, agg.e);
+    note_report(h.rt, agg.note, agg.e);
     __threadfence();
     if (atomicAdd(&h.ctl->exits, 1u) != gridDim.x - 1) return;
     h.ctl->exits = 0;
-    if (!agg.quit) h.clear_flags();
+    if (!agg.note.quit) h.clear_flags();
     __threadfence_system();
     *reinterpret_cast<volatile uint64_t *>(&h.ctl->calls) = agg.e;
     if (h.release) st_release_sys(&h.ctl->released, agg.e);
@@ -245,26 +229,9 @@ __global__ void agg_release_kernel(mki_agg_ctl *ctl)
         st_release_sys(&ctl->released, *reinterpret_cast<volatile const uint64_t *>(&ctl->calls));
 }
 
-template <bool kF16, bool kTransB, int kCM>
-const void *kernel_of()
-{
-    return (const void *)agg_kernel<kF16, kTransB, kCM>;
-}
-
 const void *fused_kernel(bool f16, bool tb, int cm)
 {
-    if (f16) {
-        if (tb) return cm == 2 ? kernel_of<true, true, 2>() : kernel_of<true, true, 1>();
-        return cm == 2 ? kernel_of<true, false, 2>() : kernel_of<true, false, 1>();
-    }
-    if (tb) return cm == 2 ? kernel_of<false, true, 2>() : kernel_of<false, true, 1>();
-    return cm == 2 ? kernel_of<false, false, 2>() : kernel_of<false, false, 1>();
-}
-
-int cuda_fail(char *msg, size_t len, const char *what, cudaError_t e)
-{
-    if (msg && len) snprintf(msg, len, "ag_gemm: %s: %s", what, cudaGetErrorString(e));
-    return MKI_GEMM_ERR_CUDA;
+    return MKI_ENGINE_KERNEL(agg_kernel, f16, tb, cm);
 }
 
 void fill_hooks(const mki_agg_launch *l, AggHooks *h)
@@ -358,19 +325,8 @@ extern "C" const void *mki_agg_release_kernel(void)
 
 extern "C" int mki_agg_preload(char *msg, size_t len)
 {
-    for (int i = 0; i < 8; i++) {
-        const void *k = fused_kernel(i & 1, (i >> 1) & 1, (i >> 2) & 1 ? 2 : 1);
-        cudaFuncAttributes at;
-        cudaError_t e = cudaFuncGetAttributes(&at, k);
-        if (e == cudaSuccess)
-            e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-        if (e != cudaSuccess) return cuda_fail(msg, len, "loading the fused kernel", e);
-    }
+    const void *engine[8];
+    for (int i = 0; i < 8; i++) engine[i] = fused_kernel(i & 1, (i >> 1) & 1, (i >> 2) & 1 ? 2 : 1);
     const void *others[] = {(const void *)agg_idle_kernel, (const void *)agg_release_kernel};
-    for (const void *k : others) {
-        cudaFuncAttributes at;
-        cudaError_t e = cudaFuncGetAttributes(&at, k);
-        if (e != cudaSuccess) return cuda_fail(msg, len, "loading the protocol kernels", e);
-    }
-    return MKI_GEMM_OK;
+    return preload_engine(engine, others, 2, "ag_gemm", msg, len);
 }

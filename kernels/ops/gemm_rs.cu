@@ -42,8 +42,7 @@ namespace {
 struct GrsCta {
     uint64_t e;
     unsigned gated; /* bit d: peer d released the previous call */
-    int quit, kind, peer, chunk, phase;
-    uint64_t expected, seen;
+    cta_note note;
 };
 __shared__ GrsCta grs;
 
@@ -72,20 +71,7 @@ struct GrsHooks {
     __device__ __forceinline__ bool wait(const uint64_t *addr, uint64_t target, int d, int chunk,
                                          int phase) const
     {
-        if (*(volatile int *)&grs.quit) return false;
-        uint64_t seen = 0, why = 0;
-        const int r = spin_geq(addr, target, abort_word(rt), nullptr, rt.timeout_ns, &seen, &why,
-                               no_backoff());
-        if (r == SPIN_OK) return true;
-        if (atomicCAS(&grs.quit, 0, 1) == 0) {
-            grs.kind = r == SPIN_ABORT ? MKI_ERR_REMOTE : MKI_ERR_TIMEOUT;
-            grs.peer = r == SPIN_ABORT ? (int)why - 1 : rt.glob[d];
-            grs.chunk = chunk;
-            grs.phase = phase;
-            grs.expected = target;
-            grs.seen = seen;
-        }
-        return false;
+        return wait_noted(rt, grs.note, addr, target, rt.glob[d], chunk, phase);
     }
 
     /* Virtual M-block -> owner and its block. */
@@ -222,7 +208,7 @@ struct GrsHooks {
 
 __device__ __forceinline__ void begin(const GrsHooks &h)
 {
-    grs.quit = 0;
+    grs.note.quit = 0;
     grs.gated = 0;
     grs.e = *reinterpret_cast<volatile const uint64_t *>(&h.ctl[h.me]->calls) + 1;
     if (blockIdx.x == 0) st_relaxed_sys(&h.ctl[h.me]->cur, grs.e);
@@ -233,9 +219,7 @@ __device__ __forceinline__ void begin(const GrsHooks &h)
 __device__ void finish(const GrsHooks &h)
 {
     mki_grs_ctl *ctl = h.ctl[h.me];
-    if (grs.quit)
-        fail(h.rt, grs.kind, wait_site{grs.peer, (int)blockIdx.x, grs.chunk, grs.phase},
-             grs.expected, grs.seen, grs.e);
+    note_report(h.rt, grs.note, grs.e);
     __threadfence();
     if (atomicAdd(&ctl->exits, 1u) != gridDim.x - 1) return;
     ctl->exits = 0;
@@ -279,20 +263,9 @@ __global__ void grs_convert_kernel(const float *in, void *out, int dtype, size_t
     }
 }
 
-template <bool kF16, bool kTransB, int kCM>
-const void *kernel_of()
-{
-    return (const void *)grs_kernel<kF16, kTransB, kCM>;
-}
-
 const void *fused_kernel(bool f16, bool tb, int cm)
 {
-    if (f16) {
-        if (tb) return cm == 2 ? kernel_of<true, true, 2>() : kernel_of<true, true, 1>();
-        return cm == 2 ? kernel_of<true, false, 2>() : kernel_of<true, false, 1>();
-    }
-    if (tb) return cm == 2 ? kernel_of<false, true, 2>() : kernel_of<false, true, 1>();
-    return cm == 2 ? kernel_of<false, false, 2>() : kernel_of<false, false, 1>();
+    return MKI_ENGINE_KERNEL(grs_kernel, f16, tb, cm);
 }
 
 int cuda_fail(char *msg, size_t len, const char *what, cudaError_t e)
@@ -450,19 +423,8 @@ extern "C" int mki_grs_convert(const float *in, void *out, int dtype, size_t cou
 
 extern "C" int mki_grs_preload(char *msg, size_t len)
 {
-    for (int i = 0; i < 8; i++) {
-        const void *k = fused_kernel(i & 1, (i >> 1) & 1, (i >> 2) & 1 ? 2 : 1);
-        cudaFuncAttributes at;
-        cudaError_t e = cudaFuncGetAttributes(&at, k);
-        if (e == cudaSuccess)
-            e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-        if (e != cudaSuccess) return cuda_fail(msg, len, "loading the fused kernel", e);
-    }
+    const void *engine[8];
+    for (int i = 0; i < 8; i++) engine[i] = fused_kernel(i & 1, (i >> 1) & 1, (i >> 2) & 1 ? 2 : 1);
     const void *others[] = {(const void *)grs_idle_kernel, (const void *)grs_convert_kernel};
-    for (const void *k : others) {
-        cudaFuncAttributes at;
-        cudaError_t e = cudaFuncGetAttributes(&at, k);
-        if (e != cudaSuccess) return cuda_fail(msg, len, "loading the protocol kernels", e);
-    }
-    return MKI_GEMM_OK;
+    return preload_engine(engine, others, 2, "gemm_rs", msg, len);
 }

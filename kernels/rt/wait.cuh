@@ -9,9 +9,9 @@
  *
  *   - wait_geq (collectives, gates): spin, then on failure fail() at once
  *     and set the CTA's quit flag;
- *   - the GEMM producer, which runs on 40 registers, keeps a note of the
- *     failure in shared memory and lets a consumer thread call fail()
- *     after the tiles (kernels/ops/ag_gemm.cu).
+ *   - the GEMM producer, which runs on 40 registers, and the consumers
+ *     keep a note of the failure in shared memory (wait_noted) and one
+ *     thread calls fail() after the tiles (note_report; kernels/ops/).
  *
  * fail() writes the error record once per rank (the claim word picks the
  * first failing waiter), then raises the abort word of every rank of the
@@ -150,6 +150,45 @@ __device__ __forceinline__ bool wait_geq(const mki_rt_dev &rt, const uint64_t *a
 {
     if (ld_acquire_sys(addr) >= target) return *quit == 0;
     return wait_geq_spin(rt, addr, target, w, epoch, quit);
+}
+
+/* Noted waits, for threads with few registers (a GEMM's producer) or
+ * that must not stop at the first failure (a GEMM's consumers still owe
+ * their barriers): the first failure of a CTA is noted in shared memory
+ * and reported once, by one thread, after the CTA's work (note_report). */
+struct cta_note {
+    int quit, kind, peer, chunk, phase;
+    uint64_t expected, seen;
+};
+
+/* Spin until *addr >= target; false, with the failure noted in n (first
+ * only), when the CTA quits, a peer aborted or the deadline passed.  peer:
+ * the communicator rank waited for. */
+__device__ __forceinline__ bool wait_noted(const mki_rt_dev &rt, cta_note &n, const uint64_t *addr,
+                                           uint64_t target, int peer, int chunk, int phase)
+{
+    if (*(volatile int *)&n.quit) return false;
+    uint64_t seen = 0, why = 0;
+    const int r = spin_geq(addr, target, abort_word(rt), nullptr, rt.timeout_ns, &seen, &why,
+                           no_backoff());
+    if (r == SPIN_OK) return true;
+    if (atomicCAS(&n.quit, 0, 1) == 0) {
+        n.kind = r == SPIN_ABORT ? MKI_ERR_REMOTE : MKI_ERR_TIMEOUT;
+        n.peer = r == SPIN_ABORT ? (int)why - 1 : peer;
+        n.chunk = chunk;
+        n.phase = phase;
+        n.expected = target;
+        n.seen = seen;
+    }
+    return false;
+}
+
+/* The noted failure, if any, to the error record (one thread). */
+__device__ __forceinline__ void note_report(const mki_rt_dev &rt, const cta_note &n, uint64_t epoch)
+{
+    if (n.quit)
+        fail(rt, n.kind, wait_site{n.peer, (int)blockIdx.x, n.chunk, n.phase}, n.expected, n.seen,
+             epoch);
 }
 
 /* At kernel entry: a peer that failed before this call started stops it

@@ -202,26 +202,8 @@ static mkResult_t check_rows(struct mkComm *comm, struct agg_call *c)
 
 static mkResult_t check_sizes(struct mkComm *comm, struct agg_call *c)
 {
-    if (c->dtype == mkFloat32)
-        return mki_error(comm, mkErrUnsupported, AGG_FUNC ": dtype mkFloat32 is not "
-                         "supported; use mkBfloat16 or mkFloat16 (accumulation is fp32 "
-                         "either way)");
-    c->es = mki_dtype_bytes(c->dtype);
-    if (c->es == 0)
-        return mki_error(comm, mkErrInvalidArgument, AGG_FUNC ": dtype = %d is not a "
-                         "mkDataType_t; use mkBfloat16 or mkFloat16", (int)c->dtype);
-    if (c->trans_b != 0 && c->trans_b != 1)
-        return mki_error(comm, mkErrInvalidArgument, AGG_FUNC ": transB = %d; pass 0 (B is "
-                         "K x N) or 1 (B is N x K)", c->trans_b);
-    if (c->m_local < 0 || c->n < 0 || c->k < 0)
-        return mki_error(comm, mkErrInvalidArgument, AGG_FUNC ": negative size (m_local = "
-                         "%lld, n = %lld, k = %lld)", (long long)c->m_local, (long long)c->n,
-                         (long long)c->k);
-    if (c->k == 0 || c->k % 8 != 0 || (!c->trans_b && c->n % 8 != 0))
-        return mki_error(comm, mkErrUnsupported, AGG_FUNC ": k = %lld and n = %lld: k must "
-                         "be a positive multiple of 8, and so must n when transB = 0 (rows of "
-                         "A and B are loaded by TMA, which needs 16-byte row strides); pad the "
-                         "matrices", (long long)c->k, (long long)c->n);
+    MKI_CHECK(mki_check_gemm_args(comm, AGG_FUNC, c->dtype, c->trans_b, c->m_local, c->n, c->k,
+                                  "the inner dimension", &c->es));
     MKI_CHECK(check_rows(comm, c));
     const uint64_t lim = (1ull << 46) / (uint64_t)c->es;
     if (c->n > INT32_MAX || c->k > INT32_MAX || (uint64_t)c->m_total * (uint64_t)c->k > lim ||
@@ -261,13 +243,6 @@ static mkResult_t check_device(struct mkComm *comm, const struct agg_call *c)
 }
 
 /* ---- the first call of a shape: every rank checks every rank --------- */
-
-static uint64_t m_all_hash(const struct mkComm *comm, const int64_t *m_all)
-{
-    uint64_t h = 0;
-    for (int i = 0; m_all && i < comm->nranks; i++) h = mki_hash64(h, (uint64_t)m_all[i]) + 1;
-    return h;
-}
 
 /* Names the first rank whose arguments differ from this rank's. */
 static mkResult_t compare_shapes(struct mkComm *comm, const void *records, size_t rec,
@@ -310,11 +285,11 @@ static mkResult_t agree(struct mkComm *comm, struct agg_state *g, const struct a
     uint64_t h = 1469598103934665603ull;
     const int64_t v[6] = {c->k, c->n, c->m_local, c->dtype, c->trans_b, c->m_all != 0};
     for (int i = 0; i < 6; i++) h = mki_hash64(h, (uint64_t)v[i]);
-    h = mki_hash64(h, m_all_hash(comm, c->m_all));
+    h = mki_hash64(h, mki_hash_counts(comm, c->m_all));
     struct agg_shape *all = calloc((size_t)comm->nranks, sizeof(*all));
     if (!all) return mki_error(comm, mkErrNoMemory, AGG_FUNC ": out of host memory");
     all[comm->rank] = (struct agg_shape){0, (int32_t)c->dtype, c->trans_b, c->m_all != NULL,
-                                         c->k, c->n, c->m_local, m_all_hash(comm, c->m_all)};
+                                         c->k, c->n, c->m_local, mki_hash_counts(comm, c->m_all)};
     mkResult_t r = mki_agree_shape(comm, g ? &g->shapes : NULL, AGG_FUNC, h, all, sizeof(*all),
                                    local, compare_shapes, c);
     free(all);
@@ -337,20 +312,7 @@ static mkResult_t gemm_on(struct mki_call *k, const struct agg_call *c, const vo
     ga.in_type = ga.out_type = (mki_dtype_t)c->dtype;
     ga.trans_b = c->trans_b;
     ga.alpha = 1.0f;
-    /* Within this rank's share of the SMs: a persistent GEMM whose CTAs
-     * wait for SMs held by the spinning collectives of ranks sharing the
-     * GPU (MPS) would never finish (seen: 4 ranks as 2 x 2 virtual
-     * nodes, mkReduceScatter timed out behind the GEMM). */
-    const struct mki_plan_ctx *pc = mki_plan_context(k->comm);
-    if (pc && pc->sm_budget > 0 && pc->sm_budget < pc->sm_count) ga.num_ctas = pc->sm_budget;
-    char msg[512];
-    struct mki_launch_desc d;
-    int rc = mki_gemm_describe(&ga, &d, msg, sizeof(msg));
-    if (rc != MKI_GEMM_OK)
-        return mki_error(k->comm, rc == MKI_GEMM_ERR_INVALID ? mkErrInvalidArgument
-                         : rc == MKI_GEMM_ERR_UNSUPPORTED ? mkErrUnsupported : mkErrCuda,
-                         AGG_FUNC ": %s", msg);
-    return d.fn ? mki_launch(k, &d) : mkSuccess;
+    return mki_op_gemm(k, &ga);
 }
 
 /* Unequal shards without the fused kernel: gather every shard padded to
@@ -506,25 +468,15 @@ static int memops_capturable(struct mkComm *comm, struct agg_state *g)
 static mkResult_t ensure_bank(struct mki_call *k, struct agg_state *g, uint64_t gbytes)
 {
     if (g->bank.bytes >= gbytes && g->bank.bytes) return mkSuccess;
-    struct mkComm *comm = k->comm;
-    uint64_t want = (gbytes + AGG_BANK_GRAIN - 1) / AGG_BANK_GRAIN * AGG_BANK_GRAIN;
-    if (want == 0) want = AGG_BANK_GRAIN;
-    if (g->bank.bytes && k->capturing) {
-        if (g->nretired == AGG_MAX_RETIRED)
-            return mki_error(comm, mkErrUnsupported, AGG_FUNC ": its bank grew inside a CUDA "
-                             "graph capture %d times; make one uncaptured call of the largest "
-                             "shape first", AGG_MAX_RETIRED);
-        g->nretired++;
-    } else if (g->bank.bytes) {
-        cudaError_t e = cudaStreamSynchronize(k->stream);
+    if (g->bank.bytes && !k->capturing) { /* the side streams' copies into the peers' banks */
+        cudaError_t e = cudaSuccess;
         for (int l = 0; e == cudaSuccess && l < MKI_MAXLOCAL; l++)
             for (int x = 0; e == cudaSuccess && x < g->streams; x++)
                 if (g->side[l][x]) e = cudaStreamSynchronize(g->side[l][x]);
-        if (e != cudaSuccess) return cuda_err(comm, "waiting for earlier calls", e);
-        mki_heap_free(comm, &g->bank);
+        if (e != cudaSuccess) return cuda_err(k->comm, "waiting for earlier calls", e);
     }
-    memset(&g->bank, 0, sizeof(g->bank));
-    return mki_heap_alloc(comm, 0, want, 0, AGG_FUNC "'s bank of the gathered A", &g->bank);
+    return mki_op_bank(k, &g->bank, gbytes, AGG_BANK_GRAIN, &g->nretired, AGG_MAX_RETIRED,
+                       "the bank of the gathered A");
 }
 
 static void fill_launch(struct mkComm *comm, struct agg_state *g, const struct agg_call *c,

@@ -65,12 +65,6 @@ struct grs_state {
     struct mki_op_bufs bufs;
 };
 
-static mkResult_t cuda_err(struct mkComm *comm, const char *what, cudaError_t e)
-{
-    (void)cudaGetLastError();
-    return mki_error(comm, mkErrCuda, GRS_FUNC ": %s: %s", what, cudaGetErrorString(e));
-}
-
 /* ---- state ------------------------------------------------------------- */
 
 static mkResult_t grs_create(struct mkComm *comm, void **state)
@@ -139,27 +133,8 @@ static mkResult_t check_rows(struct mkComm *comm, struct grs_call *c)
 
 static mkResult_t check_sizes(struct mkComm *comm, struct grs_call *c)
 {
-    if (c->dtype == mkFloat32)
-        return mki_error(comm, mkErrUnsupported, GRS_FUNC ": dtype mkFloat32 is not "
-                         "supported; use mkBfloat16 or mkFloat16 (accumulation and the "
-                         "reduction across ranks are fp32 either way)");
-    c->es = mki_dtype_bytes(c->dtype);
-    if (c->es == 0)
-        return mki_error(comm, mkErrInvalidArgument, GRS_FUNC ": dtype = %d is not a "
-                         "mkDataType_t; use mkBfloat16 or mkFloat16", (int)c->dtype);
-    if (c->trans_b != 0 && c->trans_b != 1)
-        return mki_error(comm, mkErrInvalidArgument, GRS_FUNC ": transB = %d; pass 0 (B is "
-                         "k x n) or 1 (B is n x k)", c->trans_b);
-    if (c->m < 0 || c->n < 0 || c->k < 0)
-        return mki_error(comm, mkErrInvalidArgument, GRS_FUNC ": negative size (m = %lld, "
-                         "n = %lld, k = %lld)", (long long)c->m, (long long)c->n,
-                         (long long)c->k);
-    if (c->k == 0 || c->k % 8 != 0 || (!c->trans_b && c->n % 8 != 0))
-        return mki_error(comm, mkErrUnsupported, GRS_FUNC ": k = %lld and n = %lld: k (this "
-                         "rank's slice of K) must be a positive multiple of 8, and so must n "
-                         "when transB = 0 (rows of A and B are loaded by TMA, which needs "
-                         "16-byte row strides); pad the slices with zeros", (long long)c->k,
-                         (long long)c->n);
+    MKI_CHECK(mki_check_gemm_args(comm, GRS_FUNC, c->dtype, c->trans_b, c->m, c->n, c->k,
+                                  "this rank's slice of K", &c->es));
     const uint64_t lim = (1ull << 46) / 4u; /* fp32 partials */
     if (c->m > INT32_MAX || c->n > INT32_MAX || c->k > INT32_MAX ||
         (uint64_t)c->m * (uint64_t)c->k > lim || (uint64_t)c->m * (uint64_t)c->n > lim ||
@@ -199,13 +174,6 @@ static mkResult_t check_device(struct mkComm *comm, const struct grs_call *c)
 
 /* ---- the first call of a shape: every rank checks every rank --------- */
 
-static uint64_t m_all_hash(const struct mkComm *comm, const int64_t *m_all)
-{
-    uint64_t h = 0;
-    for (int i = 0; m_all && i < comm->nranks; i++) h = mki_hash64(h, (uint64_t)m_all[i]) + 1;
-    return h;
-}
-
 static mkResult_t compare_shapes(struct mkComm *comm, const void *records, size_t rec,
                                  const void *ctx)
 {
@@ -238,11 +206,11 @@ static mkResult_t agree(struct mkComm *comm, struct grs_state *g, const struct g
     uint64_t h = 1099511628211ull;
     const int64_t v[5] = {c->m, c->n, c->dtype, c->trans_b, c->m_all != 0};
     for (int i = 0; i < 5; i++) h = mki_hash64(h, (uint64_t)v[i]);
-    h = mki_hash64(h, m_all_hash(comm, c->m_all));
+    h = mki_hash64(h, mki_hash_counts(comm, c->m_all));
     struct grs_shape *all = calloc((size_t)comm->nranks, sizeof(*all));
     if (!all) return mki_error(comm, mkErrNoMemory, GRS_FUNC ": out of host memory");
     all[comm->rank] = (struct grs_shape){0, (int32_t)c->dtype, c->trans_b, c->m_all != NULL,
-                                         c->m, c->n, m_all_hash(comm, c->m_all)};
+                                         c->m, c->n, mki_hash_counts(comm, c->m_all)};
     mkResult_t r = mki_agree_shape(comm, g ? &g->shapes : NULL, GRS_FUNC, h, all, sizeof(*all),
                                    local, compare_shapes, c);
     free(all);
@@ -267,20 +235,7 @@ static mkResult_t gemm_rows(struct mki_call *k, const struct grs_call *c, int64_
     ga.out_type = out;
     ga.trans_b = c->trans_b;
     ga.alpha = 1.0f;
-    /* Within this rank's share of the SMs: a persistent GEMM whose CTAs
-     * wait for SMs held by the spinning collectives of ranks sharing the
-     * GPU (MPS) would never finish (seen: 4 ranks as 2 x 2 virtual
-     * nodes, mkReduceScatter timed out behind the GEMM). */
-    const struct mki_plan_ctx *pc = mki_plan_context(k->comm);
-    if (pc && pc->sm_budget > 0 && pc->sm_budget < pc->sm_count) ga.num_ctas = pc->sm_budget;
-    char msg[512];
-    struct mki_launch_desc desc;
-    int rc = mki_gemm_describe(&ga, &desc, msg, sizeof(msg));
-    if (rc != MKI_GEMM_OK)
-        return mki_error(k->comm, rc == MKI_GEMM_ERR_INVALID ? mkErrInvalidArgument
-                         : rc == MKI_GEMM_ERR_UNSUPPORTED ? mkErrUnsupported : mkErrCuda,
-                         GRS_FUNC ": %s", msg);
-    return desc.fn ? mki_launch(k, &desc) : mkSuccess;
+    return mki_op_gemm(k, &ga);
 }
 
 /* Each rank's rows of the fp32 partial product in a block of m_max rows
@@ -316,32 +271,6 @@ static mkResult_t run_unfused(struct mki_call *k, struct grs_state *g, const str
 
 /* ---- the fused call -------------------------------------------------- */
 
-/* The bank for a call (single: the kernel's gate orders its reuse), grown
- * in GRS_BANK_GRAIN steps.  Collective: every rank grows at the same call
- * (the shapes agree).  Outside a capture the old bank is given back after
- * this rank's previous calls (every peer's stores into it were waited
- * for by its kernels); inside one it stays with the heap. */
-static mkResult_t ensure_bank(struct mki_call *k, struct grs_state *g, uint64_t bytes)
-{
-    if (g->bank.bytes >= bytes && g->bank.bytes) return mkSuccess;
-    struct mkComm *comm = k->comm;
-    uint64_t want = (bytes + GRS_BANK_GRAIN - 1) / GRS_BANK_GRAIN * GRS_BANK_GRAIN;
-    if (want == 0) want = GRS_BANK_GRAIN;
-    if (g->bank.bytes && k->capturing) {
-        if (g->nretired == GRS_MAX_RETIRED)
-            return mki_error(comm, mkErrUnsupported, GRS_FUNC ": its bank grew inside a CUDA "
-                             "graph capture %d times; make one uncaptured call of the largest "
-                             "shape first", GRS_MAX_RETIRED);
-        g->nretired++;
-    } else if (g->bank.bytes) {
-        cudaError_t e = cudaStreamSynchronize(k->stream);
-        if (e != cudaSuccess) return cuda_err(comm, "waiting for earlier calls", e);
-        mki_heap_free(comm, &g->bank);
-    }
-    memset(&g->bank, 0, sizeof(g->bank));
-    return mki_heap_alloc(comm, 0, want, 0, GRS_FUNC "'s bank of partial sums", &g->bank);
-}
-
 static void fill_launch(struct mkComm *comm, struct grs_state *g, const struct grs_call *c,
                         const struct mki_op_plan *p, struct mki_grs_launch *l)
 {
@@ -372,7 +301,12 @@ static mkResult_t run_fused(struct mki_call *k, struct grs_state *g, const struc
 {
     struct mkComm *comm = k->comm;
     const int64_t ld = (c->n + 3) / 4 * 4;
-    MKI_CHECK(ensure_bank(k, g, mki_grs_bank_bytes(comm->dev->nlocal, c->m_max, ld)));
+    /* single: the kernel's gate orders its reuse; grown collectively (the
+     * shapes agree); every peer's stores into the old one were waited for
+     * by this rank's kernels */
+    MKI_CHECK(mki_op_bank(k, &g->bank, mki_grs_bank_bytes(comm->dev->nlocal, c->m_max, ld),
+                          GRS_BANK_GRAIN, &g->nretired, GRS_MAX_RETIRED,
+                          "the bank of partial sums"));
     struct mki_grs_launch l;
     fill_launch(comm, g, c, p, &l);
     struct mki_launch_desc d;

@@ -15,10 +15,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gemm.h"
 #include "mki.h"
 #include "mem/mem.h"
 #include "net/net.h"
 #include "ops/op.h"
+#include "plan/plan.h"
 
 mkResult_t mki_call_enter(mkComm_t comm, enum mki_op op, cudaStream_t stream,
                           struct mki_call *c)
@@ -223,4 +225,47 @@ void mki_op_bufs_free(struct mki_op_bufs *r)
 {
     for (int i = 0; i < r->n; i++) (void)cudaFree(r->retired[i]);
     r->n = 0;
+}
+
+/* ---- the GEMM ops' shared steps ---------------------------------------- */
+
+mkResult_t mki_op_gemm(struct mki_call *k, void *args)
+{
+    mki_gemm_args *ga = args;
+    const struct mki_plan_ctx *pc = mki_plan_context(k->comm);
+    if (pc && pc->sm_budget > 0 && pc->sm_budget < pc->sm_count) ga->num_ctas = pc->sm_budget;
+    char msg[512];
+    struct mki_launch_desc d;
+    int rc = mki_gemm_describe(ga, &d, msg, sizeof(msg));
+    if (rc != MKI_GEMM_OK)
+        return mki_error(k->comm, rc == MKI_GEMM_ERR_INVALID ? mkErrInvalidArgument
+                         : rc == MKI_GEMM_ERR_UNSUPPORTED ? mkErrUnsupported : mkErrCuda,
+                         "%s: %s", k->func, msg);
+    return d.fn ? mki_launch(k, &d) : mkSuccess;
+}
+
+mkResult_t mki_op_bank(struct mki_call *k, struct mki_heap_blk *blk, uint64_t bytes,
+                       uint64_t grain, int *retired, int max_retired, const char *what)
+{
+    if (blk->bytes >= bytes && blk->bytes) return mkSuccess;
+    struct mkComm *comm = k->comm;
+    uint64_t want = (bytes + grain - 1) / grain * grain;
+    if (want == 0) want = grain;
+    if (blk->bytes && k->capturing) {
+        if (*retired == max_retired)
+            return mki_error(comm, mkErrUnsupported, "%s: %s grew inside a CUDA graph capture "
+                             "%d times; make one uncaptured call of the largest shape first",
+                             k->func, what, max_retired);
+        (*retired)++;
+    } else if (blk->bytes) {
+        cudaError_t e = cudaStreamSynchronize(k->stream);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            return mki_error(comm, mkErrCuda, "%s: waiting for earlier calls: %s", k->func,
+                             cudaGetErrorString(e));
+        }
+        mki_heap_free(comm, blk);
+    }
+    memset(blk, 0, sizeof(*blk));
+    return mki_heap_alloc(comm, 0, want, 0, what, blk);
 }

@@ -27,6 +27,7 @@
 #include <cuda_runtime_api.h>
 
 #include "mki.h"
+#include "mem/heap.h"
 #include "rt/launch.h"
 #include "rt/rt.h"
 
@@ -126,5 +127,26 @@ mkResult_t mki_agree_shape(struct mkComm *comm, struct mki_shape_cache *cache,
                            const char *func, uint64_t hash, void *records, size_t rec,
                            mkResult_t local, mki_shape_cmp compare, const void *ctx);
 uint64_t mki_hash64(uint64_t h, uint64_t v);   /* FNV-1a step */
+/* A hash of every rank's count (m_all of the GEMM ops; 0 for NULL). */
+uint64_t mki_hash_counts(const struct mkComm *comm, const int64_t *counts);
+
+/* ---- the GEMM ops' shared checks and steps (validate.c, launch.c) ------ */
+
+/* dtype bf16 or fp16 (fp32: mkErrUnsupported), transB 0 or 1, sizes not
+ * negative, k (what) a positive multiple of 8 and so n when transB = 0
+ * (TMA row strides); *es: the element's bytes. */
+mkResult_t mki_check_gemm_args(struct mkComm *comm, const char *func, mkDataType_t dtype,
+                               int trans_b, int64_t m, int64_t n, int64_t k, const char *kwhat,
+                               int *es);
+/* Our GEMM of the unfused sequences on the call's stream, within the
+ * rank's SM budget (a persistent GEMM waiting for SMs that the spinning
+ * kernels of ranks sharing the GPU hold would never finish). */
+mkResult_t mki_op_gemm(struct mki_call *k, void *args /* mki_gemm_args * */);
+/* A heap block of at least bytes, grown in grain steps (collective: every
+ * rank grows at the same call).  Outside a capture the stream is
+ * synchronized and the old block freed; inside one the old block stays
+ * with the heap (at most max_retired times, counted in *retired). */
+mkResult_t mki_op_bank(struct mki_call *k, struct mki_heap_blk *blk, uint64_t bytes,
+                       uint64_t grain, int *retired, int max_retired, const char *what);
 
 #endif /* MKI_OP_H */

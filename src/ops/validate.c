@@ -54,6 +54,38 @@ uint64_t mki_hash64(uint64_t h, uint64_t v)
     return (h ^ v) * 1099511628211ull;
 }
 
+uint64_t mki_hash_counts(const struct mkComm *comm, const int64_t *counts)
+{
+    uint64_t h = 0;
+    for (int i = 0; counts && i < comm->nranks; i++) h = mki_hash64(h, (uint64_t)counts[i]) + 1;
+    return h;
+}
+
+mkResult_t mki_check_gemm_args(struct mkComm *comm, const char *func, mkDataType_t dtype,
+                               int trans_b, int64_t m, int64_t n, int64_t k, const char *kwhat,
+                               int *es)
+{
+    if (dtype == mkFloat32)
+        return mki_error(comm, mkErrUnsupported, "%s: dtype mkFloat32 is not supported; use "
+                         "mkBfloat16 or mkFloat16 (accumulation is fp32 either way)", func);
+    *es = mki_dtype_bytes(dtype);
+    if (*es == 0)
+        return mki_error(comm, mkErrInvalidArgument, "%s: dtype = %d is not a mkDataType_t; "
+                         "use mkBfloat16 or mkFloat16", func, (int)dtype);
+    if (trans_b != 0 && trans_b != 1)
+        return mki_error(comm, mkErrInvalidArgument, "%s: transB = %d; pass 0 (B is k x n) or "
+                         "1 (B is n x k)", func, trans_b);
+    if (m < 0 || n < 0 || k < 0)
+        return mki_error(comm, mkErrInvalidArgument, "%s: negative size (m = %lld, n = %lld, "
+                         "k = %lld)", func, (long long)m, (long long)n, (long long)k);
+    if (k == 0 || k % 8 != 0 || (!trans_b && n % 8 != 0))
+        return mki_error(comm, mkErrUnsupported, "%s: k = %lld and n = %lld: k (%s) must be a "
+                         "positive multiple of 8, and so must n when transB = 0 (rows of A "
+                         "and B are loaded by TMA, which needs 16-byte row strides); pad the "
+                         "matrices with zeros", func, (long long)k, (long long)n, kwhat);
+    return mkSuccess;
+}
+
 /* The other ranks' own verdicts on their arguments (the record's first
  * int32 is its rank's "ok"). */
 static mkResult_t others_ok(struct mkComm *comm, const char *func, const char *all, size_t rec)

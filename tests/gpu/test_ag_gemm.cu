@@ -44,43 +44,7 @@ static mkComm_t g_comm;
 
 #define MKT_EXIT_MK 3 /* a failed mkernel call */
 #include "check.h"
-#define CB(call)                                                                      \
-    do {                                                                              \
-        cublasStatus_t s_ = (call);                                                   \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                            \
-            fprintf(stderr, "rank %d: %s:%d cublas %d\n", g_rank, __FILE__, __LINE__, \
-                    (int)s_);                                                         \
-            exit(4);                                                                  \
-        }                                                                             \
-    } while (0)
-
-__host__ __device__ __forceinline__ float hash_val(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return (float)(x >> 40) / (float)(1ull << 24) * 2.0f - 1.0f;
-}
-
-/* n elements of dtype (0 bf16, 1 fp16) from (seed, idx). */
-__global__ void fill(void *p, size_t n, uint64_t seed, int dt)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        float v = hash_val(seed * 0x9e3779b97f4a7c15ull + i);
-        if (dt == 0) ((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
-        else ((__half *)p)[i] = __float2half(v);
-    }
-}
-
-__global__ void poison(uint16_t *p, size_t n)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        p[i] = 0x7fff; /* NaN in bf16 and fp16 */
-}
+#include "fill.cuh"
 
 /* sums of (c - ref)^2, ref^2, and NaN count (c of dtype, ref fp32). */
 __global__ void compare(const void *c, const float *ref, size_t n, int dt, double *acc)

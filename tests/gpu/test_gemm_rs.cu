@@ -50,35 +50,7 @@ static uint64_t g_seed;
 
 #define MKT_EXIT_MK 3
 #include "check.h"
-#define CB(call)                                                                      \
-    do {                                                                              \
-        cublasStatus_t s_ = (call);                                                   \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                            \
-            fprintf(stderr, "rank %d: %s:%d cublas %d\n", g_rank, __FILE__, __LINE__, \
-                    (int)s_);                                                         \
-            exit(4);                                                                  \
-        }                                                                             \
-    } while (0)
-
-__host__ __device__ __forceinline__ float hash_val(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return (float)(x >> 40) / (float)(1ull << 24) * 2.0f - 1.0f;
-}
-
-__global__ void fill(void *p, size_t n, uint64_t seed, int dt)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        float v = hash_val(seed * 0x9e3779b97f4a7c15ull + i);
-        if (dt == 0) ((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
-        else ((__half *)p)[i] = __float2half(v);
-    }
-}
+#include "fill.cuh"
 
 /* The value fill() writes at index i, as the GPU rounds it. */
 static double host_val(uint64_t seed, size_t i, int dt)
@@ -86,13 +58,6 @@ static double host_val(uint64_t seed, size_t i, int dt)
     float v = hash_val(seed * 0x9e3779b97f4a7c15ull + i);
     return dt == 0 ? (double)__bfloat162float(__float2bfloat16(v))
                    : (double)__half2float(__float2half(v));
-}
-
-__global__ void poison(uint16_t *p, size_t n)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        p[i] = 0x7fff; /* NaN in bf16 and fp16 */
 }
 
 /* acc: sum (c - ref)^2, sum ref^2, NaN/inf count, count of |c - ref| over

@@ -7,6 +7,7 @@
 #ifndef MK_TEST_RANKS_H
 #define MK_TEST_RANKS_H
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,5 +40,28 @@ static inline int run_ranks(int n, int nranks, mkUniqueId id, rank_fn fn)
     }
     return bad;
 }
+
+/* A fresh unique id (the parent, before forking the ranks). */
+static inline mkUniqueId new_id(void)
+{
+    mkUniqueId id;
+    if (mkGetUniqueId(&id) != mkSuccess) {
+        fprintf(stderr, "mkGetUniqueId: %s\n", mkGetLastError(NULL));
+        exit(1);
+    }
+    return id;
+}
+
+/* Inside a rank function (int rank, a mkComm_t comm that may be NULL):
+ * on failure, say which rank, where and the last error, and fail it. */
+#define RANK_EXPECT(cond)                                                    \
+    do {                                                                     \
+        if (!(cond)) {                                                       \
+            fprintf(stderr, "rank %d: FAIL %s:%d %s (%s)\n", rank, __FILE__,  \
+                    __LINE__, #cond, comm ? mkGetLastError(comm)             \
+                                          : mkGetLastError(NULL));           \
+            return 1;                                                        \
+        }                                                                    \
+    } while (0)
 
 #endif

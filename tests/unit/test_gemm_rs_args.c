@@ -178,15 +178,7 @@ static void test_one_rank(void)
 
 /* ---- several processes: the shape check ----------------------------- */
 
-#define EXPECT(cond)                                                         \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "rank %d: FAIL %s:%d %s (%s)\n", rank, __FILE__,  \
-                    __LINE__, #cond, comm ? mkGetLastError(comm)             \
-                                          : mkGetLastError(NULL));           \
-            return 1;                                                        \
-        }                                                                    \
-    } while (0)
+#define EXPECT RANK_EXPECT
 
 /* Rank 1 passes n = 264 where the others pass 256. */
 static int mismatched_n(int rank, int nranks, mkUniqueId id)
@@ -233,15 +225,6 @@ static int matching(int rank, int nranks, mkUniqueId id)
     return 0;
 }
 
-static mkUniqueId new_id(void)
-{
-    mkUniqueId id;
-    if (mkGetUniqueId(&id) != mkSuccess) {
-        fprintf(stderr, "mkGetUniqueId: %s\n", mkGetLastError(NULL));
-        exit(1);
-    }
-    return id;
-}
 
 int main(void)
 {

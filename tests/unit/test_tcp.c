@@ -143,15 +143,6 @@ static int mismatch(int rank, int nranks, mkUniqueId id)
     return 0;
 }
 
-static mkUniqueId new_id(void)
-{
-    mkUniqueId id;
-    if (mkGetUniqueId(&id) != mkSuccess) {
-        fprintf(stderr, "mkGetUniqueId: %s\n", mkGetLastError(NULL));
-        exit(1);
-    }
-    return id;
-}
 
 int main(void)
 {

@@ -38,6 +38,7 @@ extern "C" {
 #include "plan/plan.h" /* the SM split the plan chose (a C header) */
 }
 #include "common.h"
+#include "multi.h"
 
 namespace {
 
@@ -196,19 +197,6 @@ void time_block(ctx x, int what, int iters, int idle_us, std::vector<double> &ou
     out.insert(out.end(), ms.begin(), ms.end());
 }
 
-/* The median of a rank's per-call times, the largest over the ranks: a
- * call of an operation over all ranks is only as fast as its slowest
- * rank, and the GEMM alone is the limit only on the slowest GPU. */
-double worst_median(std::vector<double> &v)
-{
-    std::vector<double> all(g_n);
-    all[g_rank] = mkb_median(v.data(), (int)v.size());
-    MKB_MK(g_comm->boot->allgather(g_comm->boot_ctx, all.data(), sizeof(double)));
-    double worst = all[0];
-    for (int r = 1; r < g_n; r++)
-        if (all[r] > worst) worst = all[r];
-    return worst;
-}
 
 struct result {
     long long m, n, k;
@@ -236,22 +224,6 @@ void plan_text(int64_t m, int64_t n, int64_t k, result *r)
     snprintf(r->split, sizeof(r->split), "compute=%d,intra=0 (copy engine)", compute);
 }
 
-int parse_shapes(const char *s, std::vector<result> &out)
-{
-    std::string str(s);
-    size_t pos = 0;
-    while (pos < str.size()) {
-        size_t end = str.find(',', pos);
-        if (end == std::string::npos) end = str.size();
-        result r;
-        memset(&r, 0, sizeof(r));
-        if (sscanf(str.substr(pos, end - pos).c_str(), "%lldx%lldx%lld", &r.m, &r.n, &r.k) != 3)
-            return -1;
-        out.push_back(r);
-        pos = end + 1;
-    }
-    return 0;
-}
 
 void write_out(const std::vector<result> &res, const char *tag, int f16, int transb,
                int calls, int idle_us)
@@ -329,7 +301,7 @@ extern "C" int mkb_ag_gemm_main(int argc, char **argv)
         }
     }
     std::vector<result> res;
-    if (parse_shapes(shapes, res) || iters < 1 || rounds < 1 || idle_us < 0) {
+    if (mkb_parse_shapes(shapes, res) || iters < 1 || rounds < 1 || idle_us < 0) {
         fprintf(stderr, "mkbench ag_gemm: bad --shapes, --iters, --rounds or --idle-us\n");
         return 2;
     }
@@ -376,11 +348,11 @@ extern "C" int mkb_ag_gemm_main(int argc, char **argv)
         for (int round = 0; round < rounds; round++)
             for (int what = OURS; what < NSERIES; what++)
                 if (what != IDLE_GEMM || idle_us > 0) time_block(x, what, iters, idle_us, t[what]);
-        r.ours = worst_median(t[OURS]);
-        r.unfused = worst_median(t[UNFUSED]);
-        r.gemm = worst_median(t[GEMM]);
-        r.ag = worst_median(t[AG]);
-        r.idle_gemm = idle_us > 0 ? worst_median(t[IDLE_GEMM]) : 0;
+        r.ours = mkb_worst_median(g_comm, g_rank, g_n, t[OURS]);
+        r.unfused = mkb_worst_median(g_comm, g_rank, g_n, t[UNFUSED]);
+        r.gemm = mkb_worst_median(g_comm, g_rank, g_n, t[GEMM]);
+        r.ag = mkb_worst_median(g_comm, g_rank, g_n, t[AG]);
+        r.idle_gemm = idle_us > 0 ? mkb_worst_median(g_comm, g_rank, g_n, t[IDLE_GEMM]) : 0;
         if (host) {
             r.host_ours = host_us_per_call(x, OURS, 20);
             r.host_unfused = host_us_per_call(x, UNFUSED, 20);

@@ -39,6 +39,7 @@ extern "C" {
 #include "plan/plan.h"
 }
 #include "common.h"
+#include "multi.h"
 
 namespace {
 
@@ -136,16 +137,6 @@ void time_block(ctx &x, int what, int iters, std::vector<double> &out)
     out.insert(out.end(), ms.begin(), ms.end());
 }
 
-double worst_median(std::vector<double> &v)
-{
-    std::vector<double> all(g_n);
-    all[g_rank] = mkb_median(v.data(), (int)v.size());
-    MKB_MK(g_comm->boot->allgather(g_comm->boot_ctx, all.data(), sizeof(double)));
-    double worst = all[0];
-    for (int r = 1; r < g_n; r++)
-        if (all[r] > worst) worst = all[r];
-    return worst;
-}
 
 struct result {
     long long m, n, k;
@@ -170,22 +161,6 @@ void plan_text(int64_t m, int64_t n, int64_t k, result *r)
         snprintf(r->split, sizeof(r->split), "compute=%d (epilogue stores)", p.split.compute);
 }
 
-int parse_shapes(const char *s, std::vector<result> &out)
-{
-    std::string str(s);
-    size_t pos = 0;
-    while (pos < str.size()) {
-        size_t end = str.find(',', pos);
-        if (end == std::string::npos) end = str.size();
-        result r;
-        memset(&r, 0, sizeof(r));
-        if (sscanf(str.substr(pos, end - pos).c_str(), "%lldx%lldx%lld", &r.m, &r.n, &r.k) != 3)
-            return -1;
-        out.push_back(r);
-        pos = end + 1;
-    }
-    return 0;
-}
 
 void write_out(const std::vector<result> &res, const char *tag, int f16, int transb, int calls)
 {
@@ -258,7 +233,7 @@ extern "C" int mkb_gemm_rs_main(int argc, char **argv)
         }
     }
     std::vector<result> res;
-    if (parse_shapes(shapes, res) || iters < 1 || rounds < 1) {
+    if (mkb_parse_shapes(shapes, res) || iters < 1 || rounds < 1) {
         fprintf(stderr, "mkbench gemm_rs: bad --shapes, --iters or --rounds\n");
         return 2;
     }
@@ -311,10 +286,10 @@ extern "C" int mkb_gemm_rs_main(int argc, char **argv)
         std::vector<double> t[NSERIES];
         for (int round = 0; round < rounds; round++)
             for (int what = OURS; what < NSERIES; what++) time_block(x, what, iters, t[what]);
-        r.ours = worst_median(t[OURS]);
-        r.unfused = worst_median(t[UNFUSED]);
-        r.gemm = worst_median(t[GEMM]);
-        r.rs = worst_median(t[RS]);
+        r.ours = mkb_worst_median(g_comm, g_rank, g_n, t[OURS]);
+        r.unfused = mkb_worst_median(g_comm, g_rank, g_n, t[UNFUSED]);
+        r.gemm = mkb_worst_median(g_comm, g_rank, g_n, t[GEMM]);
+        r.rs = mkb_worst_median(g_comm, g_rank, g_n, t[RS]);
         mkResult_t ae;
         MKB_MK(mkCommGetAsyncError(g_comm, &ae));
         if (ae != mkSuccess) {

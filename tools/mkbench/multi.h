@@ -1,0 +1,55 @@
+/* multi.h - what the multi-rank GEMM benchmarks (mkbench ag_gemm,
+ * mkbench gemm_rs) share: their list of shapes and the slowest rank's
+ * median.  C++ (the benchmarks are .cu files); the bootstrap of the
+ * communicator carries the exchange. */
+#ifndef MKB_MULTI_H
+#define MKB_MULTI_H
+
+#include <stdio.h>
+#include <string.h>
+#include <string>
+#include <vector>
+
+#include "common.h"
+#include "mkernel.h"
+#include "mki.h" /* comm->boot */
+
+/* "MxNxK,MxNxK,...": one R (with long long m, n, k; zeroed first) per
+ * shape; -1 on a malformed list. */
+template <class R>
+int mkb_parse_shapes(const char *s, std::vector<R> &out)
+{
+    std::string str(s);
+    size_t pos = 0;
+    while (pos < str.size()) {
+        size_t end = str.find(',', pos);
+        if (end == std::string::npos) end = str.size();
+        R r;
+        memset(&r, 0, sizeof(r));
+        if (sscanf(str.substr(pos, end - pos).c_str(), "%lldx%lldx%lld", &r.m, &r.n, &r.k) != 3)
+            return -1;
+        out.push_back(r);
+        pos = end + 1;
+    }
+    return 0;
+}
+
+/* The median of this rank's per-call times, the largest over the ranks: a
+ * call over all ranks is only as fast as its slowest rank, and the GEMM
+ * alone is the limit only on the slowest GPU.  Every rank calls it. */
+inline double mkb_worst_median(mkComm_t comm, int rank, int nranks, std::vector<double> &v)
+{
+    std::vector<double> all(nranks);
+    all[rank] = mkb_median(v.data(), (int)v.size());
+    mkResult_t r = comm->boot->allgather(comm->boot_ctx, all.data(), sizeof(double));
+    if (r != mkSuccess) {
+        fprintf(stderr, "rank %d: the ranks' medians: %s\n", rank, mkGetLastError(comm));
+        exit(2);
+    }
+    double worst = all[0];
+    for (int q = 1; q < nranks; q++)
+        if (all[q] > worst) worst = all[q];
+    return worst;
+}
+
+#endif

@@ -113,7 +113,10 @@ if [ $tests = 1 ]; then
         step "1gpu x4 MPS correct" 300 4 $B/test_gemm_rs correct
         MK_SM_SPLIT=gemm_rs:fused=1 step "1gpu x4 MPS correct, all fused" 300 4 $B/test_gemm_rs correct
         step "1gpu x4 MPS stress" 120 4 $B/test_gemm_rs stress
+        MK_SM_SPLIT=gemm_rs:fused=1 step "1gpu x8 MPS correct, all fused" 400 8 $B/test_gemm_rs correct 02345
         if [ "$ngpu" -lt 2 ]; then # what the 2-GPU steps would cover
+            MK_NODE_SIZE=1 MK_TRANSPORT=socket \
+                step "1gpu x2 MPS 2 nodes (MK_NODE_SIZE=1) correct" 240 2 $B/test_gemm_rs correct
             step "1gpu x2 MPS stress 200 calls" 90 2 $B/test_gemm_rs stress
             MK_DEBUG=INFO step "1gpu x2 MPS CUDA graph x20" 90 2 $B/test_gemm_rs graph
             MK_TIMEOUT_MS=3000 step "1gpu x2 MPS nocall -> timeout" 40 2 $B/test_gemm_rs nocall

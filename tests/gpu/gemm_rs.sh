@@ -100,6 +100,7 @@ if [ $tests = 1 ] && [ "$ngpu" -ge 2 ]; then
         status=1
     fi
     MK_TIMEOUT_MS=3000 step "2gpu nocall -> timeout" 40 2 $B/test_gemm_rs nocall
+    step "2gpu bad input" 40 2 $B/test_gemm_rs badinput
     MK_NODE_SIZE=1 MK_TRANSPORT=socket \
         step "2gpu 2 nodes (MK_NODE_SIZE=1) correct" 240 2 $B/test_gemm_rs correct
 fi
@@ -120,6 +121,7 @@ if [ $tests = 1 ]; then
             step "1gpu x2 MPS stress 200 calls" 90 2 $B/test_gemm_rs stress
             MK_DEBUG=INFO step "1gpu x2 MPS CUDA graph x20" 90 2 $B/test_gemm_rs graph
             MK_TIMEOUT_MS=3000 step "1gpu x2 MPS nocall -> timeout" 40 2 $B/test_gemm_rs nocall
+            step "1gpu x2 MPS bad input" 40 2 $B/test_gemm_rs badinput
         fi
         MK_NODE_SIZE=2 MK_TRANSPORT=socket \
             step "1gpu x4 MPS 2x2 (MK_NODE_SIZE=2) correct" 300 4 $B/test_gemm_rs correct

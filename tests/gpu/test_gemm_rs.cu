@@ -16,6 +16,8 @@
  *                          times with fresh inputs, every C checked
  *   test_gemm_rs nocall    rank 1 skips a call: the others fail with
  *                          mkErrTimeout naming rank 1 (set MK_TIMEOUT_MS)
+ *   test_gemm_rs badinput  host, misaligned and overlapping pointers: the
+ *                          error, its message, C untouched, then a good call
  *   test_gemm_rs time MxNxK  ours against cuBLAS's partial product alone
  *                          (a proxy where there is one GPU; mkbench gemm_rs
  *                          is the benchmark)
@@ -409,6 +411,59 @@ static int run_nocall(void)
     return bad;
 }
 
+/* Bad input that only a GPU can tell: host memory, misaligned and
+ * overlapping pointers. Every rank passes the same bad call (the first
+ * call of a shape is checked on every rank), gets the error with a
+ * message that says what to do, and C stays as it was (poison). */
+static int run_badinput(void)
+{
+    const Shape s = {"bad", 256, 512, 128, 1, 0, 0, 0};
+    Rows r = rows_of(s);
+    Bufs bf;
+    alloc_bufs(bf, s, r);
+    const size_t cn = (size_t)r.m[g_rank] * s.n;
+    fill<<<64, 256, 0, g_st>>>(bf.a, (size_t)s.m * s.k, seed_of(g_rank, 0, 0), 0);
+    fill<<<64, 256, 0, g_st>>>(bf.b, (size_t)s.n * s.k, seed_of(g_rank, 0, 1), 0);
+    poison<<<64, 256, 0, g_st>>>((uint16_t *)bf.c, cn);
+    CK(cudaStreamSynchronize(g_st));
+    std::vector<uint16_t> host_c(cn + 8);
+    struct Case {
+        const char *what, *expect;
+        const void *a, *b;
+        void *c;
+    } cases[] = {
+        {"C in host memory", "not device memory", bf.a, bf.b, host_c.data()},
+        {"A misaligned", "not aligned", (const char *)bf.a + 2, bf.b, bf.c},
+        {"B misaligned", "not aligned", bf.a, (const char *)bf.b + 8, bf.c},
+        {"C overlaps A", "overlaps", bf.a, bf.b, bf.a},
+    };
+    int bad = 0;
+    for (const Case &x : cases) {
+        mkResult_t rr = mkGemmReduceScatter(x.a, x.b, x.c, NULL, s.m, s.n, s.k, s.transb,
+                                            mkBfloat16, g_comm, g_st);
+        const char *msg = mkGetLastError(g_comm);
+        const bool ok = rr == mkErrInvalidArgument && strstr(msg, x.expect) != NULL;
+        printf("rank %d bad input, %-18s -> %s: \"%s\"  %s\n", g_rank, x.what,
+               mkGetErrorString(rr), msg, ok ? "ok" : "FAIL");
+        bad += !ok;
+    }
+    /* nothing was written: C is still all poison */
+    std::vector<uint16_t> h(cn);
+    CK(cudaStreamSynchronize(g_st));
+    CK(cudaMemcpy(h.data(), bf.c, cn * 2, cudaMemcpyDeviceToHost));
+    size_t touched = 0;
+    for (uint16_t v : h) touched += v != 0x7fff;
+    printf("rank %d bad input: %zu elements of C written  %s\n", g_rank, touched,
+           touched ? "FAIL" : "ok");
+    bad += touched != 0;
+    /* and the communicator still works */
+    MK(call_rs(s, r, bf.a, bf.b, bf.c, g_st));
+    reference(s, r, 0, bf.ref, bf.ta, bf.tb);
+    bad += check("bad input, then a good call", s, r, 0, bf.c, bf.ref);
+    free_bufs(bf);
+    return bad;
+}
+
 /* time MxNxK (K: this rank's slice): per-call medians of ours and of
  * cuBLAS's partial product alone (M x N x K, bf16 out) on this rank, in
  * turns; on one GPU under MPS this is the fused kernel's cost beside the
@@ -520,6 +575,7 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "stress")) bad = run_stress();
     else if (!strcmp(mode, "graph")) bad = run_graph();
     else if (!strcmp(mode, "nocall")) bad = run_nocall();
+    else if (!strcmp(mode, "badinput")) bad = run_badinput();
     else if (!strcmp(mode, "time")) bad = run_time(argc > 2 ? argv[2] : NULL);
     else { fprintf(stderr, "unknown mode %s\n", mode); return 2; }
     printf("rank %d/%d on device %d: %s %s\n", g_rank, g_n, dev, mode, bad ? "FAIL" : "PASS");

@@ -29,6 +29,7 @@
 #include "ops/gemm_rs.h"
 #include "ops/op.h"
 #include "plan/plan.h"
+#include "topology/topo.h"
 
 #define GRS_FUNC "mkGemmReduceScatter"
 #define GRS_BANK_GRAIN (64ull << 20)
@@ -62,7 +63,11 @@ struct grs_state {
     size_t part_bytes;
     void *sum;                        /* unfused: this rank's fp32 rows */
     size_t sum_bytes;
+    void *mid;                        /* across nodes: the node's sums */
+    size_t mid_bytes;
     struct mki_op_bufs bufs;
+    int split_tried;                  /* across nodes: the two sub-communicators */
+    mkComm_t node_comm, peer_comm;    /* this node's ranks; same local index */
 };
 
 /* ---- state ------------------------------------------------------------- */
@@ -84,8 +89,11 @@ static void grs_destroy(struct mkComm *comm, void *state)
     if (comm->dev && !comm->dev->aborted) {
         if (g->part) (void)cudaFree(g->part);
         if (g->sum) (void)cudaFree(g->sum);
+        if (g->mid) (void)cudaFree(g->mid);
         mki_op_bufs_free(&g->bufs);
     }
+    for (mkComm_t *sc = &g->node_comm; sc <= &g->peer_comm; sc++)
+        if (*sc) (void)(comm->dev && comm->dev->aborted ? mkCommAbort(*sc) : mkCommDestroy(*sc));
     free(g); /* its heap blocks go with the heap */
 }
 
@@ -238,9 +246,41 @@ static mkResult_t gemm_rows(struct mki_call *k, const struct grs_call *c, int64_
     return mki_op_gemm(k, &ga);
 }
 
+/* Across nodes whose sizes agree: a communicator of this node's ranks and
+ * one of the ranks with this local index (one per node), made by the first
+ * call that crosses nodes (collective: every rank takes this path at the
+ * same call), outside a capture.  Their plans keep this rank's SM budget
+ * (their own ranks are only some of those sharing a GPU). */
+static mkResult_t make_split(struct mki_call *k, struct grs_state *g)
+{
+    struct mkComm *comm = k->comm;
+    if (g->split_tried || k->capturing) return mkSuccess;
+    g->split_tried = 1;
+    const struct mki_topo *t = comm->topo;
+    int L = comm->local_size;
+    for (int r = 0; r < comm->nranks; r++) {
+        int n = 0;
+        for (int q = 0; q < comm->nranks; q++) n += t->node_of[q] == t->node_of[r];
+        if (n != L) return mkSuccess; /* nodes of different sizes: the flat reduce-scatter */
+    }
+    mkConfig_t cf = MK_CONFIG_INITIALIZER;
+    cf.cudaDev = comm->dev->dev;
+    cf.timeoutMs = comm->cfg.timeoutMs;
+    const struct mki_plan_ctx *pc = mki_plan_context(comm);
+    if (pc && pc->sm_budget > 0 && pc->sm_budget < pc->sm_count) cf.smBudget = pc->sm_budget;
+    MKI_CHECK(mkCommSplit(comm, comm->node, comm->local_rank, &g->node_comm, &cf));
+    cf.nodeSize = 1; /* one rank per node */
+    return mkCommSplit(comm, comm->local_rank, comm->node, &g->peer_comm, &cf);
+}
+
 /* Each rank's rows of the fp32 partial product in a block of m_max rows
- * (one GEMM when the blocks are the rows as they come), mkReduceScatter
- * in fp32, then this rank's rows converted into C. */
+ * (one GEMM when the blocks are the rows as they come), then the sum:
+ * on one node mkReduceScatter in fp32; across nodes (make_split) a true
+ * reduce-scatter: the blocks ordered by (local index, node), summed inside
+ * the node first (each local rank gets the node's sums of the rows of
+ * every rank with its local index), then across the nodes between ranks
+ * of the same local index, so that only 1/nodes of a node's sums leaves
+ * it, once.  Then this rank's rows converted into C. */
 static mkResult_t run_unfused(struct mki_call *k, struct grs_state *g, const struct grs_call *c)
 {
     struct mkComm *comm = k->comm;
@@ -248,20 +288,34 @@ static mkResult_t run_unfused(struct mki_call *k, struct grs_state *g, const str
     if (P == 1) return gemm_rows(k, c, 0, c->m, c->c, (mki_dtype_t)c->dtype);
     const size_t row = (size_t)c->n * 4u, block = (size_t)c->m_max * row;
     if (block == 0) return mkSuccess;
+    if (comm->nnodes > 1) MKI_CHECK(make_split(k, g));
+    const int hier = g->node_comm && g->peer_comm;
     MKI_CHECK(mki_op_buf(k, &g->bufs, &g->part, &g->part_bytes, block * (size_t)P,
                          "the fp32 partial product"));
     MKI_CHECK(mki_op_buf(k, &g->bufs, &g->sum, &g->sum_bytes, block, "the fp32 sum of its rows"));
-    if (c->m_max * P == c->m) {
+    const struct mki_topo *t = comm->topo;
+    if (!hier && c->m_max * P == c->m) {
         MKI_CHECK(gemm_rows(k, c, 0, c->m, g->part, MKI_DT_F32));
     } else {
         int64_t off = 0;
         for (int r = 0; r < P; r++) {
             const int64_t mr = rows_of(c, P, r);
-            MKI_CHECK(gemm_rows(k, c, off, mr, (char *)g->part + (size_t)r * block, MKI_DT_F32));
+            const size_t at = hier ? (size_t)t->local_rank_of[r] * (size_t)comm->nnodes +
+                                         (size_t)t->node_of[r]
+                                   : (size_t)r;
+            MKI_CHECK(gemm_rows(k, c, off, mr, (char *)g->part + at * block, MKI_DT_F32));
             off += mr;
         }
     }
-    MKI_CHECK(mkReduceScatter(g->part, g->sum, block / 4u, mkFloat32, comm, k->stream));
+    if (hier) {
+        const size_t nb = (size_t)comm->nnodes * block;
+        MKI_CHECK(mki_op_buf(k, &g->bufs, &g->mid, &g->mid_bytes, nb, "the node's fp32 sums"));
+        MKI_CHECK(mkReduceScatter(g->part, g->mid, nb / 4u, mkFloat32, g->node_comm, k->stream));
+        MKI_CHECK(mkReduceScatter(g->mid, g->sum, block / 4u, mkFloat32, g->peer_comm,
+                                  k->stream));
+    } else {
+        MKI_CHECK(mkReduceScatter(g->part, g->sum, block / 4u, mkFloat32, comm, k->stream));
+    }
     char msg[256];
     if (mki_grs_convert(g->sum, c->c, (int)c->dtype, (size_t)c->m_me * (size_t)c->n, k->stream,
                         msg, sizeof(msg)) != 0)

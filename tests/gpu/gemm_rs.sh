@@ -125,6 +125,8 @@ if [ $tests = 1 ]; then
         fi
         MK_NODE_SIZE=2 MK_TRANSPORT=socket \
             step "1gpu x4 MPS 2x2 (MK_NODE_SIZE=2) correct" 300 4 $B/test_gemm_rs correct
+        MK_NODE_SIZE=4 MK_TRANSPORT=socket \
+            step "1gpu x8 MPS 2x4 (MK_NODE_SIZE=4) correct" 300 8 $B/test_gemm_rs correct 2345
         echo quit | nvidia-cuda-mps-control
         sleep 1
     else

@@ -48,33 +48,7 @@ ncclComm_t g_nccl;
 cudaStream_t g_st;
 cublasHandle_t g_blas;
 
-#define AG_CB(call)                                                           \
-    do {                                                                      \
-        cublasStatus_t s_ = (call);                                           \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                    \
-            fprintf(stderr, "rank %d: %s: cublas %d\n", g_rank, #call, (int)s_); \
-            exit(2);                                                          \
-        }                                                                     \
-    } while (0)
 
-__global__ void fill_rand(uint16_t *p, size_t n, uint64_t seed, int f16)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        uint64_t x = (seed + i) * 0x9e3779b97f4a7c15ull;
-        x ^= x >> 31;
-        x *= 0xbf58476d1ce4e5b9ull;
-        x ^= x >> 29;
-        float v = (float)(x >> 40) / (float)(1ull << 24) * 2.0f - 1.0f;
-        if (f16) {
-            __half h = __float2half(v);
-            p[i] = *(uint16_t *)&h;
-        } else {
-            __nv_bfloat16 b = __float2bfloat16(v);
-            p[i] = *(uint16_t *)&b;
-        }
-    }
-}
 
 enum { OURS, UNFUSED, GEMM, AG, IDLE_GEMM, NSERIES };
 
@@ -90,7 +64,7 @@ void gemm(const ctx &x)
 {
     const float one = 1.0f, zero = 0.0f;
     cudaDataType_t t = x.f16 ? CUDA_R_16F : CUDA_R_16BF;
-    AG_CB(cublasGemmEx(g_blas, x.transb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, (int)x.n,
+    MKB_CB(cublasGemmEx(g_blas, x.transb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, (int)x.n,
                        (int)x.m, (int)x.k, &one, x.b, t, x.transb ? (int)x.k : (int)x.n, x.g, t,
                        (int)x.k, &zero, x.c, t, (int)x.n, CUBLAS_COMPUTE_32F,
                        CUBLAS_GEMM_DEFAULT));
@@ -317,8 +291,8 @@ extern "C" int mkb_ag_gemm_main(int argc, char **argv)
     if (g_rank == 0) MKB_NC(ncclGetUniqueId(&id));
     MKB_MK(g_comm->boot->bcast(g_comm->boot_ctx, &id, sizeof id, 0));
     MKB_NC(ncclCommInitRank(&g_nccl, g_n, id, g_rank));
-    AG_CB(cublasCreate(&g_blas));
-    AG_CB(cublasSetStream(g_blas, g_st));
+    MKB_CB(cublasCreate(&g_blas));
+    MKB_CB(cublasSetStream(g_blas, g_st));
     for (result &r : res) {
         if (r.m % g_n) {
             fprintf(stderr, "mkbench ag_gemm: M = %lld is not a multiple of %d ranks\n", r.m, g_n);
@@ -337,8 +311,8 @@ extern "C" int mkb_ag_gemm_main(int argc, char **argv)
         MKB_CHECK(cudaMalloc(&b, (size_t)x.n * x.k * 2));
         MKB_CHECK(cudaMalloc(&c, (size_t)x.m * x.n * 2));
         MKB_CHECK(cudaMalloc(&g, (size_t)x.m * x.k * 2));
-        fill_rand<<<1024, 256, 0, g_st>>>(a, (size_t)x.m_local * x.k, 1000 + g_rank, f16);
-        fill_rand<<<1024, 256, 0, g_st>>>(b, (size_t)x.n * x.k, 7, f16);
+        mkb_fill_rand<<<1024, 256, 0, g_st>>>(a, (size_t)x.m_local * x.k, 1000 + g_rank, f16);
+        mkb_fill_rand<<<1024, 256, 0, g_st>>>(b, (size_t)x.n * x.k, 7, f16);
         MKB_CHECK(cudaGetLastError());
         x.a = a; x.b = b; x.c = c; x.g = g;
         /* The series take turns, `rounds` blocks each, so that all of

@@ -49,33 +49,7 @@ ncclComm_t g_nccl;
 cudaStream_t g_st;
 cublasHandle_t g_blas;
 
-#define RS_CB(call)                                                              \
-    do {                                                                         \
-        cublasStatus_t s_ = (call);                                              \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                       \
-            fprintf(stderr, "rank %d: %s: cublas %d\n", g_rank, #call, (int)s_); \
-            exit(2);                                                             \
-        }                                                                        \
-    } while (0)
 
-__global__ void rs_fill(uint16_t *p, size_t n, uint64_t seed, int f16)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        uint64_t x = (seed + i) * 0x9e3779b97f4a7c15ull;
-        x ^= x >> 31;
-        x *= 0xbf58476d1ce4e5b9ull;
-        x ^= x >> 29;
-        float v = (float)(x >> 40) / (float)(1ull << 24) * 2.0f - 1.0f;
-        if (f16) {
-            __half h = __float2half(v);
-            p[i] = *(uint16_t *)&h;
-        } else {
-            __nv_bfloat16 b = __float2bfloat16(v);
-            p[i] = *(uint16_t *)&b;
-        }
-    }
-}
 
 enum { OURS, UNFUSED, GEMM, RS, NSERIES };
 
@@ -95,7 +69,7 @@ void gemm(const ctx &x, const set &s)
 {
     const float one = 1.0f, zero = 0.0f;
     cudaDataType_t t = x.f16 ? CUDA_R_16F : CUDA_R_16BF;
-    RS_CB(cublasGemmEx(g_blas, x.transb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, (int)x.n,
+    MKB_CB(cublasGemmEx(g_blas, x.transb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, (int)x.n,
                        (int)x.m, (int)x.k, &one, x.b, t, x.transb ? (int)x.k : (int)x.n, s.a, t,
                        (int)x.k, &zero, s.d, t, (int)x.n, CUBLAS_COMPUTE_32F,
                        CUBLAS_GEMM_DEFAULT));
@@ -249,8 +223,8 @@ extern "C" int mkb_gemm_rs_main(int argc, char **argv)
     if (g_rank == 0) MKB_NC(ncclGetUniqueId(&id));
     MKB_MK(g_comm->boot->bcast(g_comm->boot_ctx, &id, sizeof id, 0));
     MKB_NC(ncclCommInitRank(&g_nccl, g_n, id, g_rank));
-    RS_CB(cublasCreate(&g_blas));
-    RS_CB(cublasSetStream(g_blas, g_st));
+    MKB_CB(cublasCreate(&g_blas));
+    MKB_CB(cublasSetStream(g_blas, g_st));
     int l2 = 0;
     MKB_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
     for (result &r : res) {
@@ -268,7 +242,7 @@ extern "C" int mkb_gemm_rs_main(int argc, char **argv)
         x.f16 = f16;
         uint16_t *b;
         MKB_CHECK(cudaMalloc(&b, (size_t)x.n * x.k * 2));
-        rs_fill<<<1024, 256, 0, g_st>>>(b, (size_t)x.n * x.k, 7 + 31 * g_rank, f16);
+        mkb_fill_rand<<<1024, 256, 0, g_st>>>(b, (size_t)x.n * x.k, 7 + 31 * g_rank, f16);
         x.b = b;
         const size_t per = ((size_t)x.m * x.k + (size_t)x.m / g_n * x.n + (size_t)x.m * x.n) * 2;
         size_t nsets = (2 * (size_t)l2 + per - 1) / per;
@@ -279,7 +253,7 @@ extern "C" int mkb_gemm_rs_main(int argc, char **argv)
             MKB_CHECK(cudaMalloc(&s.a, (size_t)x.m * x.k * 2));
             MKB_CHECK(cudaMalloc(&s.c, (size_t)x.m / g_n * x.n * 2 + 16));
             MKB_CHECK(cudaMalloc(&s.d, (size_t)x.m * x.n * 2));
-            rs_fill<<<1024, 256, 0, g_st>>>(s.a, (size_t)x.m * x.k, 1000 + 17 * i + g_rank, f16);
+            mkb_fill_rand<<<1024, 256, 0, g_st>>>(s.a, (size_t)x.m * x.k, 1000 + 17 * i + g_rank, f16);
             x.sets.push_back(s);
         }
         MKB_CHECK(cudaGetLastError());

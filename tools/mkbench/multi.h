@@ -1,11 +1,16 @@
 /* multi.h - what the multi-rank GEMM benchmarks (mkbench ag_gemm,
- * mkbench gemm_rs) share: their list of shapes and the slowest rank's
- * median.  C++ (the benchmarks are .cu files); the bootstrap of the
+ * mkbench gemm_rs) share: random inputs, the cuBLAS check, their list of
+ * shapes and the slowest rank's median.  C++ (the benchmarks are .cu files); the bootstrap of the
  * communicator carries the exchange. */
 #ifndef MKB_MULTI_H
 #define MKB_MULTI_H
 
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <string>
 #include <vector>
@@ -13,6 +18,36 @@
 #include "common.h"
 #include "mkernel.h"
 #include "mki.h" /* comm->boot */
+
+/* A failed cuBLAS call ends the rank (the file has g_rank). */
+#define MKB_CB(call)                                                              \
+    do {                                                                          \
+        cublasStatus_t s_ = (call);                                               \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                        \
+            fprintf(stderr, "rank %d: %s: cublas %d\n", g_rank, #call, (int)s_);  \
+            exit(2);                                                              \
+        }                                                                         \
+    } while (0)
+
+/* n random values in [-1, 1) from seed, as bf16 (f16 = 0) or fp16 bits. */
+static __global__ void mkb_fill_rand(uint16_t *p, size_t n, uint64_t seed, int f16)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        uint64_t x = (seed + i) * 0x9e3779b97f4a7c15ull;
+        x ^= x >> 31;
+        x *= 0xbf58476d1ce4e5b9ull;
+        x ^= x >> 29;
+        float v = (float)(x >> 40) / (float)(1ull << 24) * 2.0f - 1.0f;
+        if (f16) {
+            __half h = __float2half(v);
+            p[i] = *(uint16_t *)&h;
+        } else {
+            __nv_bfloat16 b = __float2bfloat16(v);
+            p[i] = *(uint16_t *)&b;
+        }
+    }
+}
 
 /* "MxNxK,MxNxK,...": one R (with long long m, n, k; zeroed first) per
  * shape; -1 on a malformed list. */

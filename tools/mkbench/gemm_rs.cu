@@ -5,7 +5,7 @@
  * reduce-scatter alone), in the same run, on the same random data.
  *
  *   mkbench gemm_rs [--shapes MxNxK,...] [--dtype bf16|fp16] [--notransb]
- *                   [--iters N] [--rounds R] [--tag NAME]
+ *                   [--iters N] [--rounds R] [--tag NAME] [--no-nccl]
  *
  * Shapes are global: D is M x N, K is the sum of the ranks' slices (K/P
  * each, in multiples of 8: the first ranks take 8 more where K/P is not
@@ -19,7 +19,8 @@
  * baseline's GEMM writes bf16 (NCCL sums the rounded partials: its
  * accuracy is below ours, which sums in fp32).  Rank 0 prints the table
  * and writes gemm_rs.json (gemm_rs-NAME.json with --tag) and gemm_rs.tsv
- * in mkb_results_dir.
+ * in mkb_results_dir.  --no-nccl times ours and cuBLAS's GEMM alone only
+ * (NCCL refuses ranks that share a GPU: a run under MPS on one GPU).
  */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -136,6 +137,13 @@ void plan_text(int64_t m, int64_t n, int64_t k, result *r)
 }
 
 
+/* A time for the JSON: null where the series did not run (--no-nccl). */
+void ms_or_null(char *out, size_t len, double ms)
+{
+    if (ms < 0) snprintf(out, len, "null");
+    else snprintf(out, len, "%.4f", ms);
+}
+
 void write_out(const std::vector<result> &res, const char *tag, int f16, int transb, int calls)
 {
     char dir[512], path[700];
@@ -144,13 +152,15 @@ void write_out(const std::vector<result> &res, const char *tag, int f16, int tra
     mkb_json js;
     if (mkb_json_open(&js, path)) return;
     for (const result &r : res) {
-        char extra[512];
+        char extra[512], unf[32], rsa[32];
+        ms_or_null(unf, sizeof unf, r.unfused);
+        ms_or_null(rsa, sizeof rsa, r.rs);
         snprintf(extra, sizeof extra,
-                 "\"unfused_ms\": %.4f, \"gemm_alone_ms\": %.4f, "
-                 "\"reducescatter_alone_ms\": %.4f, \"transb\": %d, \"calls_per_series\": %d, "
+                 "\"unfused_ms\": %s, \"gemm_alone_ms\": %.4f, "
+                 "\"reducescatter_alone_ms\": %s, \"transb\": %d, \"calls_per_series\": %d, "
                  "\"baseline_desc\": \"cublasGemmEx (bf16 out) + ncclReduceScatter, one "
                  "stream\"",
-                 r.unfused, r.gemm, r.rs, transb, calls);
+                 unf, r.gemm, rsa, transb, calls);
         mkb_record rec;
         memset(&rec, 0, sizeof(rec));
         rec.op = "gemm_rs";
@@ -178,7 +188,7 @@ void write_out(const std::vector<result> &res, const char *tag, int f16, int tra
     for (const result &r : res) {
         double lim = r.gemm > r.rs ? r.gemm : r.rs;
         fprintf(f, "%lldx%lldx%lld\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\n", r.m, r.n, r.k, r.ours,
-                r.unfused, r.gemm, r.rs, r.unfused / r.ours, r.ours / lim);
+                r.unfused, r.gemm, r.rs, r.unfused > 0 ? r.unfused / r.ours : -1.0, r.ours / lim);
     }
     fclose(f);
     printf("results: %s (and .json)\n", path);
@@ -192,7 +202,7 @@ extern "C" int mkb_gemm_rs_main(int argc, char **argv)
                          "128x8192x8192,1024x8192x8192,2048x8192x8192,6000x5000x4104,"
                          "8192x1024x8192,16384x4096x16384";
     const char *tag = NULL;
-    int f16 = 0, transb = 1, iters = 20, rounds = 3;
+    int f16 = 0, transb = 1, iters = 20, rounds = 3, nccl = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = argv[++i];
         else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) f16 = !strcmp(argv[++i], "fp16");
@@ -200,9 +210,11 @@ extern "C" int mkb_gemm_rs_main(int argc, char **argv)
         else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--tag") && i + 1 < argc) tag = argv[++i];
+        else if (!strcmp(argv[i], "--no-nccl")) nccl = 0;
         else {
             fprintf(stderr, "usage: mkbench gemm_rs [--shapes MxNxK,...] [--dtype bf16|fp16] "
-                            "[--notransb] [--iters N] [--rounds R] [--tag NAME]\n");
+                            "[--notransb] [--iters N] [--rounds R] [--tag NAME] "
+                            "[--no-nccl]\n");
             return 2;
         }
     }
@@ -222,7 +234,7 @@ extern "C" int mkb_gemm_rs_main(int argc, char **argv)
     ncclUniqueId id;
     if (g_rank == 0) MKB_NC(ncclGetUniqueId(&id));
     MKB_MK(g_comm->boot->bcast(g_comm->boot_ctx, &id, sizeof id, 0));
-    MKB_NC(ncclCommInitRank(&g_nccl, g_n, id, g_rank));
+    if (nccl) MKB_NC(ncclCommInitRank(&g_nccl, g_n, id, g_rank));
     MKB_CB(cublasCreate(&g_blas));
     MKB_CB(cublasSetStream(g_blas, g_st));
     int l2 = 0;
@@ -259,11 +271,12 @@ extern "C" int mkb_gemm_rs_main(int argc, char **argv)
         MKB_CHECK(cudaGetLastError());
         std::vector<double> t[NSERIES];
         for (int round = 0; round < rounds; round++)
-            for (int what = OURS; what < NSERIES; what++) time_block(x, what, iters, t[what]);
+            for (int what = OURS; what < NSERIES; what++)
+                if (nccl || what == OURS || what == GEMM) time_block(x, what, iters, t[what]);
         r.ours = mkb_worst_median(g_comm, g_rank, g_n, t[OURS]);
-        r.unfused = mkb_worst_median(g_comm, g_rank, g_n, t[UNFUSED]);
+        r.unfused = nccl ? mkb_worst_median(g_comm, g_rank, g_n, t[UNFUSED]) : -1;
         r.gemm = mkb_worst_median(g_comm, g_rank, g_n, t[GEMM]);
-        r.rs = mkb_worst_median(g_comm, g_rank, g_n, t[RS]);
+        r.rs = nccl ? mkb_worst_median(g_comm, g_rank, g_n, t[RS]) : -1;
         mkResult_t ae;
         MKB_MK(mkCommGetAsyncError(g_comm, &ae));
         if (ae != mkSuccess) {
@@ -292,13 +305,18 @@ extern "C" int mkb_gemm_rs_main(int argc, char **argv)
             double lim = r.gemm > r.rs ? r.gemm : r.rs;
             char sh[64];
             snprintf(sh, sizeof sh, "%lldx%lldx%lld", r.m, r.n, r.k);
-            printf("%-18s %8.3f %8.3f %8.3f %8.3f %7.3fx %8.3fx %7.1f  %s\n", sh, r.ours,
-                   r.unfused, r.gemm, r.rs, r.unfused / r.ours, r.ours / lim,
-                   2.0 * r.m * r.n * r.k / (r.ours * 1e-3) / 1e12, r.split);
+            if (r.unfused > 0)
+                printf("%-18s %8.3f %8.3f %8.3f %8.3f %7.3fx %8.3fx %7.1f  %s\n", sh, r.ours,
+                       r.unfused, r.gemm, r.rs, r.unfused / r.ours, r.ours / lim,
+                       2.0 * r.m * r.n * r.k / (r.ours * 1e-3) / 1e12, r.split);
+            else /* --no-nccl: ours and the GEMM alone */
+                printf("%-18s %8.3f %8s %8.3f %8s %8s %8.3fx %7.1f  %s\n", sh, r.ours, "-",
+                       r.gemm, "-", "-", r.ours / lim,
+                       2.0 * r.m * r.n * r.k / (r.ours * 1e-3) / 1e12, r.split);
         }
         write_out(res, tag, f16, transb, iters * rounds);
     }
-    ncclCommDestroy(g_nccl);
+    if (nccl) ncclCommDestroy(g_nccl);
     cublasDestroy(g_blas);
     MKB_MK(mkCommDestroy(g_comm));
     return 0;

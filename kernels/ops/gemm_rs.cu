@@ -3,7 +3,8 @@
  * with hooks that order the tiles by destination (kernels/ops/gemm_rs.h:
  * rounds over the peers, own rows lagged), store a peer's tiles as fp32
  * partials into its slot and raise its flag, and, for this rank's own
- * tiles, add the peers' partials in rank order before storing C.
+ * tiles, add the peers' partials (after its own, in rank order) before
+ * storing C.
  *
  *   every CTA            e = calls + 1 (shared memory)
  *   a peer tile          thread 0 of each consumer warpgroup, once per
@@ -21,8 +22,8 @@
  *
  * Communication stays out of the mainloop: the mover is the epilogue's
  * TMA store (no SM is taken from the GEMM), and the only waits are in
- * the epilogue of own tiles, which the schedule puts about one wave after
- * the peers computed the same tiles.  Every wait has a deadline and
+ * the epilogue of own tiles, which the schedule puts about two waves after
+ * the peers computed the same tiles (their flags come one tile late).  Every wait has a deadline and
  * watches the abort word (kernels/rt/wait.cuh).
  */
 #include <cuda_runtime.h>

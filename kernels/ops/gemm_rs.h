@@ -11,14 +11,16 @@
  *
  *   a peer's tile      its fp32 partial goes, by a TMA store from the
  *                      epilogue, into the owner's slot for this source
- *                      (heap bank: a (P-1) x m_max x ld fp32 array), then
- *                      the owner's flag of the tile's group is raised by
- *                      one (fence, red.add at system scope)
+ *                      (heap bank: a (P-1) x m_max x ld fp32 array); once
+ *                      the CTA begins its next tile's epilogue (the store
+ *                      has completed), the owner's flag of the tile's
+ *                      group is raised by one (fence, red.add at system
+ *                      scope)
  *   an own tile        the epilogue waits for the flag of every source,
  *                      adds the sources' partials to its accumulators (in
  *                      rank order, after its own: fp32, one rounding), and
- *                      stores C; the
- *                      flags are cleared by the consumer that waited
+ *                      stores C; the flags are cleared by the consumer
+ *                      that waited
  *
  * Schedule (deadlock-free by construction): work units go in rounds; in
  * round k this rank computes unit k of each peer d = me + 1, me + 2, ...

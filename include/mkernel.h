@@ -243,7 +243,7 @@ MK_API mkResult_t mkAllGatherGemm(const void *A, const void *B, void *C,
 /*
  * The row-parallel linear layer: D = sum over ranks q of A_q x op(B_q),
  * and this rank receives its rows of D in C.  A: m x k row-major (this
- * rank's slice of K; k may differ between ranks); B: k x n row-major
+ * rank's slice of K, the same k on every rank); B: k x n row-major
  * (transB = 0) or n x k row-major (transB = 1); D is m x n.  Rank r
  * receives rows [off_r, off_r + m_r) of D, m_r = m_all[r] (m_all: every
  * rank's row count in rank order, adding up to m) or, with m_all NULL, m

@@ -50,7 +50,7 @@ struct grs_call {
 /* What the first call of a shape tells every rank (validate.c). */
 struct grs_shape {
     int32_t ok, dtype, trans_b, has_m_all;
-    int64_t m, n;
+    int64_t m, n, k;
     uint64_t m_all_hash;
 };
 
@@ -190,7 +190,7 @@ static mkResult_t compare_shapes(struct mkComm *comm, const void *records, size_
     (void)ctx;
     for (int r = 0; r < comm->nranks; r++) {
         const struct grs_shape *s = &all[r];
-        const char *what = s->m != me->m ? "m" : s->n != me->n ? "n"
+        const char *what = s->m != me->m ? "m" : s->n != me->n ? "n" : s->k != me->k ? "k"
                            : s->dtype != me->dtype ? "dtype"
                            : s->trans_b != me->trans_b ? "transB"
                            : s->has_m_all != me->has_m_all ? "m_all (NULL on some ranks only)"
@@ -198,12 +198,13 @@ static mkResult_t compare_shapes(struct mkComm *comm, const void *records, size_
                            : NULL;
         if (what)
             return mki_error(comm, mkErrInvalidArgument, GRS_FUNC ": rank %d passed m = %lld, "
-                             "n = %lld, dtype %d, transB %d but rank %d passed m = %lld, n = "
-                             "%lld, dtype %d, transB %d: %s differs; every rank must pass the "
-                             "same m, n, m_all, dtype and transB (k, the slice of K, may "
-                             "differ)", r, (long long)s->m, (long long)s->n, s->dtype,
-                             s->trans_b, comm->rank, (long long)me->m, (long long)me->n,
-                             me->dtype, me->trans_b, what);
+                             "n = %lld, k = %lld, dtype %d, transB %d but rank %d passed m = "
+                             "%lld, n = %lld, k = %lld, dtype %d, transB %d: %s differs; every "
+                             "rank must pass the same m, n, k, m_all, dtype and transB (pad "
+                             "slices of K with zeros to one size)", r, (long long)s->m,
+                             (long long)s->n, (long long)s->k, s->dtype, s->trans_b, comm->rank,
+                             (long long)me->m, (long long)me->n, (long long)me->k, me->dtype,
+                             me->trans_b, what);
     }
     return mkSuccess;
 }
@@ -212,13 +213,13 @@ static mkResult_t agree(struct mkComm *comm, struct grs_state *g, const struct g
                         mkResult_t local)
 {
     uint64_t h = 1099511628211ull;
-    const int64_t v[5] = {c->m, c->n, c->dtype, c->trans_b, c->m_all != 0};
-    for (int i = 0; i < 5; i++) h = mki_hash64(h, (uint64_t)v[i]);
+    const int64_t v[6] = {c->m, c->n, c->k, c->dtype, c->trans_b, c->m_all != 0};
+    for (int i = 0; i < 6; i++) h = mki_hash64(h, (uint64_t)v[i]);
     h = mki_hash64(h, mki_hash_counts(comm, c->m_all));
     struct grs_shape *all = calloc((size_t)comm->nranks, sizeof(*all));
     if (!all) return mki_error(comm, mkErrNoMemory, GRS_FUNC ": out of host memory");
     all[comm->rank] = (struct grs_shape){0, (int32_t)c->dtype, c->trans_b, c->m_all != NULL,
-                                         c->m, c->n, mki_hash_counts(comm, c->m_all)};
+                                         c->m, c->n, c->k, mki_hash_counts(comm, c->m_all)};
     mkResult_t r = mki_agree_shape(comm, g ? &g->shapes : NULL, GRS_FUNC, h, all, sizeof(*all),
                                    local, compare_shapes, c);
     free(all);

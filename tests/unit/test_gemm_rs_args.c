@@ -211,14 +211,27 @@ static int mismatched_rows(int rank, int nranks, mkUniqueId id)
     return 0;
 }
 
-/* Shapes agree, k differs (allowed): every rank is rejected for the same
- * local reason (no GPU here), none for the shape. */
+/* Rank 1 passes another slice of K: every rank must pass the same k
+ * (the plan, fused or not, must be the same everywhere). */
+static int mismatched_k(int rank, int nranks, mkUniqueId id)
+{
+    mkComm_t comm = NULL;
+    EXPECT(mkCommInitRank(&comm, nranks, id, rank, NULL) == mkSuccess);
+    mkResult_t r = mkGemmReduceScatter(P, P, P, NULL, 64, 256, rank == 1 ? 64 : 128, 1,
+                                       mkBfloat16, comm, 0);
+    EXPECT(r == mkErrInvalidArgument);
+    EXPECT(strstr(mkGetLastError(comm), "k differs") != NULL);
+    mkCommDestroy(comm);
+    return 0;
+}
+
+/* Shapes agree: every rank is rejected for the same local reason (no GPU
+ * here), none for the shape. */
 static int matching(int rank, int nranks, mkUniqueId id)
 {
     mkComm_t comm = NULL;
     EXPECT(mkCommInitRank(&comm, nranks, id, rank, NULL) == mkSuccess);
-    mkResult_t r = mkGemmReduceScatter(P, P, P, NULL, 64, 256, rank ? 64 : 128, 1,
-                                       mkBfloat16, comm, 0);
+    mkResult_t r = mkGemmReduceScatter(P, P, P, NULL, 64, 256, 128, 1, mkBfloat16, comm, 0);
     EXPECT(r != mkSuccess);
     EXPECT(strstr(mkGetLastError(comm), "differs") == NULL);
     mkCommDestroy(comm);
@@ -235,6 +248,7 @@ int main(void)
     /* forked ranks first: the parent must not have touched CUDA yet */
     CHECK(run_ranks(2, 2, new_id(), mismatched_n) == 0);
     CHECK(run_ranks(3, 3, new_id(), mismatched_rows) == 0);
+    CHECK(run_ranks(3, 3, new_id(), mismatched_k) == 0);
     CHECK(run_ranks(2, 2, new_id(), matching) == 0);
     test_one_rank();
     TEST_DONE();

@@ -8,8 +8,8 @@
  *                   [--iters N] [--rounds R] [--tag NAME] [--no-nccl]
  *
  * Shapes are global: D is M x N, K is the sum of the ranks' slices (K/P
- * each, in multiples of 8: the first ranks take 8 more where K/P is not
- * one), M split evenly (M a multiple of the ranks, for NCCL).  transB = 1
+ * each, rounded up to a multiple of 8: 4104 on 2 ranks runs as 2 x 2056,
+ * reported as 4112), M split evenly (M a multiple of the ranks, for NCCL).  transB = 1
  * unless --notransb (B stored as Linear weights, N x K).  The series
  * (ours, unfused, GEMM alone, reduce-scatter alone) take turns in R
  * rounds (default 3) of N timed calls (default 20), each block after a
@@ -240,16 +240,18 @@ extern "C" int mkb_gemm_rs_main(int argc, char **argv)
     int l2 = 0;
     MKB_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
     for (result &r : res) {
-        if (r.m % g_n || r.k % 8) {
+        if (r.m % g_n || r.k < 1) {
             fprintf(stderr, "mkbench gemm_rs: M = %lld must be a multiple of %d ranks and K = "
-                    "%lld of 8\n", r.m, g_n, r.k);
+                    "%lld positive\n", r.m, g_n, r.k);
             return 2;
         }
         ctx x;
         x.m = r.m;
         x.n = r.n;
-        const int64_t k8 = r.k / 8; /* K in slices of whole 8s */
-        x.k = (k8 / g_n + (g_rank < k8 % g_n ? 1 : 0)) * 8;
+        /* every rank the same slice, a multiple of 8: K / P rounded up
+         * (zero-padded slices; the baseline multiplies the same k) */
+        x.k = (r.k + 8 * g_n - 1) / (8 * g_n) * 8;
+        r.k = x.k * g_n;
         x.transb = transb;
         x.f16 = f16;
         uint16_t *b;

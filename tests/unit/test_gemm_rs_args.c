@@ -105,6 +105,107 @@ static void test_sched(void)
     CHECK(offsetof(struct mki_grs_ctl, released) % 8 == 0);
 }
 
+/* The fused kernel's schedule in lockstep: P ranks, each W CTAs (clusters)
+ * taking positions c, c + W, ... of its schedule; a step is one unit's
+ * mainloop on every CTA that is not waiting.  A peer unit's flag is raised
+ * when its CTA finishes the next unit's mainloop, or leaves (the engine's
+ * kDeferSignal); an own unit's epilogue waits for every source's flag of
+ * that unit.  Returns -1 on a deadlock (a step in which no CTA moves),
+ * else the number of CTA-steps spent waiting. */
+#define SIM_MAXU 256
+static long simulate(int P, const int *units, const int *lag, int W)
+{
+    struct mki_grs_sched sc[8];
+    int total[8];
+    for (int r = 0; r < P; r++) {
+        mki_grs_make_sched(P, r, units, lag[r], &sc[r]);
+        total[r] = sc[r].pos0[sc[r].nseg];
+    }
+    static unsigned char flag[8][8][SIM_MAXU]; /* [source][owner][unit] */
+    static unsigned char raise[8][8][SIM_MAXU];
+    memset(flag, 0, sizeof(flag));
+    int next[8][128], state[8][128], pend_d[8][128], pend_u[8][128]; /* state 0 main, 1 epi, 2 done */
+    for (int r = 0; r < P; r++)
+        for (int c = 0; c < W; c++) {
+            next[r][c] = c;
+            state[r][c] = c < total[r] ? 0 : 2;
+            pend_d[r][c] = -1;
+            pend_u[r][c] = 0;
+        }
+    long waits = 0;
+    for (int step = 0;; step++) {
+        int moved = 0, left = 0;
+        memset(raise, 0, sizeof(raise));
+        for (int r = 0; r < P; r++)
+            for (int c = 0; c < W; c++) {
+                if (state[r][c] == 2) continue;
+                left = 1;
+                int d, u;
+                unit_at(&sc[r], P, r, lag[r], next[r][c], &d, &u);
+                if (state[r][c] == 0) { /* the mainloop; then the deferred flag */
+                    if (pend_d[r][c] >= 0) raise[r][pend_d[r][c]][pend_u[r][c]] = 1;
+                    pend_d[r][c] = -1;
+                    state[r][c] = 1;
+                    moved = 1;
+                    continue;
+                }
+                if (d == r) { /* own: every source's flag */
+                    int ok = 1;
+                    for (int q = 0; q < P; q++) ok &= q == r || flag[q][r][u];
+                    if (!ok) { waits++; continue; }
+                } else {
+                    pend_d[r][c] = d;
+                    pend_u[r][c] = u;
+                }
+                moved = 1;
+                next[r][c] += W;
+                state[r][c] = next[r][c] < total[r] ? 0 : 2;
+                if (state[r][c] == 2 && pend_d[r][c] >= 0) { /* leaving: flush */
+                    raise[r][pend_d[r][c]][pend_u[r][c]] = 1;
+                    pend_d[r][c] = -1;
+                }
+            }
+        for (int q = 0; q < P; q++)
+            for (int d = 0; d < P; d++)
+                for (int u = 0; u < SIM_MAXU; u++) flag[q][d][u] |= raise[q][d][u];
+        if (!left) return waits;
+        if (!moved) return -1;
+        if (step > 100000) return -1;
+    }
+}
+
+static void test_sim(void)
+{
+    const int Ws[] = {1, 3, 16, 33, 66};
+    const int cases[][9] = {
+        {2, 64, 64}, {2, 5, 0}, {3, 40, 0, 17}, {4, 30, 30, 30, 30},
+        {8, 12, 12, 12, 12, 12, 12, 12, 11}, {4, 1, 0, 0, 3},
+    };
+    for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const int P = cases[i][0];
+        const int *units = &cases[i][1];
+        for (unsigned w = 0; w < sizeof(Ws) / sizeof(Ws[0]); w++) {
+            const int W = Ws[w];
+            int lag[8];
+            /* any lag is free of deadlock */
+            for (int l = 0; l < 3; l++) {
+                for (int r = 0; r < P; r++) lag[r] = l * (r + 1);
+                long w0 = simulate(P, units, lag, W);
+                if (w0 < 0) fprintf(stderr, "deadlock: case %u W %d lag step %d\n", i, W, l);
+                CHECK(w0 >= 0);
+            }
+            /* the kernel's lag (gemm_rs.cu): two waves over the P slots */
+            for (int r = 0; r < P; r++) lag[r] = 2 * ((W + P - 1) / P) + 2;
+            long waits = simulate(P, units, lag, W);
+            CHECK(waits >= 0);
+            /* equal owners, several units per CTA: no own tile waits */
+            int equal = 1;
+            for (int r = 1; r < P; r++) equal &= units[r] == units[0];
+            if (equal && units[0] * P >= 4 * W) CHECK(waits == 0);
+        }
+    }
+}
+
 static char buf[4096] __attribute__((aligned(64)));
 #define P ((void *)buf)
 
@@ -245,6 +346,7 @@ int main(void)
     alarm(120);
     setenv("MK_TIMEOUT_MS", "20000", 1);
     test_sched();
+    test_sim();
     /* forked ranks first: the parent must not have touched CUDA yet */
     CHECK(run_ranks(2, 2, new_id(), mismatched_n) == 0);
     CHECK(run_ranks(3, 3, new_id(), mismatched_rows) == 0);

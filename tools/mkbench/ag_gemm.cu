@@ -217,24 +217,8 @@ void write_out(const std::vector<result> &res, const char *tag, int f16, int tra
                  "%s\"transb\": %d, \"calls_per_series\": %d, "
                  "\"baseline_desc\": \"ncclAllGather + cublasGemmEx, one stream\"",
                  r.unfused, r.gemm, r.ag, idle, transb, calls);
-        mkb_record rec;
-        memset(&rec, 0, sizeof(rec));
-        rec.op = "ag_gemm";
-        rec.dtype = f16 ? "fp16" : "bf16";
-        rec.baseline = "nccl_allgather+cublas";
-        rec.world_size = g_n;
-        rec.nodes = g_comm->nnodes;
-        rec.m = r.m;
-        rec.n = r.n;
-        rec.k = r.k;
-        rec.ours_ms = r.ours;
-        rec.baseline_ms = r.unfused;
-        rec.limit_ms = r.gemm > r.ag ? r.gemm : r.ag;
-        rec.flops = 2.0 * r.m * r.n * r.k;
-        snprintf(rec.sm_split, sizeof rec.sm_split, "%s", r.split);
-        rec.ctas = r.ctas;
-        rec.extra = extra;
-        mkb_json_add(&js, &rec);
+        mkb_add_gemm_record(&js, "ag_gemm", "nccl_allgather+cublas", f16, g_n, g_comm->nnodes, r.m, r.n, r.k,
+                            r.ours, r.unfused, r.gemm > r.ag ? r.gemm : r.ag, r.split, r.ctas, extra);
     }
     mkb_json_close(&js);
     snprintf(path, sizeof path, "%s/ag_gemm%s%s.tsv", dir, tag ? "-" : "", tag ? tag : "");

@@ -161,24 +161,8 @@ void write_out(const std::vector<result> &res, const char *tag, int f16, int tra
                  "\"baseline_desc\": \"cublasGemmEx (bf16 out) + ncclReduceScatter, one "
                  "stream\"",
                  unf, r.gemm, rsa, transb, calls);
-        mkb_record rec;
-        memset(&rec, 0, sizeof(rec));
-        rec.op = "gemm_rs";
-        rec.dtype = f16 ? "fp16" : "bf16";
-        rec.baseline = "cublas+nccl_reducescatter";
-        rec.world_size = g_n;
-        rec.nodes = g_comm->nnodes;
-        rec.m = r.m;
-        rec.n = r.n;
-        rec.k = r.k;
-        rec.ours_ms = r.ours;
-        rec.baseline_ms = r.unfused;
-        rec.limit_ms = r.gemm > r.rs ? r.gemm : r.rs;
-        rec.flops = 2.0 * r.m * r.n * r.k;
-        snprintf(rec.sm_split, sizeof rec.sm_split, "%s", r.split);
-        rec.ctas = r.ctas;
-        rec.extra = extra;
-        mkb_json_add(&js, &rec);
+        mkb_add_gemm_record(&js, "gemm_rs", "cublas+nccl_reducescatter", f16, g_n, g_comm->nnodes, r.m, r.n, r.k,
+                            r.ours, r.unfused, r.gemm > r.rs ? r.gemm : r.rs, r.split, r.ctas, extra);
     }
     mkb_json_close(&js);
     snprintf(path, sizeof path, "%s/gemm_rs%s%s.tsv", dir, tag ? "-" : "", tag ? tag : "");

@@ -87,4 +87,32 @@ inline double mkb_worst_median(mkComm_t comm, int rank, int nranks, std::vector<
     return worst;
 }
 
+/* One JSON record of a fused GEMM op against its unfused baseline: the
+ * op and baseline names, the global shape, ours, the baseline and the
+ * limit (negative: null), the plan's split, extra key/value pairs. */
+inline void mkb_add_gemm_record(mkb_json *js, const char *op, const char *baseline, int f16,
+                                int world, int nodes, long long m, long long n, long long k,
+                                double ours, double base, double limit, const char *split,
+                                int ctas, const char *extra)
+{
+    mkb_record rec;
+    memset(&rec, 0, sizeof(rec));
+    rec.op = op;
+    rec.dtype = f16 ? "fp16" : "bf16";
+    rec.baseline = baseline;
+    rec.world_size = world;
+    rec.nodes = nodes;
+    rec.m = m;
+    rec.n = n;
+    rec.k = k;
+    rec.ours_ms = ours;
+    rec.baseline_ms = base;
+    rec.limit_ms = limit;
+    rec.flops = 2.0 * m * n * k;
+    snprintf(rec.sm_split, sizeof rec.sm_split, "%s", split);
+    rec.ctas = ctas;
+    rec.extra = extra;
+    mkb_json_add(js, &rec);
+}
+
 #endif

@@ -1,7 +1,9 @@
 #!/bin/sh
-# consts.sh - the constants of the Fortran module equal those of
-# mkernel.h: every mkResult_t and mkDataType_t value, the versions, the
-# config magic, the unique id size and MK_SPLIT_NOCOLOR.
+# consts.sh - the Fortran module keeps up with mkernel.h: its constants
+# equal the header's (every mkResult_t and mkDataType_t value, the
+# versions, the config magic, the unique id size and MK_SPLIT_NOCOLOR),
+# and every function the header declares (MK_API) has an interface bound
+# to it (a new call without its Fortran interface fails here).
 hdr=${top_srcdir:-.}/include/mkernel.h
 mod=${top_srcdir:-.}/src/fortran/mkernel.f90
 passed=0 failed=0
@@ -37,5 +39,14 @@ cval=$(sed -n 's/^#define MK_UNIQUE_ID_BYTES \([0-9]*\)/\1/p' "$hdr")
 check MK_UNIQUE_ID_BYTES "$cval" "$(fval MK_UNIQUE_ID_BYTES)"
 cval=$(sed -n 's/^#define MK_SPLIT_NOCOLOR (\(-[0-9]*\))/\1/p' "$hdr")
 check MK_SPLIT_NOCOLOR "$cval" "$(fval MK_SPLIT_NOCOLOR)"
+# every MK_API function of the header, declarations joined into one line
+funcs=$(tr '\n' ' ' < "$hdr" | grep -o 'MK_API[^;(]*[^A-Za-z0-9_]mk[A-Za-z0-9_]*(' |
+        sed 's/.*[^A-Za-z0-9_]\(mk[A-Za-z0-9_]*\)($/\1/' | sort -u)
+[ $(echo $funcs | wc -w) -ge 20 ] || { echo "FAIL: found no MK_API functions in $hdr"; exit 1; }
+for fn in $funcs; do
+    if grep -q "bind(C, *name=\"$fn\")" "$mod"; then passed=$((passed + 1))
+    else echo "FAIL: $fn is in mkernel.h but has no interface in mkernel.f90"
+         failed=$((failed + 1)); fi
+done
 echo "$passed passed, $failed failed"
 [ $failed = 0 ]

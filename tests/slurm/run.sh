@@ -199,5 +199,35 @@ else
     say "tests/mpi/test_comm not built (no mpicc): fence check not run"
 fi
 
+# The batch script users copy (examples/mkernel.sbatch), submitted as a
+# user would: sbatch --wait, output to a file, its C and Fortran ranks.
+sbatch_script=${top_srcdir:-.}/examples/mkernel.sbatch
+ex=$(cd "$builddir/examples" 2>/dev/null && pwd)
+if [ -n "$ex" ] && [ -x "$ex/hello" ] && [ -f "$sbatch_script" ]; then
+    t2=$(date +%s)
+    out=$(timeout -k 3 60 sbatch --wait -o "$run/sbatch.out" --chdir="$run" \
+          --export=ALL,MK_EXAMPLES="$ex" "$sbatch_script" 2>&1); rc=$?
+    printf '%s\n' "$out"
+    [ -f "$run/sbatch.out" ] && cat "$run/sbatch.out"
+    [ $rc = 0 ] || fail "sbatch --wait examples/mkernel.sbatch exited $rc"
+    for r in 0 1; do
+        if grep -q "^hello from rank $r of 2: local rank $r of 2, 1 node(s)" "$run/sbatch.out" 2>/dev/null; then
+            pass "examples/mkernel.sbatch: C rank $r of 2"
+        else
+            fail "examples/mkernel.sbatch: no line of C rank $r of 2"
+        fi
+        if [ -x "$ex/hello_f" ]; then
+            if grep -q "^hello from Fortran rank $r of 2: local rank $r of 2, 1 node(s)" "$run/sbatch.out" 2>/dev/null; then
+                pass "examples/mkernel.sbatch: Fortran rank $r of 2"
+            else
+                fail "examples/mkernel.sbatch: no line of Fortran rank $r of 2"
+            fi
+        fi
+    done
+    say "sbatch took $(( $(date +%s) - t2 )) s"
+else
+    say "examples/hello not built: the batch script is not run"
+fi
+
 echo "$passed passed, $failed failed"
 [ $failed = 0 ]

@@ -17,7 +17,7 @@ bash tests/gpu/net.sh build
 # unpacks: carry build-gpu/bins.tar.xz alone.
 tar cJf build-gpu/bins.tar.xz build-gpu/rt/test_coll build-gpu/rt/test_scale build-gpu/rt/mkbench_coll \
     build-gpu/agg/test_ag_gemm build-gpu/agg/mkbench_ag_gemm build-gpu/demo/demo \
-    build-gpu/grs/test_gemm_rs build-gpu/grs/mkbench_gemm_rs \
+    build-gpu/grs/test_gemm_rs build-gpu/grs/mkbench_gemm_rs $(ls build-gpu/demo/gpu_f 2>/dev/null) \
     build-gpu/net/mkbench_net build-gpu/gemm/test_gemm build-gpu/gemm/bench_gemm \
     build-gpu/gemm/test_gemm_args build-gpu/gemm/gemm.o
 ls -la build-gpu/bins.tar.xz

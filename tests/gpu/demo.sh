@@ -11,7 +11,9 @@
 #                                  libmkcore.a into build-gpu/demo/demo
 #   bash tests/gpu/demo.sh [run]   there, from build-gpu/demo (carry it):
 #                                  one rank per GPU, then 2 ranks (on 2
-#                                  GPUs, or on 1 GPU under MPS)
+#                                  GPUs, or on 1 GPU under MPS); the same
+#                                  for the Fortran GPU example
+#                                  (examples/gpu_f.f90, build-gpu/demo/gpu_f)
 #
 # Logs go to $OUT when set (else build-gpu/demo/out): demo.log (all
 # output) and demo-summary.txt (one line per step, printed last).
@@ -34,6 +36,13 @@ if [ "$what" = build ]; then
     gcc "$B/demo.o" "$LIBBUILD/.libs/libmkcore.a" -L"$CUDA_HOME/lib64" -lcublas \
         $deps -lm -o "$B/demo"
     rm -f "$B/demo.o"
+    # The Fortran GPU example (examples/gpu_f.f90), where there is gfortran.
+    if command -v gfortran >/dev/null; then
+        gfortran -O2 -J"$B" -c src/fortran/mkernel.f90 -o "$B/mkernel_f.o"
+        gfortran -O2 -I"$B" examples/gpu_f.f90 "$B/mkernel_f.o" -o "$B/gpu_f" \
+            "$LIBBUILD/.libs/libmkcore.a" -L"$CUDA_HOME/lib64" $deps -lstdc++ -lm
+        rm -f "$B/mkernel_f.o" "$B/mkernel.mod"
+    fi
     ls -la "$B"
     exit 0
 fi
@@ -56,16 +65,16 @@ LOG=$O/demo.log
 SUMMARY=$O/demo-summary.txt
 : > "$LOG"; : > "$SUMMARY"
 status=0
-step() { # NAME NP
-    local name=$1 np=$2 t0=$(date +%s) rc res=PASS
-    echo "=== $name: mpirun -np $np $B/demo" >> "$LOG"
-    timeout -k 10 240 $MPI -np "$np" "$B/demo" >> "$LOG" 2>&1
+step() { # NAME NP [PROGRAM, default demo]
+    local name=$1 np=$2 prog=${3:-demo} t0=$(date +%s) rc res=PASS
+    echo "=== $name: mpirun -np $np $B/$prog" >> "$LOG"
+    timeout -k 10 240 $MPI -np "$np" "$B/$prog" >> "$LOG" 2>&1
     rc=$?
     [ $rc -ne 0 ] && res=FAIL && status=1
     { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && res=TIMEOUT
     printf "%-28s %-7s %4d s (rc %d)\n" "$name" "$res" $(( $(date +%s) - t0 )) $rc >> "$SUMMARY"
     local left p
-    left=$(pgrep -f "^(\./)?$B/demo( |$)" || true)
+    left=$(pgrep -f "^(\./)?$B/(demo|gpu_f)( |$)" || true)
     for p in $left; do
         echo "LEFTOVER after $name: $p" >> "$SUMMARY"
         kill -9 "$p" 2>/dev/null
@@ -80,6 +89,7 @@ if [ "$ngpu" -lt 1 ]; then
     exit 1
 fi
 step "demo, 1 rank per GPU" "$ngpu"
+[ -x "$B/gpu_f" ] && step "Fortran gpu_f, 1 rank per GPU" "$ngpu" gpu_f
 if [ "$ngpu" -gt 2 ]; then
     step "demo, 2 ranks on 2 GPUs" 2
 elif [ "$ngpu" -eq 1 ]; then
@@ -88,6 +98,7 @@ elif [ "$ngpu" -eq 1 ]; then
     mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
     if nvidia-cuda-mps-control -d >> "$LOG" 2>&1; then
         step "demo, 2 ranks on 1 GPU (MPS)" 2
+        [ -x "$B/gpu_f" ] && step "Fortran gpu_f, 2 ranks on 1 GPU (MPS)" 2 gpu_f
         echo quit | nvidia-cuda-mps-control
     else
         printf "%-28s SKIP    (nvidia-cuda-mps-control -d failed)\n" \

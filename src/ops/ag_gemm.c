@@ -39,9 +39,7 @@
 #include "plan/plan.h"
 
 #define AGG_FUNC "mkAllGatherGemm"
-#define AGG_BANK_GRAIN (64ull << 20)
 #define AGG_CHUNKS 8      /* chunks per rank unless MK_SM_SPLIT sets chunk */
-#define AGG_MAX_RETIRED 8
 
 typedef CUresult (*memop_fn)(CUstream, unsigned, CUstreamBatchMemOpParams *, unsigned);
 
@@ -461,7 +459,7 @@ static int memops_capturable(struct mkComm *comm, struct agg_state *g)
 }
 
 /* The bank for a call of gbytes (single: the gate orders its reuse),
- * grown in AGG_BANK_GRAIN steps.  Collective: every rank grows at the same
+ * grown in MKI_HEAP_GRAIN steps.  Collective: every rank grows at the same
  * call (the shapes agree).  Outside a capture the old bank is given back
  * after this rank's previous calls (and so every peer's copies into it:
  * each kernel waited for them); inside one it stays with the heap. */
@@ -475,8 +473,7 @@ static mkResult_t ensure_bank(struct mki_call *k, struct agg_state *g, uint64_t 
                 if (g->side[l][x]) e = cudaStreamSynchronize(g->side[l][x]);
         if (e != cudaSuccess) return cuda_err(k->comm, "waiting for earlier calls", e);
     }
-    return mki_op_bank(k, &g->bank, gbytes, AGG_BANK_GRAIN, &g->nretired, AGG_MAX_RETIRED,
-                       "the bank of the gathered A");
+    return mki_op_bank(k, &g->bank, gbytes, &g->nretired, "the bank of the gathered A");
 }
 
 static void fill_launch(struct mkComm *comm, struct agg_state *g, const struct agg_call *c,

@@ -32,8 +32,6 @@
 #include "topology/topo.h"
 
 #define GRS_FUNC "mkGemmReduceScatter"
-#define GRS_BANK_GRAIN (64ull << 20)
-#define GRS_MAX_RETIRED 8
 
 /* One call's arguments, as the user gave them, and the rows they imply. */
 struct grs_call {
@@ -360,8 +358,7 @@ static mkResult_t run_fused(struct mki_call *k, struct grs_state *g, const struc
      * shapes agree); every peer's stores into the old one were waited for
      * by this rank's kernels */
     MKI_CHECK(mki_op_bank(k, &g->bank, mki_grs_bank_bytes(comm->dev->nlocal, c->m_max, ld),
-                          GRS_BANK_GRAIN, &g->nretired, GRS_MAX_RETIRED,
-                          "the bank of partial sums"));
+                          &g->nretired, "the bank of partial sums"));
     struct mki_grs_launch l;
     fill_launch(comm, g, c, p, &l);
     struct mki_launch_desc d;

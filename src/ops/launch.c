@@ -245,17 +245,18 @@ mkResult_t mki_op_gemm(struct mki_call *k, void *args)
 }
 
 mkResult_t mki_op_bank(struct mki_call *k, struct mki_heap_blk *blk, uint64_t bytes,
-                       uint64_t grain, int *retired, int max_retired, const char *what)
+                       int *retired, const char *what)
 {
+    const uint64_t grain = MKI_HEAP_GRAIN;
     if (blk->bytes >= bytes && blk->bytes) return mkSuccess;
     struct mkComm *comm = k->comm;
     uint64_t want = (bytes + grain - 1) / grain * grain;
     if (want == 0) want = grain;
     if (blk->bytes && k->capturing) {
-        if (*retired == max_retired)
+        if (*retired == MKI_OP_RETIRED)
             return mki_error(comm, mkErrUnsupported, "%s: %s grew inside a CUDA graph capture "
                              "%d times; make one uncaptured call of the largest shape first",
-                             k->func, what, max_retired);
+                             k->func, what, MKI_OP_RETIRED);
         (*retired)++;
     } else if (blk->bytes) {
         cudaError_t e = cudaStreamSynchronize(k->stream);

@@ -142,11 +142,11 @@ mkResult_t mki_check_gemm_args(struct mkComm *comm, const char *func, mkDataType
  * rank's SM budget (a persistent GEMM waiting for SMs that the spinning
  * kernels of ranks sharing the GPU hold would never finish). */
 mkResult_t mki_op_gemm(struct mki_call *k, void *args /* mki_gemm_args * */);
-/* A heap block of at least bytes, grown in grain steps (collective: every
- * rank grows at the same call).  Outside a capture the stream is
- * synchronized and the old block freed; inside one the old block stays
- * with the heap (at most max_retired times, counted in *retired). */
+/* A heap block of at least bytes, grown in MKI_HEAP_GRAIN steps
+ * (collective: every rank grows at the same call).  Outside a capture the
+ * stream is synchronized and the old block freed; inside one the old block
+ * stays with the heap (at most MKI_OP_RETIRED times, counted in *retired). */
 mkResult_t mki_op_bank(struct mki_call *k, struct mki_heap_blk *blk, uint64_t bytes,
-                       uint64_t grain, int *retired, int max_retired, const char *what);
+                       int *retired, const char *what);
 
 #endif /* MKI_OP_H */

@@ -25,6 +25,7 @@
 
 #include "config.h"
 #include "mki.h"
+#include "core/live.h"
 #include "mem/mem.h"
 #include "net/net.h"
 #include "ops/op.h"
@@ -209,7 +210,8 @@ static void comm_free(struct mkComm *comm)
     } else {
         mki_ops_destroy(comm);
     }
-    mki_devrt_destroy(comm);
+    mki_devrt_destroy(comm); /* the watchdog, the liveness's reader, stops here */
+    mki_live_destroy(comm);  /* BYE: neighbours do not take this for a death */
     mki_plan_free(comm);
     mki_topo_free(comm);
     if (comm->boot && comm->boot_ctx) comm->boot->close(comm->boot_ctx);
@@ -253,6 +255,7 @@ mkResult_t mki_comm_create(const struct mki_config *cfg, const struct mki_params
                    res, fail);
     MKI_CHECK_GOTO(mki_topo_group_nodes(comm), res, fail);
     MKI_CHECK_GOTO(pick_device(comm), res, fail);
+    MKI_CHECK_GOTO(mki_live_create(comm), res, fail);
     /* Later stages of creation, in this order (each undoes itself in
      * comm_free): topology + plan, device runtime (heap), network, ops. */
     MKI_CHECK_GOTO(mki_topo_setup(comm), res, fail);
@@ -467,6 +470,7 @@ MK_API mkResult_t mkCommAbort(mkComm_t comm)
      * waiting on this rank stop with mkErrRemote. */
     mki_devrt_abort(comm);
     mki_net_abort(comm); /* stop the proxy now; destroy skips the barrier */
+    mki_live_abort(comm); /* every rank, on any node, hears of it at once */
     /* Closing the bootstrap connections at once is what tells peers: their
      * next wait on this rank fails with mkErrRemote. */
     comm_free(comm);

@@ -115,6 +115,7 @@ struct mkComm {
     struct mki_plan *plan;
     struct mki_devrt *dev;              /* NULL in a process without GPU */
     struct mki_net *net;
+    struct mki_live *live;              /* the liveness ring (core/live.h) */
     void *op_state[MKI_OPS_SLOTS];      /* each op's state (src/ops/optable.c) */
     pthread_mutex_t lock;               /* guards the fields below */
     mkResult_t async_error;

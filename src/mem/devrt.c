@@ -34,8 +34,8 @@ static mkResult_t alloc_record(struct mkComm *comm)
     MKI_CUDA(comm, cudaHostAlloc((void **)&d->rec, sizeof(*d->rec), cudaHostAllocMapped));
     memset((void *)d->rec, 0, sizeof(*d->rec));
     MKI_CUDA(comm, cudaHostGetDevicePointer((void **)&d->rec_dev, d->rec, 0));
-    MKI_CUDA(comm, cudaHostAlloc((void **)&d->pinned, 2 * sizeof(uint64_t), cudaHostAllocDefault));
-    d->pinned[0] = d->pinned[1] = 0;
+    MKI_CUDA(comm, cudaHostAlloc((void **)&d->pinned, 3 * sizeof(uint64_t), cudaHostAllocDefault));
+    d->pinned[0] = d->pinned[1] = d->pinned[2] = 0;
     MKI_CUDA(comm, cudaDeviceGetAttribute(&d->sm_count, cudaDevAttrMultiProcessorCount, d->dev));
     return mkSuccess;
 }

@@ -60,7 +60,8 @@ struct mki_devrt {
     struct mki_err_record *rec_dev; /* the same, device view */
     cudaStream_t side;              /* private stream: abort words, polls,
                                      * zeroing heap blocks */
-    uint64_t *pinned;               /* [0]: abort value out, [1]: poll in */
+    uint64_t *pinned;               /* [0]: abort value out, [1]: poll in,
+                                     * [2]: own abort word (a dead peer) */
     pthread_t watchdog;
     int watchdog_up;
     volatile int stop;

@@ -7,6 +7,14 @@
  * word (through the runtime's private stream, never blocking) every 50
  * ms: either becomes the communicator's async error and a WARN line.
  * mkCommAbort raises the abort word of every rank of the node.
+ *
+ * A rank the liveness ring (core/live.h) finds dead: the watchdog raises
+ * this rank's own abort word, so a kernel in flight stops at its next
+ * wait and a later one at its entry, waits (at most LIVE_SETTLE_NS) for
+ * a kernel to say it stopped, then marks the communicator broken with
+ * the ring's sentence (mkErrRemote naming the rank).  A failed proxy is
+ * most often the same death seen first by the transport: its report
+ * waits as long for the ring to name the rank.
  */
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +23,9 @@
 
 #include "mki.h"
 #include "mem/mem.h"
+#include "core/live.h"
+
+#define LIVE_SETTLE_NS 50000000ull  /* 50 ms */
 
 mkResult_t mki_err_record_format(const struct mki_err_record *r, char *buf, size_t len)
 {
@@ -84,6 +95,19 @@ static int watchdog_poll_abort(struct mki_devrt *d, int *inflight)
     return 0;
 }
 
+/* Raise this rank's own abort word (value: the dead rank + 1). */
+static void raise_own_abort(struct mki_devrt *d, int dead)
+{
+    d->pinned[2] = (uint64_t)dead + 1;
+    (void)cudaMemcpyAsync(abort_word(d), &d->pinned[2], 8, cudaMemcpyHostToDevice, d->side);
+}
+
+static void report_dead(struct mkComm *comm, const char *msg)
+{
+    mki_error(comm, mkErrRemote, "%s", msg);
+    mki_comm_set_async_error(comm, mkErrRemote);
+}
+
 static void *watchdog_main(void *arg)
 {
     struct mkComm *comm = arg;
@@ -92,11 +116,34 @@ static void *watchdog_main(void *arg)
     (void)cudaThreadExchangeStreamCaptureMode(&mode);
     if (cudaSetDevice(d->dev) != cudaSuccess) return NULL;
     int inflight = 0, tick = 0, reported = 0;
+    uint64_t dead_since = 0, proxy_since = 0;
+    char msg[MKI_ERRMSG_LEN];
     const struct timespec ts = {0, 2000000};
     while (!d->stop) {
         nanosleep(&ts, NULL);
         if (reported) continue;
+        const uint64_t now = mki_now_ns();
+        const int dead = mki_live_dead(comm, msg, sizeof(msg));
+        if (dead >= 0) {
+            if (!dead_since) {
+                dead_since = now;
+                if (inflight) { /* the side stream is in order: the poll first */
+                    (void)cudaStreamSynchronize(d->side);
+                    inflight = 0;
+                }
+                raise_own_abort(d, dead);
+            }
+            if (d->rec->valid || now - dead_since > LIVE_SETTLE_NS) {
+                report_dead(comm, msg);
+                reported = 1;
+            }
+            continue;
+        }
         if (d->rec->valid) {
+            if (d->rec->kind == MKI_ERR_PROXY && comm->live) {
+                if (!proxy_since) proxy_since = now;
+                if (now - proxy_since < 4 * LIVE_SETTLE_NS) continue;
+            }
             watchdog_report(comm);
             reported = 1;
             continue;

@@ -37,6 +37,7 @@
 #include <cuda_runtime_api.h>
 
 #include "mki.h"
+#include "core/live.h"
 #include "mem/mem.h"
 #include "net/net.h"
 #include "plan/plan.h"
@@ -401,6 +402,13 @@ static void *monitor_main(void *arg)
         nanosleep(&tick, NULL);
         mkResult_t res = mki_proxy_error(n->proxy, msg, sizeof(msg));
         if (res == mkSuccess) continue;
+        /* A failed connection is most often a peer's death: the liveness
+         * ring names the rank (and reports it) within a few ms. */
+        const uint64_t t0 = mki_now_ns();
+        while (comm->live && mki_live_dead(comm, NULL, 0) < 0 &&
+               mki_now_ns() - t0 < 200000000ull)
+            nanosleep(&tick, NULL);
+        if (mki_live_dead(comm, NULL, 0) >= 0) break;
         /* The detail first: set_async_error copies the last error. */
         mki_error(comm, res, "rank %d: the inter-node proxy (%s) failed: %s; "
                   "destroy the communicator", comm->rank, n->tops->name, msg);

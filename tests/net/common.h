@@ -15,6 +15,7 @@
 #include "mki.h"
 #include "bootstrap/sock.h"
 #include "transports/transport.h"
+#include "../unit/ranks.h"
 
 #define EXPECT(cond)                                                         \
     do {                                                                     \
@@ -52,6 +53,14 @@ static int net_child(const struct mki_unique_id *id, int rank, int n,
     return rc;
 }
 
+/* The rendezvous root, in a helper process (ranks.h: fork_root). */
+static int net_make_root(void *out, void *arg)
+{
+    if (mki_tcp_root_start((struct mki_unique_id *)out, *(int *)arg) == mkSuccess) return 0;
+    fprintf(stderr, "root: %s\n", mki_thread_error());
+    return -1;
+}
+
 /* Fork n ranks running fn; returns how many failed.  Every child has an
  * alarm.  Rank `doomed` (-1: none) is expected to kill or stop itself:
  * once the others exited it is killed and not counted. */
@@ -59,8 +68,8 @@ static int net_run(int n, int timeout_ms, net_fn fn, void *arg, int alarm_s,
                    int doomed)
 {
     struct mki_unique_id id;
-    if (mki_tcp_root_start(&id, timeout_ms) != mkSuccess) {
-        fprintf(stderr, "root: %s\n", mki_thread_error());
+    if (fork_root(net_make_root, &timeout_ms, &id, sizeof(id)) != 0) {
+        fprintf(stderr, "root: the helper process could not start it\n");
         return n;
     }
     pid_t pids[64];

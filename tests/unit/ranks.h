@@ -8,6 +8,7 @@
 #define MK_TEST_RANKS_H
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,12 +42,65 @@ static inline int run_ranks(int n, int nranks, mkUniqueId id, rank_fn fn)
     return bad;
 }
 
+/* The process that forks the ranks must stay single-threaded: a child
+ * forked while another thread holds a lock (the allocator's: seen as a
+ * hang under AddressSanitizer) inherits it locked.  So a rendezvous root,
+ * a thread, runs in a helper process of its own: make() starts it there
+ * and its bytes (len of them) come back through a pipe; the helpers are
+ * killed when the test exits. */
+static pid_t test_helpers[256];
+static int test_nhelpers;
+
+static void test_kill_helpers(void)
+{
+    for (int i = 0; i < test_nhelpers; i++) {
+        kill(test_helpers[i], SIGKILL);
+        waitpid(test_helpers[i], NULL, 0);
+    }
+    test_nhelpers = 0;
+}
+
+static inline int fork_root(int (*make)(void *out, void *arg), void *arg, void *out, size_t len)
+{
+    int fd[2];
+    if (test_nhelpers == 256 || pipe(fd) != 0) return -1;
+    pid_t p = fork();
+    if (p < 0) return -1;
+    if (p == 0) {
+        close(fd[0]);
+        char buf[512];
+        int ok = len <= sizeof(buf) && make(buf, arg) == 0;
+        if (!ok || write(fd[1], buf, len) != (ssize_t)len) _exit(1);
+        close(fd[1]);
+        for (;;) pause(); /* the root thread serves until killed */
+    }
+    close(fd[1]);
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = read(fd[0], (char *)out + got, len - got);
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    close(fd[0]);
+    if (test_nhelpers == 0) atexit(test_kill_helpers);
+    test_helpers[test_nhelpers++] = p;
+    return got == len ? 0 : -1;
+}
+
+static int make_unique_id(void *out, void *arg)
+{
+    (void)arg;
+    if (mkGetUniqueId((mkUniqueId *)out) == mkSuccess) return 0;
+    fprintf(stderr, "mkGetUniqueId: %s\n", mkGetLastError(NULL));
+    return -1;
+}
+
 /* A fresh unique id (the parent, before forking the ranks). */
 static inline mkUniqueId new_id(void)
 {
     mkUniqueId id;
-    if (mkGetUniqueId(&id) != mkSuccess) {
-        fprintf(stderr, "mkGetUniqueId: %s\n", mkGetLastError(NULL));
+    if (fork_root(make_unique_id, NULL, &id, sizeof(id)) != 0) {
+        fprintf(stderr, "new_id: the helper process could not make a unique id\n");
         exit(1);
     }
     return id;

@@ -69,6 +69,11 @@ struct mki_unique_id {
     union mki_sockaddr root;
 };
 
+/* Check the bytes of a unique id from the user (magic, version, an IPv4 or
+ * IPv6 address with a port) and copy them out; mkErrInvalidArgument with
+ * a message saying what to do otherwise.  Exposed for the fuzzer. */
+mkResult_t mki_unique_id_parse(const void *bytes, size_t len, struct mki_unique_id *out);
+
 /* Start a rendezvous root in a background thread and describe it in *id.
  * The root serves one mkCommInitRank round and then exits. */
 mkResult_t mki_tcp_root_start(struct mki_unique_id *id, int timeout_ms);

@@ -325,6 +325,29 @@ static void tcp_close(void *ctx)
     free(c);
 }
 
+mkResult_t mki_unique_id_parse(const void *bytes, size_t len, struct mki_unique_id *out)
+{
+    struct mki_unique_id id;
+    if (len < sizeof(id))
+        return mki_error(NULL, mkErrInvalidArgument, "mkCommInitRank: the unique id is "
+                         "%zu bytes, not %zu", len, sizeof(id));
+    memcpy(&id, bytes, sizeof(id));
+    if (id.magic != TCP_MAGIC || id.version != MK_VERSION_CODE)
+        return mki_error(NULL, mkErrInvalidArgument, "mkCommInitRank: the "
+                         "unique id is not from mkGetUniqueId of this mkernel "
+                         "version; broadcast all sizeof(mkUniqueId) bytes");
+    const int fam = id.root.sa.sa_family;
+    const unsigned port = fam == AF_INET ? id.root.sin.sin_port
+                          : fam == AF_INET6 ? id.root.sin6.sin6_port : 0;
+    if (port == 0)
+        return mki_error(NULL, mkErrInvalidArgument, "mkCommInitRank: the unique id "
+                         "holds no rendezvous address (family %d, port 0): it was "
+                         "damaged on the way; broadcast all sizeof(mkUniqueId) bytes "
+                         "of one mkGetUniqueId", fam);
+    *out = id;
+    return mkSuccess;
+}
+
 /* Ask the root for the table of listen addresses of all ranks. */
 static mkResult_t join_root(const struct mki_unique_id *id, struct tcp_ctx *c,
                             const union mki_sockaddr *mine,
@@ -348,10 +371,15 @@ static mkResult_t join_root(const struct mki_unique_id *id, struct tcp_ctx *c,
     if (res == mkSuccess)
         res = mki_sock_recv(fd, &rep, sizeof(rep), deadline,
                             "the rendezvous root");
-    if (res == mkSuccess && rep.status != mkSuccess) {
+    if (res == mkSuccess && rep.magic != TCP_MAGIC) {
+        res = mki_error(NULL, mkErrBootstrap, "the rendezvous root at the unique id's "
+                        "address answered with bytes that are not mkernel's (another "
+                        "service on that port?)");
+    } else if (res == mkSuccess && rep.status != mkSuccess) {
         rep.msg[sizeof(rep.msg) - 1] = '\0';
-        res = mki_error(NULL, (mkResult_t)rep.status, "rendezvous failed: %s",
-                        rep.msg);
+        const mkResult_t st = rep.status > mkSuccess && rep.status < mkNumResults
+                                  ? (mkResult_t)rep.status : mkErrBootstrap;
+        res = mki_error(NULL, st, "rendezvous failed: %s", rep.msg);
     } else if (res == mkSuccess) {
         res = mki_sock_recv(fd, addrs, sizeof(*addrs) * (size_t)c->nranks,
                             deadline, "the rendezvous root");

@@ -106,6 +106,43 @@ mkResult_t mki_comm_broken(struct mkComm *comm, mkResult_t res,
                      "destroy it", func, mkGetErrorString(res), detail);
 }
 
+mkResult_t mki_comm_adopt(struct mkComm *comm, struct mkComm *kid, int *name_of)
+{
+    pthread_mutex_lock(&comm->lock);
+    int i = 0;
+    while (i < (int)(sizeof(comm->kids) / sizeof(*comm->kids)) && comm->kids[i]) i++;
+    if (i < (int)(sizeof(comm->kids) / sizeof(*comm->kids))) comm->kids[i] = kid;
+    const int full = i == (int)(sizeof(comm->kids) / sizeof(*comm->kids));
+    pthread_mutex_unlock(&comm->lock);
+    if (full) {
+        free(name_of);
+        return mki_error(comm, mkErrInternal, "too many internal communicators");
+    }
+    kid->name_of = name_of;
+    return mkSuccess;
+}
+
+void mki_comm_disown(struct mkComm *comm, struct mkComm *kid)
+{
+    pthread_mutex_lock(&comm->lock);
+    for (size_t i = 0; i < sizeof(comm->kids) / sizeof(*comm->kids); i++)
+        if (comm->kids[i] == kid) comm->kids[i] = NULL;
+    pthread_mutex_unlock(&comm->lock);
+}
+
+void mki_comm_break_kids(struct mkComm *comm, mkResult_t res, const char *msg)
+{
+    pthread_mutex_lock(&comm->lock);
+    for (size_t i = 0; i < sizeof(comm->kids) / sizeof(*comm->kids); i++) {
+        struct mkComm *kid = comm->kids[i];
+        if (!kid) continue;
+        mki_devrt_stop_kernels(kid, 0);
+        mki_error(kid, res, "%s", msg);
+        mki_comm_set_async_error(kid, res);
+    }
+    pthread_mutex_unlock(&comm->lock);
+}
+
 /* Run a bootstrap op for the communicator; a failure breaks it. */
 static mkResult_t comm_boot(struct mkComm *comm, mkResult_t res)
 {
@@ -216,6 +253,7 @@ static void comm_free(struct mkComm *comm)
     mki_topo_free(comm);
     if (comm->boot && comm->boot_ctx) comm->boot->close(comm->boot_ctx);
     free(comm->hosts);
+    free(comm->name_of);
     pthread_mutex_destroy(&comm->lock);
     comm->magic = 0;
     free(comm);
@@ -364,11 +402,7 @@ MK_API mkResult_t mkCommInitRank(mkComm_t *comm, int nranks,
     if (rank < 0 || rank >= nranks)
         return mki_error(NULL, mkErrInvalidArgument, "mkCommInitRank: rank = "
                          "%d is outside [0, %d)", rank, nranks);
-    memcpy(&id, uniqueId.internal, sizeof(id));
-    if (id.magic != 0x6d6b6274u || id.version != MK_VERSION_CODE)
-        return mki_error(NULL, mkErrInvalidArgument, "mkCommInitRank: the "
-                         "unique id is not from mkGetUniqueId of this mkernel "
-                         "version; broadcast all sizeof(mkUniqueId) bytes");
+    MKI_CHECK(mki_unique_id_parse(uniqueId.internal, sizeof(uniqueId.internal), &id));
     MKI_CHECK(mki_params_read(&pr));
     MKI_CHECK(mki_config_resolve(config, &pr, &cfg));
     void *ctx;

@@ -137,11 +137,12 @@ static void learn(struct mki_live *lv, int r, uint32_t type, int src, const char
     char msg[MKI_ERRMSG_LEN];
     if (type == MKI_LIVE_ABORT)
         snprintf(msg, sizeof(msg), "rank %d (host %s, pid %d) aborted the communicator "
-                 "(mkCommAbort)%s; destroy this communicator", r, host_of(lv, r),
-                 (int)comm->hosts[r].pid, how);
+                 "(mkCommAbort)%s; destroy this communicator", mki_comm_name(comm, r),
+                 host_of(lv, r), (int)comm->hosts[r].pid, how);
     else
         snprintf(msg, sizeof(msg), "rank %d (host %s, pid %d) is gone: %s; destroy this "
-                 "communicator", r, host_of(lv, r), (int)comm->hosts[r].pid, how);
+                 "communicator", mki_comm_name(comm, r), host_of(lv, r),
+                 (int)comm->hosts[r].pid, how);
     int first = 0;
     pthread_mutex_lock(&lv->lock);
     if (lv->dead < 0) {
@@ -181,19 +182,21 @@ static int on_frame(void *arg, const struct mki_live_frame *f)
         return 0;
     case MKI_LIVE_DEAD:
         snprintf(how, sizeof(how), "its connections closed without mkCommDestroy (it exited "
-                 "or was killed; seen by a rank of the ring, heard from rank %d)", l->peer);
+                 "or was killed; seen by a rank of the ring, heard from rank %d)",
+                 mki_comm_name(lv->comm, l->peer));
         learn(lv, f->rank, MKI_LIVE_DEAD, c->li, how);
         return 0;
     case MKI_LIVE_SILENT:
         snprintf(how, sizeof(how), "it sent nothing for %llu ms (MK_TIMEOUT_MS) to a rank of "
                  "the ring (heard from rank %d): its host or the network is down, or it is "
-                 "stopped", (unsigned long long)(lv->silence_ns / 1000000), l->peer);
+                 "stopped", (unsigned long long)(lv->silence_ns / 1000000),
+                 mki_comm_name(lv->comm, l->peer));
         learn(lv, f->rank, MKI_LIVE_SILENT, c->li, how);
         return 0;
     case MKI_LIVE_ABORT:
         if (f->rank == l->peer) l->bye = 1;
         snprintf(how, sizeof(how), f->rank == l->peer ? "" : " (heard from rank %d)",
-                 l->peer);
+                 mki_comm_name(lv->comm, l->peer));
         learn(lv, f->rank, MKI_LIVE_ABORT, c->li, how);
         return 0;
     default: /* HELLO after the handshake */

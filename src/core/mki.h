@@ -116,12 +116,17 @@ struct mkComm {
     struct mki_devrt *dev;              /* NULL in a process without GPU */
     struct mki_net *net;
     struct mki_live *live;              /* the liveness ring (core/live.h) */
+    /* An op's internal communicator (a split it made) names ranks by the
+     * parent's numbers: name_of[r] is rank r's number there (NULL: r). */
+    int *name_of;
     void *op_state[MKI_OPS_SLOTS];      /* each op's state (src/ops/optable.c) */
     pthread_mutex_t lock;               /* guards the fields below */
     mkResult_t async_error;
     int aborted;
     char last_error[MKI_ERRMSG_LEN];
     char async_detail[MKI_ERRMSG_LEN];  /* the failure that broke it */
+    struct mkComm *kids[4];             /* ops' internal communicators: they
+                                         * break when this one does */
 };
 
 /* Validate a communicator handle from the user (NULL, freed, garbage
@@ -136,6 +141,19 @@ mkResult_t mki_comm_broken(struct mkComm *comm, mkResult_t res,
 /* Mark the communicator broken; later calls return res.  The detail is
  * taken from the communicator's last error: record it first. */
 void mki_comm_set_async_error(struct mkComm *comm, mkResult_t res);
+/* An op's internal communicator made from comm (a split): it breaks with
+ * comm (its kernels stopped, its async error set), and names ranks by
+ * comm's numbers (name_of, nranks entries, taken over).  disown before
+ * destroying it. */
+mkResult_t mki_comm_adopt(struct mkComm *comm, struct mkComm *kid, int *name_of);
+void mki_comm_disown(struct mkComm *comm, struct mkComm *kid);
+/* Break comm's internal communicators with comm's failure (res, msg). */
+void mki_comm_break_kids(struct mkComm *comm, mkResult_t res, const char *msg);
+/* The number comm's rank r goes by in messages. */
+static inline int mki_comm_name(const struct mkComm *comm, int r)
+{
+    return comm->name_of && r >= 0 && r < comm->nranks ? comm->name_of[r] : r;
+}
 /* Build a communicator around an initialised bootstrap (takes ownership
  * of the bootstrap context, also on failure); params: what the MK_*
  * parameters were when the communicator was asked for. */

@@ -94,6 +94,9 @@ void mki_watchdog_stop(struct mki_devrt *d);
 /* Raise the abort word in every local peer's heap and in mine, waiting
  * at most a short bounded time for the writes; never waits for peers. */
 void mki_devrt_abort(struct mkComm *comm);
+/* Raise this rank's own abort word with dead + 1 (a peer found dead):
+ * its kernels stop at their next wait; never blocks. */
+void mki_devrt_stop_kernels(struct mkComm *comm, int dead);
 /* Decode an error record into text naming op, ranks, channel, chunk,
  * expected and seen values.  Returns mkErrTimeout, mkErrRemote or
  * mkErrTransport (a failed proxy); mkSuccess when !valid. */

@@ -24,6 +24,7 @@
 #include "mki.h"
 #include "mem/mem.h"
 #include "core/live.h"
+#include "topology/topo.h"
 
 #define LIVE_SETTLE_NS 50000000ull  /* 50 ms */
 
@@ -71,12 +72,13 @@ static void *abort_word(struct mki_devrt *d)
     return d->heap.seg[0].base + MKI_CTL_ABORT;
 }
 
+static void report(struct mkComm *comm, mkResult_t res, const char *msg);
+
 static void watchdog_report(struct mkComm *comm)
 {
     char msg[512];
     mkResult_t res = mki_err_record_format(comm->dev->rec, msg, sizeof(msg));
-    mki_error(comm, res, "%s", msg);
-    mki_comm_set_async_error(comm, res);
+    report(comm, res, msg);
 }
 
 /* Poll the local abort word without ever blocking on the device. */
@@ -95,17 +97,45 @@ static int watchdog_poll_abort(struct mki_devrt *d, int *inflight)
     return 0;
 }
 
-/* Raise this rank's own abort word (value: the dead rank + 1). */
-static void raise_own_abort(struct mki_devrt *d, int dead)
+/* Raise this rank's own abort word (value: the dead rank + 1) so that its
+ * kernels stop; never blocks (the private stream). */
+void mki_devrt_stop_kernels(struct mkComm *comm, int dead)
 {
+    struct mki_devrt *d = comm->dev;
+    if (!d || d->heap.nseg == 0) return;
     d->pinned[2] = (uint64_t)dead + 1;
     (void)cudaMemcpyAsync(abort_word(d), &d->pinned[2], 8, cudaMemcpyHostToDevice, d->side);
 }
 
-static void report_dead(struct mkComm *comm, const char *msg)
+/* A rank that died on this GPU (ranks sharing it under MPS): its kernel
+ * in flight outlives the process in the MPS server and would spin until
+ * its deadline, stalling the server's teardown of that client and every
+ * other client with it.  Its memory lives as long as that kernel does:
+ * raise its abort word there too.  (On another GPU the driver ends the
+ * dead process's context and its kernels with it: nothing to do, and its
+ * memory may be gone.) */
+static void stop_orphans(struct mkComm *comm, int dead)
 {
-    mki_error(comm, mkErrRemote, "%s", msg);
-    mki_comm_set_async_error(comm, mkErrRemote);
+    struct mki_devrt *d = comm->dev;
+    const struct mki_topo *t = comm->topo;
+    if (!t || dead < 0 || dead >= comm->nranks || t->node_of[dead] != comm->node) return;
+    int nvlinks;
+    if (mki_topo_path(t, comm->rank, dead, &nvlinks) != MKI_PATH_SAME_GPU) return;
+    const int l = t->local_rank_of[dead];
+    if (l < 0 || l >= d->nlocal || !d->heap.seg[0].peer[l]) return;
+    cudaError_t e = cudaMemcpyAsync(d->heap.seg[0].peer[l] + MKI_CTL_ABORT, &d->pinned[2], 8,
+                                    cudaMemcpyHostToDevice, d->side);
+    MKI_INFO(MKI_SUB_MEM, "rank %d died on this GPU: its abort word raised (%s)",
+             mki_comm_name(comm, dead), cudaGetErrorString(e));
+    (void)cudaGetLastError();
+}
+
+/* Break the communicator (and the ops' internal ones) with msg. */
+static void report(struct mkComm *comm, mkResult_t res, const char *msg)
+{
+    mki_error(comm, res, "%s", msg);
+    mki_comm_set_async_error(comm, res);
+    mki_comm_break_kids(comm, res, msg);
 }
 
 static void *watchdog_main(void *arg)
@@ -131,10 +161,11 @@ static void *watchdog_main(void *arg)
                     (void)cudaStreamSynchronize(d->side);
                     inflight = 0;
                 }
-                raise_own_abort(d, dead);
+                mki_devrt_stop_kernels(comm, dead);
+                stop_orphans(comm, dead);
             }
             if (d->rec->valid || now - dead_since > LIVE_SETTLE_NS) {
-                report_dead(comm, msg);
+                report(comm, mkErrRemote, msg);
                 reported = 1;
             }
             continue;
@@ -151,9 +182,9 @@ static void *watchdog_main(void *arg)
         if (++tick % 25 != 0 && !inflight) continue;
         int up = watchdog_poll_abort(d, &inflight);
         if (up > 0 && !d->rec->valid) {
-            mki_error(comm, mkErrRemote, "rank %d failed or aborted the communicator; "
-                      "destroy it", (int)d->pinned[1] - 1);
-            mki_comm_set_async_error(comm, mkErrRemote);
+            snprintf(msg, sizeof(msg), "rank %d failed or aborted the communicator; "
+                     "destroy it", mki_comm_name(comm, (int)d->pinned[1] - 1));
+            report(comm, mkErrRemote, msg);
             reported = 1;
         }
     }

@@ -90,8 +90,11 @@ static void grs_destroy(struct mkComm *comm, void *state)
         if (g->mid) (void)cudaFree(g->mid);
         mki_op_bufs_free(&g->bufs);
     }
-    for (mkComm_t *sc = &g->node_comm; sc <= &g->peer_comm; sc++)
-        if (*sc) (void)(comm->dev && comm->dev->aborted ? mkCommAbort(*sc) : mkCommDestroy(*sc));
+    for (mkComm_t *sc = &g->node_comm; sc <= &g->peer_comm; sc++) {
+        if (!*sc) continue;
+        mki_comm_disown(comm, *sc);
+        (void)(comm->dev && comm->dev->aborted ? mkCommAbort(*sc) : mkCommDestroy(*sc));
+    }
     free(g); /* its heap blocks go with the heap */
 }
 
@@ -245,6 +248,32 @@ static mkResult_t gemm_rows(struct mki_call *k, const struct grs_call *c, int64_
     return mki_op_gemm(k, &ga);
 }
 
+/* A call on an internal communicator failed: its detail becomes comm's
+ * (the rank numbers in it are comm's: see adopt). */
+static mkResult_t sub_check(struct mkComm *comm, mkResult_t res, mkComm_t sub)
+{
+    if (res == mkSuccess) return res;
+    return mki_error(comm, res, "%s", sub ? mkGetLastError(sub) : mki_thread_error());
+}
+
+/* The internal communicator breaks with comm and names comm's ranks:
+ * node_comm's rank i is the rank of local index i on this node,
+ * peer_comm's rank j the rank of this local index on node j. */
+static mkResult_t adopt(struct mkComm *comm, mkComm_t sub, int node_comm)
+{
+    if (!sub) return mkSuccess;
+    const struct mki_topo *t = comm->topo;
+    int *name = calloc((size_t)sub->nranks, sizeof(int));
+    if (!name) return mki_error(comm, mkErrNoMemory, "out of host memory");
+    for (int r = 0; r < comm->nranks; r++) {
+        if (node_comm && t->node_of[r] == comm->node && t->local_rank_of[r] < sub->nranks)
+            name[t->local_rank_of[r]] = r;
+        if (!node_comm && t->local_rank_of[r] == comm->local_rank && t->node_of[r] < sub->nranks)
+            name[t->node_of[r]] = r;
+    }
+    return mki_comm_adopt(comm, sub, name);
+}
+
 /* Across nodes whose sizes agree: a communicator of this node's ranks and
  * one of the ranks with this local index (one per node), made by the first
  * call that crosses nodes (collective: every rank takes this path at the
@@ -267,9 +296,13 @@ static mkResult_t make_split(struct mki_call *k, struct grs_state *g)
     cf.timeoutMs = comm->cfg.timeoutMs;
     const struct mki_plan_ctx *pc = mki_plan_context(comm);
     if (pc && pc->sm_budget > 0 && pc->sm_budget < pc->sm_count) cf.smBudget = pc->sm_budget;
-    MKI_CHECK(mkCommSplit(comm, comm->node, comm->local_rank, &g->node_comm, &cf));
+    MKI_CHECK(sub_check(comm, mkCommSplit(comm, comm->node, comm->local_rank, &g->node_comm,
+                                          &cf), NULL));
+    MKI_CHECK(adopt(comm, g->node_comm, 1));
     cf.nodeSize = 1; /* one rank per node */
-    return mkCommSplit(comm, comm->local_rank, comm->node, &g->peer_comm, &cf);
+    MKI_CHECK(sub_check(comm, mkCommSplit(comm, comm->local_rank, comm->node, &g->peer_comm,
+                                          &cf), NULL));
+    return adopt(comm, g->peer_comm, 0);
 }
 
 /* Each rank's rows of the fp32 partial product in a block of m_max rows
@@ -309,9 +342,10 @@ static mkResult_t run_unfused(struct mki_call *k, struct grs_state *g, const str
     if (hier) {
         const size_t nb = (size_t)comm->nnodes * block;
         MKI_CHECK(mki_op_buf(k, &g->bufs, &g->mid, &g->mid_bytes, nb, "the node's fp32 sums"));
-        MKI_CHECK(mkReduceScatter(g->part, g->mid, nb / 4u, mkFloat32, g->node_comm, k->stream));
-        MKI_CHECK(mkReduceScatter(g->mid, g->sum, block / 4u, mkFloat32, g->peer_comm,
-                                  k->stream));
+        MKI_CHECK(sub_check(comm, mkReduceScatter(g->part, g->mid, nb / 4u, mkFloat32,
+                                                  g->node_comm, k->stream), g->node_comm));
+        MKI_CHECK(sub_check(comm, mkReduceScatter(g->mid, g->sum, block / 4u, mkFloat32,
+                                                  g->peer_comm, k->stream), g->peer_comm));
     } else {
         MKI_CHECK(mkReduceScatter(g->part, g->sum, block / 4u, mkFloat32, comm, k->stream));
     }

@@ -49,8 +49,8 @@ stop_stale() {
         p=$(awk '{print $4}' /proc/$p/stat 2>/dev/null) || break
         anc="$anc$p "
     done
-    for q in $(pgrep -f "build-gpu/([a-z0-9]+/)+(test_coll|test_scale|mkbench_coll|test_ag_gemm|mkbench_ag_gemm|test_gemm_rs|mkbench_gemm_rs|test_gemm|bench_gemm|mkbench_net|demo)( |\$)" || true) \
-             $(pgrep -f "tests/gpu/(all|run|ag_gemm|gemm_rs|gemm|net|demo|scale|ab)\.sh" || true); do
+    for q in $(pgrep -f "build-gpu/([a-z0-9]+/)+(test_coll|test_scale|mkbench_coll|test_ag_gemm|mkbench_ag_gemm|test_gemm_rs|mkbench_gemm_rs|test_kill|test_gemm|bench_gemm|mkbench_net|demo)( |\$)" || true) \
+             $(pgrep -f "tests/gpu/(all|run|ag_gemm|gemm_rs|gemm|net|demo|scale|ab|kill)\.sh" || true); do
         case "$anc" in *" $q "*) ;; *) pids="$pids $q" ;; esac
     done
     if [ -n "$pids" ]; then
@@ -60,7 +60,7 @@ stop_stale() {
     fi
     if pgrep -x nvidia-cuda-mps >/dev/null 2>&1 || pgrep -x nvidia-cuda-mps-control >/dev/null 2>&1; then
         echo "all.sh: stopping an MPS daemon left running" >&2
-        for d in /tmp/mps /tmp/mps-agg /tmp/mps-grs /tmp/mps-scale /tmp/nvidia-mps; do # the scripts' pipes, then the default
+        for d in /tmp/mps /tmp/mps-agg /tmp/mps-grs /tmp/mps-kill /tmp/mps-scale /tmp/nvidia-mps; do # the scripts' pipes, then the default
             echo quit | CUDA_MPS_PIPE_DIRECTORY=$d nvidia-cuda-mps-control >/dev/null 2>&1
         done
         sleep 1
@@ -126,6 +126,7 @@ tests) part coll "$RT" bash tests/gpu/run.sh quick tests
        part gemm_rs "$GRS" bash tests/gpu/gemm_rs.sh test
        part demo build-gpu/demo bash tests/gpu/demo.sh run
        part gemm "$GEMM" bash tests/gpu/gemm.sh test
+       part kill build-gpu/kill bash tests/gpu/kill.sh
        part scale "$RT" bash tests/gpu/scale.sh ;;
 bench) part coll "$RT" bash tests/gpu/run.sh full bench
        part ag_gemm "$AGG" bash tests/gpu/ag_gemm.sh bench
@@ -138,6 +139,7 @@ all)   part coll "$RT" bash tests/gpu/run.sh full all
        part demo build-gpu/demo bash tests/gpu/demo.sh run
        part net build-gpu/net bash tests/gpu/net.sh run
        part gemm "$GEMM" bash tests/gpu/gemm.sh all
+       part kill build-gpu/kill bash tests/gpu/kill.sh
        part scale "$RT" bash tests/gpu/scale.sh ;;
 scale) if [ "$ngpu" -lt 2 ]; then
            summary+=("scale      SKIP ($ngpu GPUs: the scale steps need 2 or more)")
@@ -156,7 +158,8 @@ esac
     echo "== GPU summary ($what, $ngpu GPUs, $(($(date +%s) - T0)) s)"
     printf '%s\n' "${summary[@]}"
     for f in "$S"/coll/summary.txt "$S"/ag_gemm/ag_gemm-summary.txt \
-             "$S"/gemm_rs/gemm_rs-summary.txt "$S"/scale/scale-summary.txt \
+             "$S"/gemm_rs/gemm_rs-summary.txt "$S"/kill/kill-summary.txt \
+             "$S"/scale/scale-summary.txt \
              "$S"/ab/ab.txt; do
         [ -s "$f" ] || continue
         echo

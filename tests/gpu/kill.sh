@@ -1,0 +1,98 @@
+#!/bin/bash
+# The kill drill on the GPU machine (issue 23): one rank SIGKILLed in the
+# middle of a stream of all-reduces, mkAllGatherGemm and
+# mkGemmReduceScatter calls; every survivor must report mkErrRemote naming
+# it within 1.0 s with MK_TIMEOUT_MS = 60000, drain and exit cleanly.
+# 2 ranks on 2 GPUs where there are two; 2, 4 and 8 ranks on one GPU under
+# MPS; 4 ranks as 2 virtual nodes of 2 (socket transport).
+#
+#   bash tests/gpu/kill.sh build     here (no GPU): build-gpu/kill/test_kill
+#                                    (the library of build-gpu/agg-build)
+#   bash tests/gpu/kill.sh           there
+#
+# test_kill starts its own ranks (a launcher would end the job when one
+# dies by a signal).  Log to $OUT/kill.log; a summary table ends the output.
+set -u
+B=${MK_GPU_KILL:-build-gpu/kill}
+if [ "${1:-}" = build ]; then
+    set -e
+    NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
+    BLD=build-gpu/agg-build
+    mkdir -p "$BLD" "$B"
+    [ -f "$BLD/Makefile" ] || (cd "$BLD" && "$(cd ../.. && pwd)/configure" -q)
+    make -C "$BLD" -j"${JOBS:-2}" libmkcore.la > "$B/build.log" 2>&1 || { tail -30 "$B/build.log"; exit 1; }
+    ARCH="-gencode=arch=compute_90a,code=sm_90a"
+    INC="-Iinclude -Isrc/core -Isrc -I. -Ikernels -Ikernels/gemm -I$BLD"
+    LIBS="$BLD/.libs/libmkcore.a -lcublas -lpmix -lhwloc -libverbs -lefa -lrt -ldl -lpthread -lm"
+    $NVCC $ARCH -O2 -std=c++17 $INC tests/gpu/test_kill.cu $LIBS -o $B/test_kill
+    ls -la $B
+    exit 0
+fi
+O=${OUT:-$B/out}
+mkdir -p "$O"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export CUDA_MODULE_LOADING=EAGER MK_DEBUG=${MK_DEBUG:-WARN}
+unset MK_NODE_SIZE MK_TRANSPORT
+LOG=$O/kill.log
+SUMMARY=$O/kill-summary.txt
+: > "$LOG"; : > "$SUMMARY"
+status=0
+step() { # NAME LIMIT ARGS...
+    local name=$1 limit=$2; shift 2
+    if [ -n "${MK_GPU_DEADLINE:-}" ] && [ $((MK_GPU_DEADLINE - $(date +%s))) -lt "$limit" ]; then
+        limit=$((MK_GPU_DEADLINE - $(date +%s)))
+    fi
+    if [ "$limit" -lt 10 ]; then
+        printf "%-44s %-7s (out of time)\n" "$name" SKIP >> "$SUMMARY"
+        return
+    fi
+    local t0=$(date +%s) rc res=PASS
+    echo "=== $name (MK_NODE_SIZE=${MK_NODE_SIZE:-} CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-}): $*" >> "$LOG"
+    timeout -k 5 "$limit" "$@" >> "$LOG" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && res=FAIL && status=1
+    { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && res=TIMEOUT
+    local worst
+    worst=$(grep -E "^(PASS|FAIL) kill drill" "$LOG" | tail -1 | sed -n 's/.*after \([0-9.]*\) ms/\1 ms/p')
+    [ $rc -ne 0 ] && worst=""
+    printf "%-44s %-7s %4d s  %s\n" "$name" "$res" $(( $(date +%s) - t0 )) "${worst:+slowest $worst}" >> "$SUMMARY"
+    local left
+    left=$(pgrep -f "^(\./)?$B/test_kill( |$)" || true)
+    if [ -n "$left" ]; then
+        echo "LEFTOVER after $name: $left" >> "$SUMMARY"
+        status=1
+        for p in $left; do kill -9 "$p" 2>/dev/null; done
+    fi
+}
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "$ngpu" -ge 2 ]; then
+    export CUDA_VISIBLE_DEVICES=0,1
+    for op in allreduce ag_gemm gemm_rs; do
+        step "2gpu kill: $op" 60 $B/test_kill $op 2 1
+    done
+fi
+export CUDA_VISIBLE_DEVICES=0 CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-kill CUDA_MPS_LOG_DIRECTORY=/tmp/mps-kill-log
+mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+# A fresh MPS daemon for each step: a step that fails must not leave the
+# next one a server still tearing down its clients.
+mps() { # NAME LIMIT ARGS...
+    if ! nvidia-cuda-mps-control -d >> "$LOG" 2>&1; then
+        printf "%-44s %-7s (nvidia-cuda-mps-control -d failed)\n" "$1" SKIP >> "$SUMMARY"
+        return
+    fi
+    step "$@"
+    echo quit | nvidia-cuda-mps-control
+    local i=0
+    while pgrep -x nvidia-cuda-mps-server >/dev/null 2>&1 && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+}
+for op in allreduce ag_gemm gemm_rs; do
+    mps "1gpu x2 MPS kill: $op" 60 $B/test_kill $op 2 1
+    mps "1gpu x4 MPS kill: $op" 60 $B/test_kill $op 4 2
+    MK_NODE_SIZE=2 MK_TRANSPORT=socket mps "1gpu x4 MPS 2x2 kill: $op" 60 $B/test_kill $op 4 3
+done
+mps "1gpu x8 MPS kill: allreduce" 90 $B/test_kill allreduce 8 5
+mps "1gpu x8 MPS kill: gemm_rs" 90 $B/test_kill gemm_rs 8 0
+unset CUDA_VISIBLE_DEVICES CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+grep -E "FAIL|NOTE" "$LOG" | head -20
+cat "$SUMMARY"
+exit $status

@@ -6,7 +6,8 @@
 #
 #   bash tests/gpu/all.sh [tests|bench|all|scale|ab]
 #
-# tests: collectives (sizes up to 16 MB), GEMM engine, mkAllGatherGemm, on
+# tests: collectives (sizes up to 16 MB), GEMM engine, mkAllGatherGemm,
+#        mkGemmReduceScatter, the kill drill, compute-sanitizer, on
 #        2 GPUs, 1 GPU under MPS, and where there are GPUs for them at 4
 #        and 8 ranks and on virtual nodes (MK_NODE_SIZE, socket transport);
 #        then tests/gpu/scale.sh (16 and 8 ranks on 2 GPUs under MPS as
@@ -50,7 +51,7 @@ stop_stale() {
         anc="$anc$p "
     done
     for q in $(pgrep -f "build-gpu/([a-z0-9]+/)+(test_coll|test_scale|mkbench_coll|test_ag_gemm|mkbench_ag_gemm|test_gemm_rs|mkbench_gemm_rs|test_kill|test_gemm|bench_gemm|mkbench_net|demo)( |\$)" || true) \
-             $(pgrep -f "tests/gpu/(all|run|ag_gemm|gemm_rs|gemm|net|demo|scale|ab|kill)\.sh" || true); do
+             $(pgrep -f "tests/gpu/(all|run|ag_gemm|gemm_rs|gemm|net|demo|scale|ab|kill|sanitize)\.sh" || true); do
         case "$anc" in *" $q "*) ;; *) pids="$pids $q" ;; esac
     done
     if [ -n "$pids" ]; then
@@ -127,6 +128,7 @@ tests) part coll "$RT" bash tests/gpu/run.sh quick tests
        part demo build-gpu/demo bash tests/gpu/demo.sh run
        part gemm "$GEMM" bash tests/gpu/gemm.sh test
        part kill build-gpu/kill bash tests/gpu/kill.sh
+       part gpusan "$GEMM" bash tests/gpu/sanitize.sh
        part scale "$RT" bash tests/gpu/scale.sh ;;
 bench) part coll "$RT" bash tests/gpu/run.sh full bench
        part ag_gemm "$AGG" bash tests/gpu/ag_gemm.sh bench
@@ -159,6 +161,7 @@ esac
     printf '%s\n' "${summary[@]}"
     for f in "$S"/coll/summary.txt "$S"/ag_gemm/ag_gemm-summary.txt \
              "$S"/gemm_rs/gemm_rs-summary.txt "$S"/kill/kill-summary.txt \
+             "$S"/gpusan/sanitize-summary.txt \
              "$S"/scale/scale-summary.txt \
              "$S"/ab/ab.txt; do
         [ -s "$f" ] || continue

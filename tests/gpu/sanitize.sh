@@ -1,0 +1,105 @@
+#!/bin/bash
+# compute-sanitizer on the GPU machine (issue 23): memcheck, racecheck and
+# synccheck over a small subset, from the binaries tests/gpu/build.sh left
+# in build-gpu/.
+#
+#   bash tests/gpu/sanitize.sh
+#
+# One rank (MK_BOOTSTRAP=none, no launcher; compute-sanitizer does not run
+# under MPS): the GEMM engine with its fused-kernel hooks (test_gemm
+# --small: signals from another stream, tile orders, epilogue stores with
+# signals), the collectives' kernels (test_coll correct up to 64 KiB) and
+# mkGemmReduceScatter and mkAllGatherGemm at one rank; with two GPUs also
+# two ranks under mpirun, each rank under its own sanitizer: the
+# collectives, the fused mkAllGatherGemm and mkGemmReduceScatter at one
+# small shape each.  synccheck takes the GEMM engine and the one-rank
+# mkGemmReduceScatter, racecheck the collectives (see below why not the
+# GEMM engine).
+# A step passes when the tool says "ERROR SUMMARY: 0 errors" and the
+# program passed.  Log to $OUT/sanitize.log, a summary table last.
+set -u
+CS=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
+O=${OUT:-build-gpu/out}
+mkdir -p "$O"
+LOG=$O/sanitize.log
+SUMMARY=$O/sanitize-summary.txt
+: > "$LOG"; : > "$SUMMARY"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export CUDA_MODULE_LOADING=EAGER MK_DEBUG=${MK_DEBUG:-WARN} MK_TIMEOUT_MS=${MK_TIMEOUT_MS:-120000}
+unset MK_NODE_SIZE MK_TRANSPORT
+if [ ! -x "$CS" ]; then
+    printf "%-44s %-7s (no compute-sanitizer at %s)\n" "compute-sanitizer" SKIP "$CS" | tee -a "$SUMMARY"
+    exit 0
+fi
+status=0
+step() { # NAME LIMIT NP TOOL[:OPTION,...] ARGS...
+    local name=$1 limit=$2 np=$3 tool=${4%%:*} opts=
+    case $4 in *:*) opts=${4#*:} ;; esac
+    shift 4
+    if [ -n "${MK_GPU_DEADLINE:-}" ] && [ $((MK_GPU_DEADLINE - $(date +%s))) -lt "$limit" ]; then
+        limit=$((MK_GPU_DEADLINE - $(date +%s)))
+    fi
+    if [ "$limit" -lt 10 ]; then
+        printf "%-44s %-7s (out of time)\n" "$name" SKIP >> "$SUMMARY"
+        [ $status = 0 ] && status=3
+        return
+    fi
+    local t0=$(date +%s) rc res=PASS tmp
+    tmp=$(mktemp)
+    echo "=== $name ($tool): $*" >> "$LOG"
+    if [ "$np" = 1 ]; then
+        MK_BOOTSTRAP=none timeout -k 5 "$limit" "$CS" --tool "$tool" ${opts//,/ } --error-exitcode 99 "$@" > "$tmp" 2>&1
+    else
+        timeout -k 5 "$limit" mpirun --allow-run-as-root --oversubscribe --bind-to none \
+            -x LD_LIBRARY_PATH -x CUDA_MODULE_LOADING -x MK_DEBUG -x MK_TIMEOUT_MS \
+            -x CUDA_VISIBLE_DEVICES -np "$np" "$CS" --tool "$tool" ${opts//,/ } --error-exitcode 99 "$@" \
+            > "$tmp" 2>&1
+    fi
+    rc=$?
+    cat "$tmp" >> "$LOG"
+    local errs
+    # "ERROR SUMMARY: N errors" (memcheck, synccheck), "RACECHECK SUMMARY:
+    # H hazards displayed (N errors, W warnings)" (racecheck).
+    errs=$( { grep -o "ERROR SUMMARY: [0-9]* error" "$tmp" | awk '{print $3}'
+              grep -o "RACECHECK SUMMARY: .*(\([0-9]*\) error" "$tmp" |
+                  sed 's/.*(\([0-9]*\) error/\1/'; } | awk '{s += $1} END {print s + 0}')
+    local runs
+    runs=$(grep -cE "(ERROR|RACECHECK) SUMMARY" "$tmp")
+    [ "$rc" -ne 0 ] && res=FAIL
+    [ "$errs" -ne 0 ] && res=FAIL
+    [ "$runs" -lt "$np" ] && res=FAIL
+    { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && res=TIMEOUT
+    [ $res != PASS ] && status=1
+    printf "%-44s %-7s %4d s  %s errors (rc %d)\n" "$name" "$res" $(( $(date +%s) - t0 )) "$errs" $rc >> "$SUMMARY"
+    rm -f "$tmp"
+}
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+export CUDA_VISIBLE_DEVICES=0
+step "memcheck: GEMM engine (--small)" 240 1 memcheck build-gpu/gemm/test_gemm --small
+# NCCL (the reference) probes kernels of other GPUs at init: API errors
+# that are not ours; memory errors are still reported.
+step "memcheck: collectives, 1 rank" 120 1 memcheck:--report-api-errors,no build-gpu/rt/test_coll correct 65536
+step "memcheck: gemm_rs 1001x1304x520, 1 rank" 120 1 memcheck build-gpu/grs/test_gemm_rs correct 2
+step "memcheck: ag_gemm, 1 rank" 180 1 memcheck build-gpu/agg/test_ag_gemm uneven 1
+# racecheck cannot analyze the GEMM engine's kernels (TMA, wgmma,
+# mbarriers): "Internal Sanitizer Error: The Sanitizer failed to handle a
+# hardware exception" (compute-sanitizer of CUDA 13.0, H100, 2026-11-25),
+# and cuBLAS's own kernels (the reference) report hazards of their own.
+# It takes the collectives' kernels (plain loads and stores).
+step "racecheck: collectives, 1 rank" 180 1 racecheck:--report-api-errors,no build-gpu/rt/test_coll correct 65536
+step "synccheck: GEMM engine (--small)" 240 1 synccheck build-gpu/gemm/test_gemm --small
+step "synccheck: gemm_rs 1001x1304x520, 1 rank" 120 1 synccheck build-gpu/grs/test_gemm_rs correct 2
+if [ "$ngpu" -ge 2 ]; then
+    export CUDA_VISIBLE_DEVICES=0,1
+    step "2gpu memcheck: collectives" 180 2 memcheck:--report-api-errors,no build-gpu/rt/test_coll correct 65536
+    step "2gpu memcheck: gemm_rs 1001x1304x520" 180 2 memcheck build-gpu/grs/test_gemm_rs correct 2
+    step "2gpu memcheck: ag_gemm uneven" 180 2 memcheck build-gpu/agg/test_ag_gemm uneven 1
+    step "2gpu synccheck: gemm_rs 1001x1304x520" 180 2 synccheck build-gpu/grs/test_gemm_rs correct 2
+    step "2gpu racecheck: collectives" 240 2 racecheck:--report-api-errors,no build-gpu/rt/test_coll correct 65536
+else
+    printf "%-44s %-7s (%d GPU: two ranks need two GPUs, the tool refuses MPS)\n" "2gpu steps" SKIP "$ngpu" >> "$SUMMARY"
+fi
+unset CUDA_VISIBLE_DEVICES
+grep -E "========= (Invalid|Race|Barrier|ERROR|Program hit)" "$LOG" | sort | uniq -c | head -20
+cat "$SUMMARY"
+exit $status

@@ -17,6 +17,8 @@
 # scale: only what needs more than 2 GPUs or virtual nodes (4- and 8-rank
 #        steps, virtual-node steps, scale.sh, benchmarks at one rank per
 #        GPU): what the 2-GPU runs have not recorded;
+# soak:  tests/gpu/soak.sh for MK_SOAK_S seconds per layout (default 60;
+#        "tests" runs it for 10);
 # ab:    tests/gpu/ab.sh: the benchmarks of the binaries in build-gpu/old
 #        (build-gpu/old.tar.xz) and of the new ones, taking turns.
 #
@@ -51,7 +53,7 @@ stop_stale() {
         anc="$anc$p "
     done
     for q in $(pgrep -f "build-gpu/([a-z0-9]+/)+(test_coll|test_scale|mkbench_coll|test_ag_gemm|mkbench_ag_gemm|test_gemm_rs|mkbench_gemm_rs|test_kill|test_gemm|bench_gemm|mkbench_net|demo)( |\$)" || true) \
-             $(pgrep -f "tests/gpu/(all|run|ag_gemm|gemm_rs|gemm|net|demo|scale|ab|kill|sanitize)\.sh" || true); do
+             $(pgrep -f "tests/gpu/(all|run|ag_gemm|gemm_rs|gemm|net|demo|scale|ab|kill|sanitize|soak)\.sh" || true); do
         case "$anc" in *" $q "*) ;; *) pids="$pids $q" ;; esac
     done
     if [ -n "$pids" ]; then
@@ -61,7 +63,7 @@ stop_stale() {
     fi
     if pgrep -x nvidia-cuda-mps >/dev/null 2>&1 || pgrep -x nvidia-cuda-mps-control >/dev/null 2>&1; then
         echo "all.sh: stopping an MPS daemon left running" >&2
-        for d in /tmp/mps /tmp/mps-agg /tmp/mps-grs /tmp/mps-kill /tmp/mps-scale /tmp/nvidia-mps; do # the scripts' pipes, then the default
+        for d in /tmp/mps /tmp/mps-agg /tmp/mps-grs /tmp/mps-kill /tmp/mps-soak /tmp/mps-scale /tmp/nvidia-mps; do # the scripts' pipes, then the default
             echo quit | CUDA_MPS_PIPE_DIRECTORY=$d nvidia-cuda-mps-control >/dev/null 2>&1
         done
         sleep 1
@@ -69,7 +71,7 @@ stop_stale() {
 }
 stop_stale
 what=${1:-tests}
-case $what in tests|bench|all|scale|ab) ;; *) echo "usage: tests/gpu/all.sh [tests|bench|all|scale|ab]" >&2; exit 2 ;; esac
+case $what in tests|bench|all|scale|ab|soak) ;; *) echo "usage: tests/gpu/all.sh [tests|bench|all|scale|ab|soak]" >&2; exit 2 ;; esac
 RT=${MK_GPU_RT:-build-gpu/rt}
 AGG=${MK_GPU_AGG:-build-gpu/agg}
 GRS=${MK_GPU_GRS:-build-gpu/grs}
@@ -129,7 +131,9 @@ tests) part coll "$RT" bash tests/gpu/run.sh quick tests
        part gemm "$GEMM" bash tests/gpu/gemm.sh test
        part kill build-gpu/kill bash tests/gpu/kill.sh
        part gpusan "$GEMM" bash tests/gpu/sanitize.sh
+       part soak "$RT" bash tests/gpu/soak.sh "${MK_SOAK_S:-10}"
        part scale "$RT" bash tests/gpu/scale.sh ;;
+soak)  part soak "$RT" bash tests/gpu/soak.sh "${MK_SOAK_S:-60}" ;;
 bench) part coll "$RT" bash tests/gpu/run.sh full bench
        part ag_gemm "$AGG" bash tests/gpu/ag_gemm.sh bench
        part gemm_rs "$GRS" bash tests/gpu/gemm_rs.sh bench
@@ -161,7 +165,7 @@ esac
     printf '%s\n' "${summary[@]}"
     for f in "$S"/coll/summary.txt "$S"/ag_gemm/ag_gemm-summary.txt \
              "$S"/gemm_rs/gemm_rs-summary.txt "$S"/kill/kill-summary.txt \
-             "$S"/gpusan/sanitize-summary.txt \
+             "$S"/gpusan/sanitize-summary.txt "$S"/soak/soak-summary.txt \
              "$S"/scale/scale-summary.txt \
              "$S"/ab/ab.txt; do
         [ -s "$f" ] || continue

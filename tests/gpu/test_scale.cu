@@ -5,6 +5,7 @@
  * as 2 x 4, several ranks per GPU under MPS).
  *
  *   test_scale [reps [count,count,...]]     defaults: 20, 1,7,65537,1000003
+ *   test_scale soak SECONDS [SEED]          random sequences (below)
  *
  * For each op (all-gather, reduce-scatter, all-reduce, all-to-all), dtype
  * (bf16, fp16, fp32), count and placement (out of place, and in place
@@ -23,6 +24,17 @@
  * previous repetition's value at that index (stale data: a slot or a
  * buffer read before its new contents arrived) or something else.
  * Prints "PASS ..." / "FAIL ..." lines; exits 1 on any failure.
+ *
+ * Soak: batches of 1 to 12 calls drawn from a seeded generator (the same
+ * on every rank; the seed is printed, and passing it replays the run):
+ * each call a random collective, dtype, count (0, 1, odd, round, up to
+ * 1M), in place or not, into its own slots of a buffer pool that is
+ * either registered (mkCommRegister: zero copy) or plain; a batch is
+ * enqueued without any host synchronization between its calls, eagerly
+ * or captured into a CUDA graph and launched; then every call's output is
+ * checked against the host reference.  Rank 0 decides when SECONDS are
+ * up (a bootstrap broadcast before each batch).  Ends with the number of
+ * calls checked.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -34,6 +46,13 @@
 #include <time.h>
 
 #include <vector>
+
+static uint64_t clock_gettime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 #include "mkernel.h"
 #include "mki.h" /* comm->boot->bcast carries the seed */
@@ -226,6 +245,142 @@ static int run_config(const config &c, uint64_t base, int reps)
     return wrong;
 }
 
+/* ---- soak -------------------------------------------------------------- */
+
+static uint64_t soak_rng(uint64_t *st)
+{
+    uint64_t x = (*st += 0x9e3779b97f4a7c15ull);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+enum { SOAK_MAXC = 1u << 20, SOAK_BATCH = 12 };
+
+static uint64_t soak_count(uint64_t *st)
+{
+    static const uint64_t fixed[] = {0, 1, 2, 3, 7, 31, 64, 255, 1000, 4097, 65536, 65537};
+    const uint64_t r = soak_rng(st) % 16;
+    if (r < 12) return fixed[r];
+    return 1 + soak_rng(st) % SOAK_MAXC; /* anything up to 1M */
+}
+
+/* Prepare into explicit slots (the soak's pool), else as prepare(). */
+static void prepare_at(const config &c, uint64_t seed, char *send, char *recv, const void **s,
+                       void **r)
+{
+    void *ks = g_send, *kr = g_recv;
+    g_send = send;
+    g_recv = recv;
+    prepare(c, seed, s, r);
+    g_send = ks;
+    g_recv = kr;
+}
+
+static int run_soak(double seconds, uint64_t seed)
+{
+    const size_t slot = (size_t)SOAK_MAXC * (size_t)g_n * 4;
+    char *pool[2][2]; /* [registered?][send/recv] */
+    void *reg[2];
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 2; j++) CK(cudaMalloc(&pool[k][j], slot * SOAK_BATCH));
+    MK(mkCommRegister(g_comm, pool[1][0], slot * SOAK_BATCH, &reg[0]));
+    MK(mkCommRegister(g_comm, pool[1][1], slot * SOAK_BATCH, &reg[1]));
+    uint8_t *host;
+    CK(cudaHostAlloc((void **)&host, slot, cudaHostAllocDefault));
+    /* One eager call of each op at the largest size first, so that nothing
+     * the library sizes by the call has to grow inside a capture. */
+    for (int op = AG; op <= A2A; op++) {
+        const config c = {op, mkFloat32, 0, SOAK_MAXC};
+        const void *sp;
+        void *rp;
+        prepare_at(c, 1, pool[0][0], pool[0][1], &sp, &rp);
+        MK(call(c, sp, rp));
+    }
+    CK(cudaStreamSynchronize(g_st));
+    uint64_t st = seed;
+    long calls = 0, batches = 0, graphs = 0, zero = 0, wrong = 0;
+    const double t0 = (double)clock_gettime_ns() / 1e9;
+    for (;;) {
+        int go = g_rank == 0 ? (double)clock_gettime_ns() / 1e9 - t0 < seconds : 0;
+        if (g_comm->boot->bcast(g_comm->boot_ctx, &go, sizeof go, 0) != mkSuccess) {
+            printf("FAIL rank %d: soak: bcast: %s\n", g_rank, mkGetLastError(NULL));
+            return 1;
+        }
+        if (!go) break;
+        const int n = 1 + (int)(soak_rng(&st) % SOAK_BATCH);
+        const int registered = (int)(soak_rng(&st) & 1), graph = (soak_rng(&st) % 4) == 0;
+        config cs[SOAK_BATCH];
+        uint64_t seeds[SOAK_BATCH];
+        void *outs[SOAK_BATCH];
+        cudaGraph_t g = nullptr;
+        if (graph) CK(cudaStreamBeginCapture(g_st, cudaStreamCaptureModeThreadLocal));
+        for (int i = 0; i < n; i++) {
+            config &c = cs[i];
+            c.op = (int)(soak_rng(&st) % 4);
+            c.dt = (int)(soak_rng(&st) % 3);
+            c.count = soak_count(&st);
+            c.inplace = c.op != A2A && (soak_rng(&st) & 1);
+            seeds[i] = soak_rng(&st);
+            const void *sp;
+            prepare_at(c, seeds[i], pool[registered][0] + (size_t)i * slot,
+                       pool[registered][1] + (size_t)i * slot, &sp, &outs[i]);
+            const mkResult_t r = call(c, sp, outs[i]);
+            if (r != mkSuccess) {
+                printf("FAIL rank %d: soak batch %ld call %d (%s %s count %llu%s%s): %s\n",
+                       g_rank, batches, i, op_names[c.op], dt_names[c.dt],
+                       (unsigned long long)c.count, c.inplace ? " in place" : "",
+                       graph ? " captured" : "", mkGetLastError(g_comm));
+                return 1;
+            }
+        }
+        if (graph) {
+            cudaGraphExec_t ge;
+            CK(cudaStreamEndCapture(g_st, &g));
+            CK(cudaGraphInstantiate(&ge, g, 0));
+            CK(cudaGraphLaunch(ge, g_st));
+            CK(cudaStreamSynchronize(g_st));
+            CK(cudaGraphExecDestroy(ge));
+            CK(cudaGraphDestroy(g));
+            graphs++;
+        }
+        CK(cudaStreamSynchronize(g_st));
+        for (int i = 0; i < n; i++) {
+            const config &c = cs[i];
+            const size_t bytes = out_elems(c.op, c.count) * (size_t)esize(c.dt);
+            zero += c.count == 0;
+            if (bytes) CK(cudaMemcpy(host, outs[i], bytes, cudaMemcpyDeviceToHost));
+            uint8_t *keep = g_host;
+            g_host = host;
+            const int w = check(c, seeds[i], 0, 0);
+            g_host = keep;
+            if (w)
+                printf("FAIL rank %d: soak batch %ld call %d of %d (%s pool%s)\n", g_rank,
+                       batches, i, n, registered ? "registered" : "plain",
+                       graph ? ", in a CUDA graph" : "");
+            wrong += w;
+        }
+        calls += n;
+        batches++;
+    }
+    mkResult_t ae;
+    MK(mkCommGetAsyncError(g_comm, &ae));
+    if (ae != mkSuccess) {
+        printf("FAIL rank %d: soak: async error %s: %s\n", g_rank, mkGetErrorString(ae),
+               mkGetLastError(g_comm));
+        wrong++;
+    }
+    MK(mkCommDeregister(g_comm, reg[0]));
+    MK(mkCommDeregister(g_comm, reg[1]));
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 2; j++) CK(cudaFree(pool[k][j]));
+    CK(cudaFreeHost(host));
+    printf("%s rank %d: soak %.0f s: %ld calls checked in %ld batches (%ld in CUDA graphs, %ld "
+           "of count 0), %ld wrong\n", wrong ? "FAIL" : "DONE", g_rank, seconds, calls, batches,
+           graphs, zero, wrong);
+    return wrong ? 1 : 0;
+}
+
 static std::vector<uint64_t> parse_counts(const char *s)
 {
     std::vector<uint64_t> v;
@@ -244,10 +399,13 @@ static std::vector<uint64_t> parse_counts(const char *s)
 
 int main(int argc, char **argv)
 {
-    const int reps = argc > 1 ? atoi(argv[1]) : 20;
-    const std::vector<uint64_t> counts = parse_counts(argc > 2 ? argv[2] : "1,7,65537,1000003");
-    if (reps < 1) {
-        fprintf(stderr, "usage: test_scale [reps [count,count,...]]\n");
+    const bool soak = argc > 1 && !strcmp(argv[1], "soak");
+    const double soak_s = soak && argc > 2 ? atof(argv[2]) : 60.0;
+    const int reps = soak ? 1 : argc > 1 ? atoi(argv[1]) : 20;
+    const std::vector<uint64_t> counts =
+        parse_counts(!soak && argc > 2 ? argv[2] : "1,7,65537,1000003");
+    if (reps < 1 || soak_s <= 0) {
+        fprintf(stderr, "usage: test_scale [reps [count,count,...]] | soak SECONDS [SEED]\n");
         return 2;
     }
     MK(mkCommInit(&g_comm, NULL));
@@ -270,9 +428,20 @@ int main(int argc, char **argv)
     CK(cudaSetDevice(dev));
     CK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
     uint64_t base = ((uint64_t)time(NULL) << 20) ^ (uint64_t)clock();
+    if (soak && argc > 3) base = strtoull(argv[3], NULL, 0);
     if (g_comm->boot->bcast(g_comm->boot_ctx, &base, sizeof base, 0) != mkSuccess) {
         fprintf(stderr, "rank %d: bcast of the seed failed\n", g_rank);
         return 2;
+    }
+    if (soak) {
+        if (g_rank == 0)
+            printf("test_scale soak: %d ranks on %d nodes, %.0f s, seed 0x%llx (test_scale soak "
+                   "%.0f 0x%llx replays it)\n", g_n, nodes, soak_s, (unsigned long long)base,
+                   soak_s, (unsigned long long)base);
+        fflush(stdout);
+        const int bad = run_soak(soak_s, base);
+        MK(mkCommDestroy(g_comm));
+        return bad;
     }
     uint64_t maxc = 0;
     for (uint64_t c : counts) maxc = c > maxc ? c : maxc;

@@ -1,0 +1,84 @@
+#!/bin/bash
+# The random soak of the collectives on the GPU machine (issue 23):
+# test_scale soak (seeded random batches of calls, no host sync inside a
+# batch, eager or in CUDA graphs, registered or plain buffers, every call
+# checked against a host reference) at 2 ranks on 2 GPUs where there are
+# two, and on one GPU under MPS at 2, 4 and 8 ranks, flat and as virtual
+# nodes (2 x 2, 2 x 4: socket transport); then the 8-rank 2 x 4 case of
+# issue 23 (every collective, dtype and placement) 50 times in a row.
+#
+#   bash tests/gpu/soak.sh [SECONDS]     per layout; default MK_SOAK_S or 20
+#
+# Binaries: build-gpu/rt/test_scale (tests/gpu/build.sh).  Log to
+# $OUT/soak.log; a summary table (calls checked per layout) ends it.
+set -u
+RT=${MK_GPU_RT:-build-gpu/rt}
+S=${1:-${MK_SOAK_S:-20}}
+O=${OUT:-$RT/out}
+mkdir -p "$O"
+LOG=$O/soak.log
+SUMMARY=$O/soak-summary.txt
+: > "$LOG"; : > "$SUMMARY"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export CUDA_MODULE_LOADING=EAGER MK_DEBUG=${MK_DEBUG:-WARN} MK_TIMEOUT_MS=${MK_TIMEOUT_MS:-20000}
+unset MK_NODE_SIZE MK_TRANSPORT
+MPI="mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH \
+ -x CUDA_MODULE_LOADING -x MK_DEBUG -x MK_TIMEOUT_MS -x CUDA_VISIBLE_DEVICES \
+ -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY"
+status=0
+step() { # NAME LIMIT NP ARGS...
+    local name=$1 limit=$2 np=$3; shift 3
+    if [ -n "${MK_GPU_DEADLINE:-}" ] && [ $((MK_GPU_DEADLINE - $(date +%s))) -lt "$limit" ]; then
+        limit=$((MK_GPU_DEADLINE - $(date +%s)))
+    fi
+    if [ "$limit" -lt 10 ]; then
+        printf "%-40s %-7s (out of time)\n" "$name" SKIP >> "$SUMMARY"
+        [ $status = 0 ] && status=3
+        return
+    fi
+    local t0=$(date +%s) rc res=PASS x=""
+    echo "=== $name (np $np, MK_NODE_SIZE=${MK_NODE_SIZE:-}): $*" >> "$LOG"
+    [ -n "${MK_NODE_SIZE:-}" ] && x="-x MK_NODE_SIZE -x MK_TRANSPORT"
+    # shellcheck disable=SC2086
+    timeout -k 10 "$limit" $MPI $x -np "$np" "$@" >> "$LOG" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && res=FAIL && status=1
+    { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && res=TIMEOUT
+    local calls
+    calls=$(awk -v n="$name" '$0 == "=== " n || index($0, "=== " n " (") == 1 {on = 1; next}
+        /^=== / {on = 0} on && /soak .* calls checked/ && $7 > m {m = $7} END {print m + 0}' "$LOG")
+    printf "%-40s %-7s %4d s  %s\n" "$name" "$res" $(( $(date +%s) - t0 )) \
+        "$( [ "$calls" -gt 0 ] && echo "$calls calls, each checked on $np ranks")" >> "$SUMMARY"
+    local left
+    left=$(pgrep -f "^(\./)?$RT/test_scale( |$)" || true)
+    if [ -n "$left" ]; then
+        echo "LEFTOVER after $name: $left" >> "$SUMMARY"
+        status=1
+        for p in $left; do kill -9 "$p" 2>/dev/null; done
+    fi
+}
+lim=$((S + 60))
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "$ngpu" -ge 2 ]; then
+    export CUDA_VISIBLE_DEVICES=0,1
+    step "2gpu soak ${S}s" $lim 2 $RT/test_scale soak "$S"
+fi
+export CUDA_VISIBLE_DEVICES=0 CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-soak CUDA_MPS_LOG_DIRECTORY=/tmp/mps-soak-log
+mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+if nvidia-cuda-mps-control -d >> "$LOG" 2>&1; then
+    step "1gpu x2 MPS soak ${S}s" $lim 2 $RT/test_scale soak "$S"
+    step "1gpu x4 MPS soak ${S}s" $lim 4 $RT/test_scale soak "$S"
+    step "1gpu x8 MPS soak ${S}s" $lim 8 $RT/test_scale soak "$S"
+    MK_NODE_SIZE=2 MK_TRANSPORT=socket step "1gpu x4 MPS 2x2 soak ${S}s" $lim 4 $RT/test_scale soak "$S"
+    MK_NODE_SIZE=4 MK_TRANSPORT=socket step "1gpu x8 MPS 2x4 soak ${S}s" $lim 8 $RT/test_scale soak "$S"
+    MK_NODE_SIZE=4 MK_TRANSPORT=socket \
+        step "1gpu x8 MPS 2x4 every case x50" 300 8 $RT/test_scale 50 1,7,65537
+    echo quit | nvidia-cuda-mps-control
+    sleep 1
+else
+    printf "%-40s %-7s (nvidia-cuda-mps-control -d failed)\n" "1gpu MPS" SKIP >> "$SUMMARY"
+fi
+unset CUDA_VISIBLE_DEVICES CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+grep -E "^FAIL|seed" "$LOG" | head -20
+cat "$SUMMARY"
+exit $status

@@ -76,7 +76,22 @@ static mkResult_t copy_user_config(const mkConfig_t *config, mkConfig_t *cfg)
         MKI_INFO(MKI_SUB_INIT, "config comes from mkernel %u, newer than this "
                  "library (%d); its new fields are ignored", config->version,
                  MK_VERSION_CODE);
-    size_t n = config->size < sizeof(*cfg) ? config->size : sizeof(*cfg);
+    /* Whole fields only: a size that ends inside a field (not one any
+     * header produced) must not leave half a pointer behind. */
+    static const size_t ends[] = {
+        offsetof(mkConfig_t, cudaDev) + sizeof(int),
+        offsetof(mkConfig_t, timeoutMs) + sizeof(int),
+        offsetof(mkConfig_t, transports) + sizeof(const char *),
+        offsetof(mkConfig_t, smBudget) + sizeof(int),
+        offsetof(mkConfig_t, workspaceSize) + sizeof(size_t),
+        offsetof(mkConfig_t, nodeSize) + sizeof(int),
+        offsetof(mkConfig_t, smSplit) + sizeof(const char *),
+    };
+    _Static_assert(offsetof(mkConfig_t, smSplit) + sizeof(const char *) == sizeof(mkConfig_t),
+                   "a field was added to mkConfig_t: add where it ends to ends[]");
+    size_t n = MKI_CONFIG_MIN_SIZE;
+    for (size_t i = 0; i < sizeof(ends) / sizeof(*ends); i++)
+        if (ends[i] <= config->size) n = ends[i];
     memcpy(cfg, config, n);
     return mkSuccess;
 }

@@ -53,11 +53,11 @@ int fuzz_one(const uint8_t *d, size_t n)
         memcpy(c, d, csize);
         char *str = text(d + cut, n - cut);
         mkConfig_t *cfg = (mkConfig_t *)c;
-        /* Pointer fields hold a real string or NULL, as a caller's would. */
-        if (csize >= offsetof(mkConfig_t, transports) + sizeof(char *))
-            cfg->transports = (n & 1) ? str : NULL;
-        if (csize >= offsetof(mkConfig_t, smSplit) + sizeof(char *))
-            cfg->smSplit = (n & 2) ? str : NULL;
+        /* Pointer fields hold a real string or NULL, as a caller's would,
+         * wherever the size field says the struct ends (the buffer holds a
+         * whole mkConfig_t past the input's bytes). */
+        cfg->transports = (n & 1) ? str : NULL;
+        cfg->smSplit = (n & 2) ? str : NULL;
         struct mki_config out;
         (void)mki_config_resolve(cfg, NULL, &out);
         free(str);

@@ -15,7 +15,8 @@
 set -u
 srcdir=${srcdir:-.}
 top=$srcdir
-[ -d "$top/tests/fuzz/corpus" ] || top=$(cd "$(dirname "$0")/../.." && pwd)
+[ -d "$top/tests/fuzz/corpus" ] || top=$(dirname "$0")/../..
+top=$(cd "$top" && pwd)
 corpus=$top/tests/fuzz/corpus
 if [ "${1:-}" = --libfuzzer ]; then
     secs=${2:-60}
@@ -37,7 +38,7 @@ if [ "${1:-}" = --libfuzzer ]; then
             -I"$top/include" -I"$top/src/core" -I"$top/src" -I"$top" -I"$bld" -I"$top/kernels" \
             -I/usr/local/cuda/include "$top/tests/fuzz/fz_$t.c" "$bld/.libs/libmkcore.a" \
             $(sed -n "s/^dependency_libs='\(.*\)'/\1/p" "$bld/libmkcore.la") -lstdc++ -o "$bld/fz_$t" || exit 1
-        ASAN_OPTIONS=detect_leaks=0 "$bld/fz_$t" -max_total_time="$secs" -max_len=4096 \
+        MK_DEBUG=NONE ASAN_OPTIONS=detect_leaks=0 "$bld/fz_$t" -max_total_time="$secs" -max_len=4096 \
             "$out/$t" "$corpus/$t" || exit 1
     done
     exit 0

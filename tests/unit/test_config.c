@@ -81,6 +81,14 @@ int main(void)
     CHECK(r.timeoutMs == 555 && r.nodeSize == 0 && r.smBudget == 0);
     CHECK(r.workspaceSize == 0); /* automatic */
 
+    /* A size that ends inside a pointer field: the field is not taken
+     * (half a pointer would crash when the library follows it). */
+    mkConfig_t cut = MK_CONFIG_INITIALIZER;
+    cut.transports = "socket";
+    cut.size = offsetof(mkConfig_t, transports) + 4;
+    CHECK_RES(mki_config_resolve(&cut, NULL, &r), mkSuccess);
+    CHECK(strcmp(r.transports, "socket") != 0 || getenv("MK_TRANSPORT") != NULL);
+
     /* Out-of-range fields. */
     c = (mkConfig_t)MK_CONFIG_INITIALIZER;
     c.timeoutMs = 0;

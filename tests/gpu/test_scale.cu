@@ -145,12 +145,13 @@ static uint32_t g_bits[3][511]; /* bits_of(q, dt) for q in [-255, 255], on the h
 static uint32_t host_bits(int q, int dt) { return g_bits[dt][q + 255]; }
 static uint8_t *g_host;       /* pinned: the output of one call */
 
-/* Fill the input(s) of one call, poison the output; returns send/recv. */
-static void prepare(const config &c, uint64_t seed, const void **s, void **r)
+/* Fill the input(s) of one call in the buffers send and recv, poison the
+ * output; returns the call's send/recv. */
+static void prepare(const config &c, uint64_t seed, char *send, char *recv, const void **s,
+                    void **r)
 {
     const size_t es = (size_t)esize(c.dt);
     const uint64_t ine = in_elems(c.op, c.count), oute = out_elems(c.op, c.count);
-    char *send = static_cast<char *>(g_send), *recv = static_cast<char *>(g_recv);
     if (!c.inplace) {
         CK(cudaMemsetAsync(recv, 0xff, oute * es, g_st));
         fill_kernel<<<512, 256, 0, g_st>>>(send, ine, c.dt, seed, g_rank, g_q);
@@ -187,22 +188,22 @@ static mkResult_t call(const config &c, const void *s, void *r)
     }
 }
 
-static uint32_t got_at(const config &c, uint64_t i)
+static uint32_t got_at(const config &c, const uint8_t *host, uint64_t i)
 {
-    return c.dt == mkFloat32 ? reinterpret_cast<const uint32_t *>(g_host)[i]
-                             : reinterpret_cast<const uint16_t *>(g_host)[i];
+    return c.dt == mkFloat32 ? reinterpret_cast<const uint32_t *>(host)[i]
+                             : reinterpret_cast<const uint16_t *>(host)[i];
 }
 
-/* Check the output in g_host against the host reference; 1 when wrong
- * (and one line saying how). */
-static int check(const config &c, uint64_t seed, uint64_t prev_seed, int rep)
+/* Check the output copied to host against the host reference; 1 when
+ * wrong (and one line saying how). */
+static int check(const config &c, const uint8_t *host, uint64_t seed, uint64_t prev_seed, int rep)
 {
     const uint64_t n = out_elems(c.op, c.count);
     const uint32_t poison = c.dt == mkFloat32 ? 0xffffffffu : 0xffffu;
     uint64_t bad = 0, first = 0, stale = 0, poisoned = 0;
     uint32_t got0 = 0, want0 = 0;
     for (uint64_t i = 0; i < n; i++) {
-        const uint32_t got = got_at(c, i), want = host_bits(expect_q(c.op, seed, c.count, i), c.dt);
+        const uint32_t got = got_at(c, host, i), want = host_bits(expect_q(c.op, seed, c.count, i), c.dt);
         if (got == want) continue;
         if (bad++ == 0) {
             first = i;
@@ -235,11 +236,11 @@ static int run_config(const config &c, uint64_t base, int reps)
         const uint64_t seed = seed_of(base, c, t);
         const void *s;
         void *r;
-        prepare(c, seed, &s, &r);
+        prepare(c, seed, static_cast<char *>(g_send), static_cast<char *>(g_recv), &s, &r);
         MK(call(c, s, r));
         CK(cudaMemcpyAsync(g_host, r, bytes, cudaMemcpyDeviceToHost, g_st));
         CK(cudaStreamSynchronize(g_st));
-        wrong += check(c, seed, prev, t);
+        wrong += check(c, g_host, seed, prev, t);
         prev = seed;
     }
     return wrong;
@@ -265,18 +266,6 @@ static uint64_t soak_count(uint64_t *st)
     return 1 + soak_rng(st) % SOAK_MAXC; /* anything up to 1M */
 }
 
-/* Prepare into explicit slots (the soak's pool), else as prepare(). */
-static void prepare_at(const config &c, uint64_t seed, char *send, char *recv, const void **s,
-                       void **r)
-{
-    void *ks = g_send, *kr = g_recv;
-    g_send = send;
-    g_recv = recv;
-    prepare(c, seed, s, r);
-    g_send = ks;
-    g_recv = kr;
-}
-
 static int run_soak(double seconds, uint64_t seed)
 {
     const size_t slot = (size_t)SOAK_MAXC * (size_t)g_n * 4;
@@ -294,7 +283,7 @@ static int run_soak(double seconds, uint64_t seed)
         const config c = {op, mkFloat32, 0, SOAK_MAXC};
         const void *sp;
         void *rp;
-        prepare_at(c, 1, pool[0][0], pool[0][1], &sp, &rp);
+        prepare(c, 1, pool[0][0], pool[0][1], &sp, &rp);
         MK(call(c, sp, rp));
     }
     CK(cudaStreamSynchronize(g_st));
@@ -323,7 +312,7 @@ static int run_soak(double seconds, uint64_t seed)
             c.inplace = c.op != A2A && (soak_rng(&st) & 1);
             seeds[i] = soak_rng(&st);
             const void *sp;
-            prepare_at(c, seeds[i], pool[registered][0] + (size_t)i * slot,
+            prepare(c, seeds[i], pool[registered][0] + (size_t)i * slot,
                        pool[registered][1] + (size_t)i * slot, &sp, &outs[i]);
             const mkResult_t r = call(c, sp, outs[i]);
             if (r != mkSuccess) {
@@ -350,10 +339,7 @@ static int run_soak(double seconds, uint64_t seed)
             const size_t bytes = out_elems(c.op, c.count) * (size_t)esize(c.dt);
             zero += c.count == 0;
             if (bytes) CK(cudaMemcpy(host, outs[i], bytes, cudaMemcpyDeviceToHost));
-            uint8_t *keep = g_host;
-            g_host = host;
-            const int w = check(c, seeds[i], 0, 0);
-            g_host = keep;
+            const int w = check(c, host, seeds[i], 0, 0);
             if (w)
                 printf("FAIL rank %d: soak batch %ld call %d of %d (%s pool%s)\n", g_rank,
                        batches, i, n, registered ? "registered" : "plain",

@@ -195,7 +195,10 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
         }
         if (x.sent) { /* every copy of chunk k has read it: REDUCE may write */
             role_sync(bar, nthr);
-            if (tid == 0) *x.sent = (uint32_t)k + 1;
+            if (tid == 0) {
+                __threadfence_block(); /* release: the role's reads of chunk k, then the count */
+                *x.sent = (uint32_t)k + 1;
+            }
         }
     }
     /* Zero copy: every byte is in place (fenced above); say so. */
@@ -276,6 +279,7 @@ static __device__ __noinline__ void wait_sent(volatile uint32_t *sent, uint32_t 
                                               volatile int *quit)
 {
     while (*sent < n && !*quit) { }
+    __threadfence_block(); /* acquire: the count, then REDUCE's writes over the chunk */
 }
 
 /* The inputs of one chunk's reduction.  One phase: every rank's copy in

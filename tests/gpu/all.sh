@@ -20,7 +20,10 @@
 # soak:  tests/gpu/soak.sh for MK_SOAK_S seconds per layout (default 60;
 #        "tests" runs it for 10);
 # ab:    tests/gpu/ab.sh: the benchmarks of the binaries in build-gpu/old
-#        (build-gpu/old.tar.xz) and of the new ones, taking turns.
+#        (build-gpu/old.tar.xz) and of the new ones, taking turns;
+# parts: the parts named in MK_PARTS, in that order, each NAME or
+#        NAME:MODE (e.g. MK_PARTS="gemm_rs:bench kill demo gpusan"; the
+#        names of the summary table, the modes of the part's script).
 #
 # Each part writes into its own folder of a scratch directory; at the end
 # $OUT (else build-gpu/out) gets at most 8 files: summary.txt (the table
@@ -71,7 +74,7 @@ stop_stale() {
 }
 stop_stale
 what=${1:-tests}
-case $what in tests|bench|all|scale|ab|soak) ;; *) echo "usage: tests/gpu/all.sh [tests|bench|all|scale|ab|soak]" >&2; exit 2 ;; esac
+case $what in tests|bench|all|scale|ab|soak|parts) ;; *) echo "usage: tests/gpu/all.sh [tests|bench|all|scale|ab|soak|parts]" >&2; exit 2 ;; esac
 RT=${MK_GPU_RT:-build-gpu/rt}
 AGG=${MK_GPU_AGG:-build-gpu/agg}
 GRS=${MK_GPU_GRS:-build-gpu/grs}
@@ -157,6 +160,21 @@ scale) if [ "$ngpu" -lt 2 ]; then
        part net build-gpu/net bash tests/gpu/net.sh run
        summary+=("gemm       not run (scale: the GEMM engine is one GPU's)") ;;
 ab)    part ab "$RT" bash tests/gpu/ab.sh ;;
+parts) for p in ${MK_PARTS:-}; do # NAME[:MODE], in the order given
+           m=${p#*:}; [ "$m" = "$p" ] && m=
+           case ${p%%:*} in
+           coll)    part coll "$RT" bash tests/gpu/run.sh quick "${m:-tests}" ;;
+           ag_gemm) part ag_gemm "$AGG" bash tests/gpu/ag_gemm.sh "${m:-test}" ;;
+           gemm_rs) part gemm_rs "$GRS" bash tests/gpu/gemm_rs.sh "${m:-test}" ;;
+           demo)    part demo build-gpu/demo bash tests/gpu/demo.sh run ;;
+           gemm)    part gemm "$GEMM" bash tests/gpu/gemm.sh "${m:-test}" ;;
+           kill)    part kill build-gpu/kill bash tests/gpu/kill.sh ;;
+           gpusan)  part gpusan "$GEMM" bash tests/gpu/sanitize.sh $m ;;
+           soak)    part soak "$RT" bash tests/gpu/soak.sh "${m:-10}" ;;
+           scale)   part scale "$RT" bash tests/gpu/scale.sh ;;
+           *) summary+=("$(printf '%-10s SKIP (unknown part in MK_PARTS)' "$p")") ;;
+           esac
+       done ;;
 esac
 
 # The table: parts, then each part's steps and benchmark tables.

@@ -3,7 +3,9 @@
 # synccheck over a small subset, from the binaries tests/gpu/build.sh left
 # in build-gpu/.
 #
-#   bash tests/gpu/sanitize.sh
+#   bash tests/gpu/sanitize.sh [2gpu]
+#
+# 2gpu: only the two-rank steps (the one-rank ones recorded already).
 #
 # One rank (MK_BOOTSTRAP=none, no launcher; compute-sanitizer does not run
 # under MPS): the GEMM engine with its fused-kernel hooks (test_gemm
@@ -57,12 +59,24 @@ step() { # NAME LIMIT NP TOOL[:OPTION,...] ARGS...
     fi
     rc=$?
     cat "$tmp" >> "$LOG"
-    local errs
+    local errs known=0
     # "ERROR SUMMARY: N errors" (memcheck, synccheck), "RACECHECK SUMMARY:
     # H hazards displayed (N errors, W warnings)" (racecheck).
     errs=$( { grep -o "ERROR SUMMARY: [0-9]* error" "$tmp" | awk '{print $3}'
               grep -o "RACECHECK SUMMARY: .*(\([0-9]*\) error" "$tmp" |
                   sed 's/.*(\([0-9]*\) error/\1/'; } | awk '{s += $1} END {print s + 0}')
+    # racecheck sees shared memory only, and no ordering but barriers: in
+    # the collectives, SEND's leader writes how many chunks every peer has
+    # read (a word in shared memory) and REDUCE's leader spins on it, with
+    # fences on both sides (kernels/ops/coll.cu: sent, wait_sent): that
+    # handshake is reported as a race between those two sites.  Those
+    # reports, and only those, are not counted; any other hazard fails.
+    if [ "$tool" = racecheck ]; then
+        known=$(awk '/Race reported between Write access at .*send_role/ { w = 1; next }
+                     w && /and Read access at .*wait_sent/ { n++ } { w = 0 } END { print n + 0 }' "$tmp")
+        errs=$((errs - known))
+        [ "$rc" = 99 ] && [ "$errs" -le 0 ] && rc=0
+    fi
     local runs
     runs=$(grep -cE "(ERROR|RACECHECK) SUMMARY" "$tmp")
     [ "$rc" -ne 0 ] && res=FAIL
@@ -70,11 +84,15 @@ step() { # NAME LIMIT NP TOOL[:OPTION,...] ARGS...
     [ "$runs" -lt "$np" ] && res=FAIL
     { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && res=TIMEOUT
     [ $res != PASS ] && status=1
-    printf "%-44s %-7s %4d s  %s errors (rc %d)\n" "$name" "$res" $(( $(date +%s) - t0 )) "$errs" $rc >> "$SUMMARY"
+    printf "%-44s %-7s %4d s  %s errors%s (rc %d)\n" "$name" "$res" $(( $(date +%s) - t0 )) "$errs" \
+        "$([ "$known" -gt 0 ] && echo ", $known known: SEND's progress word")" $rc >> "$SUMMARY"
     rm -f "$tmp"
 }
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+only2=0
+[ "${1:-}" = 2gpu ] && only2=1
 export CUDA_VISIBLE_DEVICES=0
+[ $only2 = 1 ] || {
 step "memcheck: GEMM engine (--small)" 240 1 memcheck build-gpu/gemm/test_gemm --small
 # NCCL (the reference) probes kernels of other GPUs at init: API errors
 # that are not ours; memory errors are still reported.
@@ -89,6 +107,7 @@ step "memcheck: ag_gemm, 1 rank" 180 1 memcheck build-gpu/agg/test_ag_gemm uneve
 step "racecheck: collectives, 1 rank" 180 1 racecheck:--report-api-errors,no build-gpu/rt/test_coll correct 65536
 step "synccheck: GEMM engine (--small)" 240 1 synccheck build-gpu/gemm/test_gemm --small
 step "synccheck: gemm_rs 1001x1304x520, 1 rank" 120 1 synccheck build-gpu/grs/test_gemm_rs correct 2
+}
 if [ "$ngpu" -ge 2 ]; then
     export CUDA_VISIBLE_DEVICES=0,1
     step "2gpu memcheck: collectives" 180 2 memcheck:--report-api-errors,no build-gpu/rt/test_coll correct 65536

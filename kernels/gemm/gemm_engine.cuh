@@ -136,8 +136,12 @@ struct GemmParams {
     int epi_direct; /* D cannot take TMA stores */
 };
 
+/* it: the consumers' iteration (0, 1, ... over this CTA's units; hooks
+ * get it in target, combine and after_store, e.g. to name a per-CTA ring
+ * slot); tile() and wait_a() see 0. */
 struct TileCoord {
     int m_blk, n_blk;
+    int it = 0;
 };
 
 enum EpiMode { EPI_TMA_STORE = 0, EPI_TMA_ADD = 1, EPI_DIRECT = 2, EPI_NONE = 3 };
@@ -657,8 +661,10 @@ __device__ __forceinline__ void consumer(const GemmParams &p, const Hooks &h, in
     constexpr bool kDefer = Hooks::kSignal && HooksDeferSignal<Hooks>::value;
     TileCoord pend{0, 0};
     bool has_pend = false;
-    for (int i = unit0; i < p.num_units; i += nunits_step) {
+    int it = 0;
+    for (int i = unit0; i < p.num_units; i += nunits_step, ++it) {
         TileCoord tc = my_tile<kCM>(h.tile(p, i), crank);
+        tc.it = it;
         int prev = -1;
         for (int kb = 0; kb < p.num_k_blk; ++kb) {
             mbar_wait(&full[stage], phase);

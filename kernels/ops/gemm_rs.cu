@@ -7,12 +7,17 @@
  * storing C.
  *
  *   every CTA            e = calls + 1 (shared memory)
- *   a peer tile          thread 0 of each consumer warpgroup, once per
- *                        CTA and peer: wait peer.released >= e - 1; the
- *                        TMA store of the fp32 tile into the peer's slot;
- *                        when the consumers begin their next tile's
- *                        epilogue (the store has completed meanwhile): the
- *                        peer's flag of the tile's group += 1 (system scope)
+ *   a peer tile          consumers: the outbox tile it % MKI_GRS_RING is
+ *                        free once the movers are past iteration
+ *                        it - MKI_GRS_RING; the TMA store of the fp32
+ *                        tile into it (local memory); when the consumers
+ *                        begin their next tile's epilogue (the store has
+ *                        completed): posted = it + 1
+ *                        movers (warps 1-3 of the producer warpgroup):
+ *                        once per peer, wait peer.released >= e - 1; wait
+ *                        posted > it; copy the tile into the peer's slot
+ *                        (16-byte stores over NVLink); the peer's flag of
+ *                        the tile's group += 1 (system scope); moved = it + 1
  *   an own tile          consumer thread 128: every source's flag of the
  *                        group reaches its tile count (then cleared to 0);
  *                        all 256 consumer threads add the sources' slots
@@ -20,11 +25,14 @@
  *                        then the sources in rank order); store C
  *   last CTA out         calls = e, released = e
  *
- * Communication stays out of the mainloop: the mover is the epilogue's
- * TMA store (no SM is taken from the GEMM), and the only waits are in
- * the epilogue of own tiles, which the schedule puts about two waves after
- * the peers computed the same tiles (their flags come one tile late).  Every wait has a deadline and
- * watches the abort word (kernels/rt/wait.cuh).
+ * Communication stays out of the mainloop and out of the epilogue: the
+ * epilogue's store goes to local memory, and the link is driven by warps
+ * that the mainloop leaves idle (measured on 2 H100s: storing the
+ * partials straight over NVLink from the epilogue cost 1.39x the GEMM at
+ * 8192^3, bench/NOTES.md).  The only waits of the consumers are in the
+ * epilogue of own tiles, which the schedule puts about three waves after
+ * the peers computed the same tiles.  Every wait on a peer has a deadline
+ * and watches the abort word (kernels/rt/wait.cuh).
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -38,14 +46,21 @@ using namespace mki::gemm;
 
 namespace {
 
-/* This CTA's call, the peers it may write to, and the first failure it
- * noted (reported by one thread after the tiles). */
+/* This CTA's call, the peers it may write to, the first failure it
+ * noted (reported by one thread after the tiles), and the hand-over of
+ * outbox tiles from its consumers to its movers. */
 struct GrsCta {
     uint64_t e;
     unsigned gated; /* bit d: peer d released the previous call */
     cta_note note;
+    int posted;     /* consumers: iterations < posted are in the outbox */
+    int moved;      /* movers: iterations < moved are copied (or were not theirs) */
 };
 __shared__ GrsCta grs;
+
+static_assert(BM == 128 && BN == 256, "mki_grs_outbox_bytes assumes 128 x 256 tiles");
+constexpr int kMovers = 96;  /* threads 32..127 of the producer warpgroup */
+constexpr int kMoverBar = 4; /* named barrier of the movers (the engine's: 0-3) */
 
 struct GrsHooks {
     static constexpr bool kWaitA = false;
@@ -53,8 +68,11 @@ struct GrsHooks {
     static constexpr bool kDeferSignal = true; /* flags one tile late: no stall */
     static constexpr bool kASrc = true;
     static constexpr bool kCombine = true;
-    CUtensorMap tm_slot[MKI_MAXLOCAL]; /* peer d's slot for my partials (fp32) */
+    static constexpr bool kSideWork = true; /* the movers */
+    CUtensorMap tm_out;                /* the outbox: grid x ring tiles of fp32 */
     CUtensorMap tm_c;                  /* my rows of D, when TMA can store them */
+    float *dst[MKI_MAXLOCAL];          /* peer d's slot for my partials */
+    const float *outbox;
     int P, me, nnb, group_m, lag;
     int c_type;                 /* mki_dtype_t of C (the GEMM's own: fp32) */
     int row_off[MKI_MAXLOCAL + 1];
@@ -126,7 +144,9 @@ struct GrsHooks {
             e.mode = EPI_NONE;
         } else if (d != me) {
             e.mode = EPI_TMA_STORE;
-            e.tmap = &tm_slot[d];
+            e.tmap = &tm_out;
+            e.row0 = out_tile(t.it) * BM;
+            e.col0 = 0;
             e.out_type = MKI_DT_F32;
         } else {
             e.mode = EPI_TMA_STORE;
@@ -136,15 +156,20 @@ struct GrsHooks {
         return e;
     }
 
-    /* Peer d finished reading its slot for the previous call (one thread
-     * per consumer warpgroup, before its first store to d). */
+    /* The outbox tile of this CTA's iteration it. */
+    __device__ __forceinline__ int out_tile(int it) const
+    {
+        return (int)blockIdx.x * MKI_GRS_RING + it % MKI_GRS_RING;
+    }
+
+    /* Peer d finished reading its slot for the previous call (one mover,
+     * before the CTA's first store to d). */
     __device__ __forceinline__ void gate(int d) const
     {
         if (grs.gated & (1u << d)) return;
         const uint64_t e = grs.e;
         if (e > 1) (void)wait(&ctl[d]->released, e - 1, d, -1, 2);
-        fence_proxy_async_global(); /* the peer's reads, then our TMA writes */
-        atomicOr(&grs.gated, 1u << d);
+        grs.gated |= 1u << d;
     }
 
     __device__ __forceinline__ void combine(float (&acc)[128], const GemmParams &, TileCoord t,
@@ -153,7 +178,11 @@ struct GrsHooks {
         int b;
         const int d = owner(t.m_blk, &b);
         if (d != me) {
-            if (th == 0) gate(d);
+            /* The outbox tile must be copied out (iteration it - ring);
+             * the movers get past every iteration, failed or not. */
+            if (th == 0)
+                while (*(volatile int *)&grs.moved < t.it - MKI_GRS_RING + 1) {
+                }
             return;
         }
         const int m_me = row_off[me + 1] - row_off[me];
@@ -197,13 +226,74 @@ struct GrsHooks {
         }
     }
 
+    /* The tile's stores have completed (both consumer warpgroups, fenced
+     * to the generic proxy): hand iteration t.it to the movers. */
     __device__ __forceinline__ void after_store(const GemmParams &, TileCoord t) const
     {
-        int b;
-        const int d = owner(t.m_blk, &b);
-        if (d == me) return;
-        const int id = b * nnb + t.n_blk;
-        signal_add_release(&ctl[d]->flag[mki_grs_slot(me, d, P)][id / grp[d]], 1);
+        __threadfence_block();
+        *(volatile int *)&grs.posted = t.it + 1;
+    }
+
+    /* The movers: the same units as the consumers, in the same order;
+     * copy each peer tile from the outbox into the peer's slot, then flag
+     * it there. */
+    __device__ void side_work(const GemmParams &p, int cta, int th) const
+    {
+        if (th < 32) return;
+        const int mt = th - 32;
+        const int cm = p.cluster_m;
+        const int crank = cm == 1 ? 0 : cta % cm;
+        const int step = (int)gridDim.x / cm;
+        int it = 0;
+        for (int i = cta / cm; i < p.num_units; i += step, ++it) {
+            const TileCoord u = tile(p, i);
+            const int m_blk = u.m_blk + crank;
+            int b = 0, d = me;
+            if (m_blk < p.num_m_blk) d = owner(m_blk, &b);
+            if (d != me && b < nb[d]) {
+                if (mt == 0) {
+                    while (*(volatile int *)&grs.posted <= it) {
+                    }
+                    __threadfence_block();
+                    gate(d);
+                }
+                role_sync(kMoverBar, kMovers);
+                if (!*(volatile int *)&grs.note.quit) {
+                    copy_tile(d, b, u.n_blk, it, mt);
+                    __threadfence_system(); /* this thread's stores, before the flag */
+                }
+                role_sync(kMoverBar, kMovers);
+                if (mt == 0 && !*(volatile int *)&grs.note.quit)
+                    signal_add_release(&ctl[d]->flag[mki_grs_slot(me, d, P)]
+                                                    [(b * nnb + u.n_blk) / grp[d]],
+                                       1);
+            }
+            if (mt == 0) *(volatile int *)&grs.moved = it + 1;
+        }
+    }
+
+    /* Tile (b, nblk) of owner d, from outbox tile it into d's slot: rows
+     * and columns past the owner's, not (the slot's rows are ld wide, a
+     * multiple of 4, so whole float4 stay inside them). */
+    __device__ __forceinline__ void copy_tile(int d, int b, int nblk, int it, int mt) const
+    {
+        const int m_d = row_off[d + 1] - row_off[d];
+        const int r0 = b * BM, c0 = nblk * BN;
+        const int rows = m_d - r0 < BM ? m_d - r0 : BM;
+        const int nv = ((n - c0 < BN ? n - c0 : BN) + 3) / 4; /* float4 per row */
+        const int warp = mt >> 5, lane = mt & 31;
+        const bool lo = lane < nv, hi = lane + 32 < nv;
+        /* offsets, not pointers: the producer warpgroup has 40 registers */
+        const int s0 = out_tile(it) * (BM * BN / 4) + lane;
+        float4 *dp = reinterpret_cast<float4 *>(dst[d] + (long long)r0 * ld + c0) + lane;
+        const int ld4 = (int)(ld / 4);
+        const float4 *src = reinterpret_cast<const float4 *>(outbox);
+        /* a warp per row, a lane per 16 bytes (more in flight does not
+         * fit the 40 registers without spilling) */
+        for (int r = warp; r < rows; r += kMovers / 32) {
+            if (lo) dp[(long long)r * ld4] = __ldcg(src + s0 + r * (BN / 4));
+            if (hi) dp[(long long)r * ld4 + 32] = __ldcg(src + s0 + r * (BN / 4) + 32);
+        }
     }
 };
 
@@ -211,6 +301,8 @@ __device__ __forceinline__ void begin(const GrsHooks &h)
 {
     grs.note.quit = 0;
     grs.gated = 0;
+    grs.posted = 0;
+    grs.moved = 0;
     grs.e = *reinterpret_cast<volatile const uint64_t *>(&h.ctl[h.me]->calls) + 1;
     if (blockIdx.x == 0) st_relaxed_sys(&h.ctl[h.me]->cur, grs.e);
 }
@@ -335,17 +427,19 @@ extern "C" int mki_grs_describe(const struct mki_grs_launch *l, struct mki_launc
         d->exact = 1;
         return mki_launch_arg(d, &hh, sizeof(hh)) ? MKI_GEMM_ERR_INVALID : MKI_GEMM_OK;
     }
-    /* The peers' partials of own unit k come from their round k and are
-     * flagged when the CTA that computed one has computed its next unit
-     * too (kDeferSignal): a lag of about two waves of units over the P
-     * slots of a round lets them land first (gemm_rs.h; one wave measured
-     * 1.31x our GEMM alone at 2048x8192x4096, 2 ranks on one H100).  A
+    /* The peers' partials of own unit k come from their round k, are
+     * posted to the movers when the CTA that computed one has computed its
+     * next unit too (kDeferSignal), then copied and flagged: a lag of
+     * about three waves of units over the P slots of a round lets them
+     * land first (gemm_rs.h; with the stores in the epilogue, one wave
+     * measured 1.31x our GEMM alone at 2048x8192x4096 against 1.25x for
+     * two, 2 ranks on one H100).  A
      * flag of g > 1 tiles also covers tiles of
      * units up to (g - 1) bands of columns later (grouped order: group_m
      * / cm units per column): the lag must pass them too, so that every
      * wait is on an earlier (round, slot) than its own. */
     const int wave = l->ctas / cm;
-    int lag = 2 * ((wave + hh.P - 1) / hh.P) + 2;
+    int lag = 3 * ((wave + hh.P - 1) / hh.P) + 2;
     if (hh.grp[hh.me] > 1) lag += hh.grp[hh.me] * (MKI_GEMM_GROUP_M / cm) + 1;
     hh.lag = lag;
     mki_grs_make_sched(hh.P, hh.me, units, lag, &hh.sched);
@@ -377,14 +471,22 @@ extern "C" int mki_grs_describe(const struct mki_grs_launch *l, struct mki_launc
     p.cluster_m = cm;
     p.num_units = hh.sched.pos0[hh.sched.nseg];
     p.m = p.num_m_blk * BM;
-    for (int q = 0; q < hh.P; ++q) {
-        if (q == hh.me || hh.nb[q] == 0) continue;
-        const int64_t rows = l->row_off[q + 1] - l->row_off[q];
-        char *slot = l->bank[q] + (size_t)mki_grs_slot(hh.me, q, hh.P) * (size_t)hh.slot_elems * 4;
-        if ((r = encode_out_map(&hh.tm_slot[q], slot, MKI_DT_F32, (uint64_t)rows,
-                                (uint64_t)l->n, (uint64_t)l->ld, msg, len)))
-            return r;
+    int grid = l->ctas;
+    if (grid > p.num_units * cm) grid = p.num_units * cm;
+    if (grid < cm) grid = cm;
+    for (int q = 0; q < hh.P; ++q)
+        if (q != hh.me)
+            hh.dst[q] = (float *)(l->bank[q] +
+                                  (size_t)mki_grs_slot(hh.me, q, hh.P) * (size_t)hh.slot_elems * 4);
+    if (!l->outbox || ((uintptr_t)l->outbox % 16) != 0) {
+        snprintf(msg, len, "gemm_rs: no outbox (%p) for the fp32 tiles", l->outbox);
+        return MKI_GEMM_ERR_INVALID;
     }
+    hh.outbox = (const float *)l->outbox;
+    if ((r = encode_out_map(&hh.tm_out, l->outbox, MKI_DT_F32,
+                            (uint64_t)grid * MKI_GRS_RING * BM, (uint64_t)BN, (uint64_t)BN, msg,
+                            len)))
+        return r;
     const int64_t m_me = l->row_off[hh.me + 1] - l->row_off[hh.me];
     if (m_me > 0 && (((uintptr_t)l->c % 16) != 0 || l->n % 8 != 0)) {
         snprintf(msg, len, "gemm_rs: C (%p, rows of %lld elements) cannot take TMA stores: "
@@ -395,9 +497,6 @@ extern "C" int mki_grs_describe(const struct mki_grs_launch *l, struct mki_launc
         (r = encode_out_map(&hh.tm_c, l->c, (mki_dtype_t)l->dtype, (uint64_t)m_me,
                             (uint64_t)l->n, (uint64_t)l->n, msg, len)))
         return r;
-    int grid = l->ctas;
-    if (grid > p.num_units * cm) grid = p.num_units * cm;
-    if (grid < cm) grid = cm;
     d->fn = fused_kernel(l->dtype == MKI_F16, l->trans_b != 0, cm);
     d->grid = (unsigned)grid;
     d->block = kThreads;

@@ -10,11 +10,17 @@
  * off_d + 128 b), so no tile straddles two owners.
  *
  *   a peer's tile      its fp32 partial goes, by a TMA store from the
- *                      epilogue, into the owner's slot for this source
- *                      (heap bank: a (P-1) x m_max x ld fp32 array); once
- *                      the CTA begins its next tile's epilogue (the store
- *                      has completed), the owner's flag of the tile's
- *                      group is raised by one (fence, red.add at system
+ *                      epilogue, into this CTA's ring of MKI_GRS_RING
+ *                      tiles in local memory (the outbox: HBM, not the
+ *                      link, so the epilogue is short); once the CTA
+ *                      begins its next tile's epilogue (the store has
+ *                      completed) the tile is posted to the CTA's mover
+ *                      warps (3 warps of the producer warpgroup, idle in
+ *                      the mainloop), which copy it into the owner's slot
+ *                      for this source (heap bank: a (P-1) x m_max x ld
+ *                      fp32 array) over NVLink while the consumers run
+ *                      the next mainloops, then raise the owner's flag of
+ *                      the tile's group by one (fence, red.add at system
  *                      scope)
  *   an own tile        the epilogue waits for the flag of every source,
  *                      adds the sources' partials to its accumulators (in
@@ -27,10 +33,13 @@
  * (those that have a unit k), then unit k - R of its own rows.  Every
  * dependency (own unit k on the peers' unit k, computed in their round
  * k) points to an earlier (round, slot) key, and each CTA takes its units
- * in key order, so no cycle of waits exists.  R, about two waves of units
- * over the P slots of a round (a tile is flagged once its CTA has
- * computed the next one), makes the partials arrive before the owner
- * wants them; NVLink traffic is spread over the whole GEMM.
+ * in key order, so no cycle of waits exists.  R, about three waves of
+ * units over the P slots of a round (a tile is posted once its CTA has
+ * computed the next one, then copied), makes the partials arrive before
+ * the owner wants them; NVLink traffic is spread over the whole GEMM.
+ * The movers wait only for their own CTA's consumers, and a consumer
+ * waits for its movers only to reuse an outbox tile posted MKI_GRS_RING
+ * iterations before: no new cycle.
  *
  * Call numbers live on the device (graph replay): e = calls + 1 read by
  * every CTA; the last CTA out writes calls = e and released = e.  The
@@ -49,6 +58,8 @@
 
 /* Flags a rank keeps per source: one per group of tiles of its rows. */
 #define MKI_GRS_MAXFLAGS 8192
+/* Outbox tiles per CTA (fp32 partials waiting for the movers). */
+#define MKI_GRS_RING 4
 /* Segments of the schedule (breakpoints of the rounds). */
 #define MKI_GRS_MAXSEG (2 * MKI_MAXLOCAL + 2)
 
@@ -88,6 +99,7 @@ struct mki_grs_launch {
     int64_t m_max;          /* rows of the largest owner (slot rows) */
     int64_t ld;             /* fp32 elements per slot row (n rounded to 4) */
     char *bank[MKI_MAXLOCAL]; /* local rank d's bank, here */
+    void *outbox;           /* mki_grs_outbox_bytes(ctas), this GPU's memory */
     struct mki_grs_ctl *ctl[MKI_MAXLOCAL]; /* local rank d's control block */
     struct mki_rt_dev rt;
 };
@@ -107,6 +119,13 @@ static inline int64_t mki_grs_group(int64_t tiles)
 static inline uint64_t mki_grs_bank_bytes(int P, int64_t m_max, int64_t ld)
 {
     return P > 1 ? (uint64_t)(P - 1) * (uint64_t)m_max * (uint64_t)ld * 4u : 0;
+}
+
+/* Bytes of the outbox of a grid of ctas CTAs: MKI_GRS_RING fp32 tiles of
+ * 128 x 256 each (MKI_GEMM_BM x MKI_GEMM_BN). */
+static inline uint64_t mki_grs_outbox_bytes(int ctas)
+{
+    return ctas > 0 ? (uint64_t)ctas * MKI_GRS_RING * 128u * 256u * 4u : 0;
 }
 
 /* The schedule of rank `me` of P whose owners have units[d] work units,

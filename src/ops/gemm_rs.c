@@ -61,6 +61,8 @@ struct grs_state {
     size_t part_bytes;
     void *sum;                        /* unfused: this rank's fp32 rows */
     size_t sum_bytes;
+    void *outbox;                     /* fused: the CTAs' fp32 tiles for the movers */
+    size_t outbox_bytes;
     void *mid;                        /* across nodes: the node's sums */
     size_t mid_bytes;
     struct mki_op_bufs bufs;
@@ -88,6 +90,7 @@ static void grs_destroy(struct mkComm *comm, void *state)
         if (g->part) (void)cudaFree(g->part);
         if (g->sum) (void)cudaFree(g->sum);
         if (g->mid) (void)cudaFree(g->mid);
+        if (g->outbox) (void)cudaFree(g->outbox);
         mki_op_bufs_free(&g->bufs);
     }
     for (mkComm_t *sc = &g->node_comm; sc <= &g->peer_comm; sc++) {
@@ -393,8 +396,13 @@ static mkResult_t run_fused(struct mki_call *k, struct grs_state *g, const struc
      * by this rank's kernels */
     MKI_CHECK(mki_op_bank(k, &g->bank, mki_grs_bank_bytes(comm->dev->nlocal, c->m_max, ld),
                           &g->nretired, "the bank of partial sums"));
+    /* local: written by this rank's kernels only, each call's tiles
+     * copied out before the kernel ends */
+    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->outbox, &g->outbox_bytes,
+                         mki_grs_outbox_bytes(p->split.compute), "the outbox of fp32 tiles"));
     struct mki_grs_launch l;
     fill_launch(comm, g, c, p, &l);
+    l.outbox = g->outbox;
     struct mki_launch_desc d;
     char msg[512];
     if (mki_grs_describe(&l, &d, msg, sizeof(msg)) != 0)

@@ -18,6 +18,7 @@
 #include "check.h"
 #include "ranks.h"
 #include "mki.h"
+#include "gemm/gemm_sched.h"
 #include "ops/gemm_rs.h"
 
 /* Position i of a schedule -> (owner, unit), as the kernel's tile() does. */
@@ -101,6 +102,10 @@ static void test_sched(void)
     CHECK(mki_grs_group(MKI_GRS_MAXFLAGS + 1) == 2);
     CHECK(mki_grs_bank_bytes(1, 100, 100) == 0);
     CHECK(mki_grs_bank_bytes(4, 3000, 5004) == 3ull * 3000 * 5004 * 4);
+    /* the outbox: MKI_GRS_RING fp32 tiles of the engine's 128 x 256 per CTA */
+    CHECK(MKI_GEMM_BM == 128 && MKI_GEMM_BN == 256);
+    CHECK(mki_grs_outbox_bytes(0) == 0);
+    CHECK(mki_grs_outbox_bytes(132) == 132ull * MKI_GRS_RING * 128 * 256 * 4);
     CHECK(offsetof(struct mki_grs_ctl, flag) % 8 == 0);
     CHECK(offsetof(struct mki_grs_ctl, released) % 8 == 0);
 }

@@ -5,9 +5,12 @@
 # checked against a host reference) at 2 ranks on 2 GPUs where there are
 # two, and on one GPU under MPS at 2, 4 and 8 ranks, flat and as virtual
 # nodes (2 x 2, 2 x 4: socket transport); then the 8-rank 2 x 4 case of
-# issue 23 (every collective, dtype and placement) 50 times in a row.
+# issue 23 (every collective, dtype and placement) 50 times in a row; then,
+# with two GPUs, 16 ranks (8 per GPU under MPS) as 2 x 8 and 4 x 4
+# virtual nodes.
 #
-#   bash tests/gpu/soak.sh [SECONDS]     per layout; default MK_SOAK_S or 20
+#   bash tests/gpu/soak.sh [SECONDS [16]]  per layout; default MK_SOAK_S or
+#                                          20; "16": only the 16-rank steps
 #
 # Binaries: build-gpu/rt/test_scale (tests/gpu/build.sh).  Log to
 # $OUT/soak.log; a summary table (calls checked per layout) ends it.
@@ -59,6 +62,33 @@ step() { # NAME LIMIT NP ARGS...
 }
 lim=$((S + 60))
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+only16=0
+[ "${2:-}" = 16 ] && only16=1
+# 16 ranks: 8 per GPU on 2 GPUs under MPS, as 2 x 8 and 4 x 4 virtual
+# nodes (a node holds at most 8 ranks).
+soak16() {
+    if [ "$ngpu" -lt 2 ]; then
+        printf "%-40s %-7s (%d GPU: 16 ranks need 2 GPUs)\n" "16 ranks" SKIP "$ngpu" >> "$SUMMARY"
+        return
+    fi
+    export CUDA_VISIBLE_DEVICES=0,1 CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-soak16 CUDA_MPS_LOG_DIRECTORY=/tmp/mps-soak16-log
+    mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+    if nvidia-cuda-mps-control -d >> "$LOG" 2>&1; then
+        MK_NODE_SIZE=8 MK_TRANSPORT=socket step "2gpu x16 MPS 2x8 soak ${S}s" $lim 16 $RT/test_scale soak "$S"
+        MK_NODE_SIZE=4 MK_TRANSPORT=socket step "2gpu x16 MPS 4x4 soak ${S}s" $lim 16 $RT/test_scale soak "$S"
+        echo quit | nvidia-cuda-mps-control
+        sleep 1
+    else
+        printf "%-40s %-7s (nvidia-cuda-mps-control -d failed)\n" "2gpu MPS" SKIP >> "$SUMMARY"
+    fi
+    unset CUDA_VISIBLE_DEVICES CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+}
+if [ $only16 = 1 ]; then
+    soak16
+    grep -E "^FAIL|seed" "$LOG" | head -20
+    cat "$SUMMARY"
+    exit $status
+fi
 if [ "$ngpu" -ge 2 ]; then
     export CUDA_VISIBLE_DEVICES=0,1
     step "2gpu soak ${S}s" $lim 2 $RT/test_scale soak "$S"
@@ -79,6 +109,7 @@ else
     printf "%-40s %-7s (nvidia-cuda-mps-control -d failed)\n" "1gpu MPS" SKIP >> "$SUMMARY"
 fi
 unset CUDA_VISIBLE_DEVICES CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+soak16
 grep -E "^FAIL|seed" "$LOG" | head -20
 cat "$SUMMARY"
 exit $status

@@ -58,7 +58,6 @@ struct GrsCta {
 };
 __shared__ GrsCta grs;
 
-static_assert(BM == 128 && BN == 256, "mki_grs_outbox_bytes assumes 128 x 256 tiles");
 constexpr int kMovers = 96;  /* threads 32..127 of the producer warpgroup */
 constexpr int kMoverBar = 4; /* named barrier of the movers (the engine's: 0-3) */
 

@@ -53,6 +53,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gemm/gemm_sched.h"
 #include "rt/launch.h"
 #include "rt/rt.h"
 
@@ -122,10 +123,10 @@ static inline uint64_t mki_grs_bank_bytes(int P, int64_t m_max, int64_t ld)
 }
 
 /* Bytes of the outbox of a grid of ctas CTAs: MKI_GRS_RING fp32 tiles of
- * 128 x 256 each (MKI_GEMM_BM x MKI_GEMM_BN). */
+ * the engine's MKI_GEMM_BM x MKI_GEMM_BN each. */
 static inline uint64_t mki_grs_outbox_bytes(int ctas)
 {
-    return ctas > 0 ? (uint64_t)ctas * MKI_GRS_RING * 128u * 256u * 4u : 0;
+    return ctas > 0 ? (uint64_t)ctas * MKI_GRS_RING * MKI_GEMM_BM * MKI_GEMM_BN * 4u : 0;
 }
 
 /* The schedule of rank `me` of P whose owners have units[d] work units,

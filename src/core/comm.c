@@ -110,9 +110,9 @@ mkResult_t mki_comm_adopt(struct mkComm *comm, struct mkComm *kid, int *name_of)
 {
     pthread_mutex_lock(&comm->lock);
     int i = 0;
-    while (i < (int)(sizeof(comm->kids) / sizeof(*comm->kids)) && comm->kids[i]) i++;
-    if (i < (int)(sizeof(comm->kids) / sizeof(*comm->kids))) comm->kids[i] = kid;
-    const int full = i == (int)(sizeof(comm->kids) / sizeof(*comm->kids));
+    while (i < MKI_KIDS && comm->kids[i]) i++;
+    if (i < MKI_KIDS) comm->kids[i] = kid;
+    const int full = i == MKI_KIDS;
     pthread_mutex_unlock(&comm->lock);
     if (full) {
         free(name_of);
@@ -125,7 +125,7 @@ mkResult_t mki_comm_adopt(struct mkComm *comm, struct mkComm *kid, int *name_of)
 void mki_comm_disown(struct mkComm *comm, struct mkComm *kid)
 {
     pthread_mutex_lock(&comm->lock);
-    for (size_t i = 0; i < sizeof(comm->kids) / sizeof(*comm->kids); i++)
+    for (int i = 0; i < MKI_KIDS; i++)
         if (comm->kids[i] == kid) comm->kids[i] = NULL;
     pthread_mutex_unlock(&comm->lock);
 }
@@ -133,7 +133,7 @@ void mki_comm_disown(struct mkComm *comm, struct mkComm *kid)
 void mki_comm_break_kids(struct mkComm *comm, mkResult_t res, const char *msg)
 {
     pthread_mutex_lock(&comm->lock);
-    for (size_t i = 0; i < sizeof(comm->kids) / sizeof(*comm->kids); i++) {
+    for (int i = 0; i < MKI_KIDS; i++) {
         struct mkComm *kid = comm->kids[i];
         if (!kid) continue;
         mki_devrt_stop_kernels(kid, 0);

@@ -98,6 +98,8 @@ struct mki_net;    /* src/net/ + transports/: inter-node path */
 
 #define MKI_OPS_SLOTS 16   /* states of the op table (src/ops/op.h) */
 
+#define MKI_KIDS 4 /* internal communicators (op splits) a communicator keeps */
+
 struct mkComm {
     uint32_t magic;
     int rank, nranks;
@@ -125,7 +127,7 @@ struct mkComm {
     int aborted;
     char last_error[MKI_ERRMSG_LEN];
     char async_detail[MKI_ERRMSG_LEN];  /* the failure that broke it */
-    struct mkComm *kids[4];             /* ops' internal communicators: they
+    struct mkComm *kids[MKI_KIDS];      /* ops' internal communicators: they
                                          * break when this one does */
 };
 

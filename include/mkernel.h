@@ -260,6 +260,25 @@ MK_API mkResult_t mkGemmReduceScatter(const void *A, const void *B, void *C,
                                       mkComm_t comm, cudaStream_t stream);
 
 /* ------------------------------------------------------------------ */
+/* Fused operations: mkGemmAllReduce                                   */
+/* ------------------------------------------------------------------ */
+/*
+ * The row-parallel linear layer whose output every rank needs whole:
+ * C = sum over ranks q of A_q x op(B_q) on every rank.  A: m x k
+ * row-major (this rank's slice of K, the same k on every rank); B: k x n
+ * row-major (transB = 0) or n x k row-major (transB = 1); C: m x n
+ * row-major, not overlapping A or B.  bf16 or fp16 inputs, fp32
+ * accumulation inside the GEMM and across ranks, one rounding, and the
+ * same bits on every rank; k (and n when transB = 0) a multiple of 8;
+ * pointers 16-byte aligned device memory of the communicator's GPU.
+ * Stream-ordered and asynchronous; see mkGemmAllReduce(3).
+ */
+MK_API mkResult_t mkGemmAllReduce(const void *A, const void *B, void *C,
+                                  int64_t m, int64_t n, int64_t k, int transB,
+                                  mkDataType_t dtype, mkComm_t comm,
+                                  cudaStream_t stream);
+
+/* ------------------------------------------------------------------ */
 /* Topology and plans                                                  */
 /* ------------------------------------------------------------------ */
 /*

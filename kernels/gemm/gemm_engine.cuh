@@ -73,6 +73,12 @@
  *                        with kDeferSignal, when the consumers begin their
  *                        next tile's epilogue (or finish), so that waiting
  *                        for the stores never stalls the mainloop.
+ *   done(p, th)          kDone hooks only (optional member): the 256
+ *                        consumer threads (th = 0..255), with their
+ *                        registers, after their last tile is stored and
+ *                        signalled, while the producer warpgroup may still
+ *                        run side_work; a fused kernel's last phase (a
+ *                        gather of what peers computed) goes here.
  *   side_work(p, cta, t) kSideWork hooks only (optional member): threads
  *                        t = 1..127 of the producer warpgroup, which the
  *                        mainloop leaves idle, on 40 registers, while the
@@ -282,6 +288,16 @@ template <typename H, typename = void> struct HooksHaveCombine {
 };
 template <typename H> struct HooksHaveCombine<H, decltype((void)H::kCombine)> {
     static constexpr bool value = H::kCombine;
+};
+
+/* Hooks that declare `static constexpr bool kDone = true` get the 256
+ * consumer threads, with their registers, once their last tile is stored
+ * and signalled (done). */
+template <typename H, typename = void> struct HooksHaveDone {
+    static constexpr bool value = false;
+};
+template <typename H> struct HooksHaveDone<H, decltype((void)H::kDone)> {
+    static constexpr bool value = H::kDone;
 };
 
 struct DefaultHooks {
@@ -715,6 +731,8 @@ __device__ __forceinline__ void consumer(const GemmParams &p, const Hooks &h, in
     /* Stores still in flight read smem: keep the CTA alive until they have. */
     if (t == 0)
         bulk_wait_all();
+    if constexpr (HooksHaveDone<Hooks>::value)
+        h.done(p, wg * 128 + t);
 }
 
 /* The compute role of one CTA: units rank/kCM, rank/kCM + nctas/kCM, ... of

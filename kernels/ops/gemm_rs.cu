@@ -68,6 +68,7 @@ struct GrsHooks {
     static constexpr bool kASrc = true;
     static constexpr bool kCombine = true;
     static constexpr bool kSideWork = true; /* the movers */
+    static constexpr bool kDone = true;     /* mkGemmAllReduce: the gather */
     CUtensorMap tm_out;                /* the outbox: grid x ring tiles of fp32 */
     CUtensorMap tm_c;                  /* my rows of D, when TMA can store them */
     float *dst[MKI_MAXLOCAL];          /* peer d's slot for my partials */
@@ -83,6 +84,11 @@ struct GrsHooks {
     void *c;
     const float *bank;          /* mine */
     mki_grs_ctl *ctl[MKI_MAXLOCAL];
+    int ar;                     /* mkGemmAllReduce */
+    int es;                     /* bytes of an element of C */
+    char *c_full;               /* ar: all of D here */
+    char *inbox[MKI_MAXLOCAL];  /* ar: rank d's inbox (rows as in D) */
+    uint64_t *agflag[MKI_MAXLOCAL]; /* ar: rank d's agflag[P - 1][MKI_GRS_MAXFLAGS] */
     mki_grs_sched sched;
     mki_rt_dev rt;
 
@@ -249,7 +255,9 @@ struct GrsHooks {
             const int m_blk = u.m_blk + crank;
             int b = 0, d = me;
             if (m_blk < p.num_m_blk) d = owner(m_blk, &b);
-            if (d != me && b < nb[d]) {
+            if (ar && d == me && b < nb[me]) {
+                bcast_tile(b, u.n_blk, it, mt);
+            } else if (d != me && b < nb[d]) {
                 if (mt == 0) {
                     while (*(volatile int *)&grs.posted <= it) {
                     }
@@ -268,6 +276,105 @@ struct GrsHooks {
                                        1);
             }
             if (mt == 0) *(volatile int *)&grs.moved = it + 1;
+        }
+    }
+
+    /* mkGemmAllReduce: my reduced tile (b, nblk), stored in C at
+     * iteration it, into every peer's inbox (the same place as in C),
+     * then the peers' agflags.  A warp per row of up to 512 bytes, a lane
+     * per 16 bytes. */
+    __device__ __forceinline__ void bcast_tile(int b, int nblk, int it, int mt) const
+    {
+        if (mt == 0) {
+            while (*(volatile int *)&grs.posted <= it) {
+            }
+            __threadfence_block();
+            for (int j = 1; j < P; ++j) gate((me + j) % P);
+        }
+        role_sync(kMoverBar, kMovers);
+        if (!*(volatile int *)&grs.note.quit) {
+            const int m_me = row_off[me + 1] - row_off[me];
+            const int r0 = b * BM, c0 = nblk * BN;
+            const int rows = m_me - r0 < BM ? m_me - r0 : BM;
+            const int nv = (n - c0 < BN ? n - c0 : BN) * es / 16;
+            const int warp = mt >> 5, lane = mt & 31;
+            if (lane < nv) {
+                /* byte offsets of row r0 + warp, lane's 16 bytes */
+                const long long row = (long long)n * es;
+                long long off = ((long long)(row_off[me] + r0 + warp)) * row +
+                                (long long)c0 * es + lane * 16;
+                /* one row in flight: two spill at 40 registers */
+                for (int r = warp; r < rows; r += kMovers / 32, off += (kMovers / 32) * row) {
+                    const int4 v = __ldcg(reinterpret_cast<const int4 *>(c_full + off));
+                    for (int j = 1; j < P; ++j)
+                        *reinterpret_cast<int4 *>(inbox[(me + j) % P] + off) = v;
+                }
+            }
+            __threadfence_system(); /* this thread's stores, before the flags */
+        }
+        role_sync(kMoverBar, kMovers);
+        if (mt == 0 && !*(volatile int *)&grs.note.quit) {
+            const int gi = (b * nnb + nblk) / grp[me];
+            for (int j = 1; j < P; ++j) {
+                const int q = (me + j) % P;
+                signal_add_release(agflag[q] + (size_t)mki_grs_slot(me, q, P) * MKI_GRS_MAXFLAGS + gi,
+                                   1);
+            }
+        }
+    }
+
+    /* mkGemmAllReduce, after this CTA's tiles (the engine's done hook):
+     * the 256 consumer threads (th) copy this CTA's share of the peers' reduced tiles from the
+     * inbox into C, each once its owner's agflag says it has landed.
+     * Units go in the order their owners compute them (unit k of every
+     * peer, then k + 1), CTA x taking every grid-th of them. */
+    __device__ __forceinline__ void done(const GemmParams &p, int th) const
+    {
+        if (!ar) return;
+        const int cm = p.cluster_m;
+        int most = 0;
+        for (int s = 0; s < P; ++s) {
+            const int u = mki_gemm_num_units(nb[s], nnb, cm);
+            if (s != me && u > most) most = u;
+        }
+        const long long row = (long long)n * es;
+        const int warp = th >> 5, lane = th & 31;
+        for (int f = (int)blockIdx.x; f < most * (P - 1); f += (int)gridDim.x) {
+            const int k = f / (P - 1), s = (me + 1 + f % (P - 1)) % P;
+            if (k >= mki_gemm_num_units(nb[s], nnb, cm)) continue;
+            int mb, nbk;
+            mki_gemm_unit_of(k, nb[s], nnb, group_m, cm, &mb, &nbk);
+            const int tiles = nb[s] * nnb, g = grp[s];
+            for (int x = 0; x < cm && mb + x < nb[s]; ++x) {
+                const int b = mb + x, id = b * nnb + nbk, gi = id / g;
+                if (th == 0) {
+                    const int cnt = tiles - gi * g < g ? tiles - gi * g : g;
+                    uint64_t *fl = agflag[me] + (size_t)mki_grs_slot(s, me, P) * MKI_GRS_MAXFLAGS + gi;
+                    if (wait(fl, (uint64_t)cnt, s, id, 3) && g == 1) *fl = 0;
+                }
+                __syncwarp();
+                role_sync(5, 256);
+                const int m_s = row_off[s + 1] - row_off[s];
+                const int r0 = b * BM, c0 = nbk * BN;
+                const int rows = m_s - r0 < BM ? m_s - r0 : BM;
+                const int nv = (n - c0 < BN ? n - c0 : BN) * es / 16;
+                const long long base = ((long long)(row_off[s] + r0)) * row + (long long)c0 * es +
+                                       lane * 16;
+                const bool go = lane < nv && !*(volatile int *)&grs.note.quit;
+                /* 8 warps, a row each; four rows in flight */
+                for (int r = warp; go && r < rows; r += 32) {
+                    int4 v[4];
+#pragma unroll
+                    for (int x4 = 0; x4 < 4; ++x4)
+                        if (r + 8 * x4 < rows)
+                            v[x4] = __ldcg(reinterpret_cast<const int4 *>(
+                                inbox[me] + base + (r + 8 * x4) * row));
+#pragma unroll
+                    for (int x4 = 0; x4 < 4; ++x4)
+                        if (r + 8 * x4 < rows)
+                            *reinterpret_cast<int4 *>(c_full + base + (r + 8 * x4) * row) = v[x4];
+                }
+            }
         }
     }
 
@@ -319,6 +426,12 @@ __device__ void finish(const GrsHooks &h)
         const int ng = (h.nb[h.me] * h.nnb + h.grp[h.me] - 1) / h.grp[h.me];
         for (int j = 0; j < h.P - 1; ++j)
             for (int g = 0; g < ng; ++g) ctl->flag[j][g] = 0;
+    }
+    for (int j = 0; h.ar && j < h.P - 1; ++j) { /* the inbox's, likewise */
+        const int s = (h.me + j + 1) % h.P;
+        if (h.grp[s] <= 1) continue;
+        const int ng = (h.nb[s] * h.nnb + h.grp[s] - 1) / h.grp[s];
+        for (int g = 0; g < ng; ++g) h.agflag[h.me][(size_t)j * MKI_GRS_MAXFLAGS + g] = 0;
     }
     __threadfence_system();
     *reinterpret_cast<volatile uint64_t *>(&ctl->calls) = grs.e;
@@ -380,6 +493,9 @@ void fill_hooks(const mki_grs_launch *l, int cm, GrsHooks *h, int *units)
     h->slot_elems = (long long)l->m_max * l->ld;
     h->c = l->c;
     h->bank = (const float *)l->bank[h->me];
+    h->ar = l->ar;
+    h->es = l->dtype == MKI_F32 ? 4 : 2;
+    h->c_full = (char *)l->c_full;
     h->vstart[0] = 0;
     for (int d = 0; d < h->P; ++d) {
         const int64_t rows = l->row_off[d + 1] - l->row_off[d];
@@ -388,6 +504,8 @@ void fill_hooks(const mki_grs_launch *l, int cm, GrsHooks *h, int *units)
         h->vstart[d + 1] = h->vstart[d] + (h->nb[d] + cm - 1) / cm * cm;
         h->grp[d] = (int)mki_grs_group((int64_t)h->nb[d] * h->nnb);
         h->ctl[d] = l->ctl[d];
+        h->inbox[d] = l->inbox[d];
+        h->agflag[d] = l->agctl[d] ? &l->agctl[d]->agflag[0][0] : nullptr;
         units[d] = mki_gemm_num_units(h->nb[d], h->nnb, cm);
     }
     h->row_off[h->P] = (int)l->row_off[h->P];

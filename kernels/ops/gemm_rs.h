@@ -41,6 +41,16 @@
  * waits for its movers only to reuse an outbox tile posted MKI_GRS_RING
  * iterations before: no new cycle.
  *
+ * mkGemmAllReduce (ar) runs the same kernel with C all of D on every
+ * rank (rows split evenly).  An own tile, once reduced and stored in C,
+ * is posted to the movers as a peer tile is: they copy it (rounded once:
+ * the same bits everywhere) from C into every peer's inbox (heap: m x n
+ * of the dtype, each row where it is in D) and raise that peer's agflag
+ * of the tile's group.  After its tiles, each CTA's consumers wait for
+ * their share of the peers' tiles (units in the order the owners compute
+ * them) and copy them from the inbox into C.  A rank releases a call
+ * when it has read its bank and its inbox.
+ *
  * Call numbers live on the device (graph replay): e = calls + 1 read by
  * every CTA; the last CTA out writes calls = e and released = e.  The
  * slot is single: a source stores call e's partials into d's slot only
@@ -76,6 +86,14 @@ struct mki_grs_ctl {
     uint64_t flag[MKI_MAXLOCAL - 1][MKI_GRS_MAXFLAGS];
 };
 
+/* mkGemmAllReduce's second control block (in its heap, zeroed at
+ * creation): agflag[j][g]: tiles of group g of source s's rows that s
+ * reduced and copied into my inbox (j = (s - me + P) % P - 1); 0 between
+ * calls. */
+struct mki_gar_ctl {
+    uint64_t agflag[MKI_MAXLOCAL - 1][MKI_GRS_MAXFLAGS];
+};
+
 /* The schedule of one rank: rounds [k0[i], k0[i+1]) hold the slots of
  * mask[i] (bit j, 1 <= j < P: peer me + j; bit P: own rows, lagged),
  * pos0[i] is the position of round k0[i]'s first unit. */
@@ -91,6 +109,10 @@ struct mki_grs_launch {
     const void *a;          /* this rank's A: m x k */
     const void *b;
     void *c;                /* my rows of D: m_me x n */
+    int ar;                 /* mkGemmAllReduce: own tiles also go to every peer */
+    void *c_full;           /* ar: all of D (m x n, this rank's C) */
+    char *inbox[MKI_MAXLOCAL]; /* ar: local rank d's inbox (m x n of dtype), here */
+    struct mki_gar_ctl *agctl[MKI_MAXLOCAL]; /* ar: local rank d's flags */
     int64_t m, n, k;
     int dtype;              /* MKI_BF16 or MKI_F16 */
     int trans_b;

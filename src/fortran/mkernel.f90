@@ -101,7 +101,7 @@ module mkernel
     public :: mkCommNodeCount, mkCommCuDevice
     public :: mkMemAlloc, mkMemFree, mkCommRegister, mkCommDeregister
     public :: mkAllGather, mkReduceScatter, mkAllReduce, mkAllToAll
-    public :: mkAllGatherGemm, mkGemmReduceScatter, mkCommGetInfo
+    public :: mkAllGatherGemm, mkGemmReduceScatter, mkGemmAllReduce, mkCommGetInfo
     public :: mk_config_initializer, mk_error_string, mk_last_error, mk_comm_info
 
 
@@ -302,6 +302,17 @@ module mkernel
                 transB, dtype, comm, stream) bind(C, name="mkGemmReduceScatter")
             import :: mk_comm, c_int, c_int64_t, c_ptr
             type(c_ptr), value :: A, B, C, m_all
+            integer(c_int64_t), value :: m, n, k
+            integer(c_int), value :: transB, dtype
+            type(mk_comm), value :: comm
+            type(c_ptr), value :: stream
+        end function
+
+        ! C (m x n) receives the sum over ranks on every rank, the same bits.
+        integer(c_int) function mkGemmAllReduce(A, B, C, m, n, k, transB, dtype, &
+                comm, stream) bind(C, name="mkGemmAllReduce")
+            import :: mk_comm, c_int, c_int64_t, c_ptr
+            type(c_ptr), value :: A, B, C
             integer(c_int64_t), value :: m, n, k
             integer(c_int), value :: transB, dtype
             type(mk_comm), value :: comm

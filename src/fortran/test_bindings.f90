@@ -56,6 +56,9 @@ program test_bindings
     call check(mkGemmReduceScatter(c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, 8_c_int64_t, &
                8_c_int64_t, 8_c_int64_t, 1, mkBfloat16, none, c_null_ptr) &
                == mkErrInvalidArgument, 'mkGemmReduceScatter, null comm')
+    call check(mkGemmAllReduce(c_null_ptr, c_null_ptr, c_null_ptr, 8_c_int64_t, 8_c_int64_t, &
+               8_c_int64_t, 1, mkBfloat16, none, c_null_ptr) &
+               == mkErrInvalidArgument, 'mkGemmAllReduce, null comm')
     call check(mk_comm_info(none, 'allreduce') == '', 'mk_comm_info, null comm: empty')
 
     ! ---- unique id (passed by value) ---------------------------------------

@@ -1,7 +1,8 @@
 /*
  * gemm_rs.c - mkGemmReduceScatter: rank r receives rows [off_r, off_r +
- * m_r) of D = sum over ranks of A_q op(B_q), validate -> plan -> launch
- * (device side and protocol: kernels/ops/gemm_rs.{h,cu}).
+ * m_r) of D = sum over ranks of A_q op(B_q), and mkGemmAllReduce: every
+ * rank receives all of D, validate -> plan -> launch (device side and
+ * protocol: kernels/ops/gemm_rs.{h,cu}).
  *
  * Fused (one node, the plan says it pays): one persistent GEMM per rank
  * on every SM of the plan computes its partial product tile by tile in
@@ -15,6 +16,11 @@
  * Unfused (one rank, several nodes, or where the plan says fusion cannot
  * win): our own GEMM into an fp32 buffer, mkReduceScatter in fp32, one
  * conversion into C; still one rounding.
+ *
+ * mkGemmAllReduce is the same call with m split evenly, C all of D, and
+ * each owner's reduced tiles copied to every peer (fused: by the same
+ * kernel, through the peers' inboxes; unfused: mkAllReduce in fp32, which
+ * adds in a fixed order).  Either way every rank gets the same bits.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -32,6 +38,7 @@
 #include "topology/topo.h"
 
 #define GRS_FUNC "mkGemmReduceScatter"
+#define GAR_FUNC "mkGemmAllReduce"
 
 /* One call's arguments, as the user gave them, and the rows they imply. */
 struct grs_call {
@@ -43,6 +50,9 @@ struct grs_call {
     mkDataType_t dtype;
     int es;
     int64_t m_me, off_me, m_max; /* this rank's rows, where they start, the most any rank has */
+    int ar;                      /* mkGemmAllReduce: C is all of D */
+    enum mki_op op;
+    const char *func;
 };
 
 /* What the first call of a shape tells every rank (validate.c). */
@@ -57,6 +67,9 @@ struct grs_state {
     struct mki_heap_blk ctl;          /* struct mki_grs_ctl */
     struct mki_heap_blk bank;         /* the slots of the peers' partials */
     int nretired;                     /* banks outgrown inside a capture */
+    struct mki_heap_blk agctl;        /* mkGemmAllReduce: struct mki_gar_ctl */
+    struct mki_heap_blk inbox;        /* mkGemmAllReduce: the peers' reduced rows */
+    int nretired_inbox;
     void *part;                       /* unfused: the fp32 partial product */
     size_t part_bytes;
     void *sum;                        /* unfused: this rank's fp32 rows */
@@ -80,6 +93,15 @@ static mkResult_t grs_create(struct mkComm *comm, void **state)
     *state = g;
     return mki_heap_alloc(comm, 0, sizeof(struct mki_grs_ctl), 1, GRS_FUNC "'s control block",
                           &g->ctl);
+}
+
+static mkResult_t gar_create(struct mkComm *comm, void **state)
+{
+    MKI_CHECK(grs_create(comm, state));
+    struct grs_state *g = *state;
+    if (!g) return mkSuccess;
+    return mki_heap_alloc(comm, 0, sizeof(struct mki_gar_ctl), 1, GAR_FUNC "'s flags",
+                          &g->agctl);
 }
 
 static void grs_destroy(struct mkComm *comm, void *state)
@@ -107,8 +129,14 @@ static int grs_preload(char *msg, size_t len)
     return r ? r : mki_gemm_preload(msg, len); /* the unfused sequence's GEMM */
 }
 
+extern const struct mki_op_desc mki_op_gemm_ar;
+
 const struct mki_op_desc mki_op_gemm_rs = {
     GRS_FUNC, NULL, grs_create, grs_destroy, grs_preload,
+};
+
+const struct mki_op_desc mki_op_gemm_ar = {
+    GAR_FUNC, NULL, gar_create, grs_destroy, NULL, /* its kernels are mkGemmReduceScatter's */
 };
 
 /* ---- argument checks (nothing touches the GPU) ---------------------- */
@@ -128,41 +156,41 @@ static mkResult_t check_rows(struct mkComm *comm, struct grs_call *c)
     for (int r = 0; r < comm->nranks; r++) {
         const int64_t mr = rows_of(c, comm->nranks, r);
         if (c->m_all && (mr < 0 || mr > c->m - total))
-            return mki_error(comm, mkErrInvalidArgument, GRS_FUNC ": m_all[%d] = %lld is "
+            return mki_error(comm, mkErrInvalidArgument, "%s: m_all[%d] = %lld is "
                              "negative or makes the sum of rows exceed m = %lld; m_all lists "
-                             "the rows of D each rank receives and must add up to m", r,
+                             "the rows of D each rank receives and must add up to m", c->func, r,
                              (long long)mr, (long long)c->m);
         if (r == comm->rank) c->off_me = total, c->m_me = mr;
         if (mr > c->m_max) c->m_max = mr;
         total += mr;
     }
     if (total != c->m)
-        return mki_error(comm, mkErrInvalidArgument, GRS_FUNC ": m_all adds up to %lld rows "
-                         "but m = %lld; the counts must add up to m", (long long)total,
+        return mki_error(comm, mkErrInvalidArgument, "%s: m_all adds up to %lld rows "
+                         "but m = %lld; the counts must add up to m", c->func, (long long)total,
                          (long long)c->m);
     return mkSuccess;
 }
 
 static mkResult_t check_sizes(struct mkComm *comm, struct grs_call *c)
 {
-    MKI_CHECK(mki_check_gemm_args(comm, GRS_FUNC, c->dtype, c->trans_b, c->m, c->n, c->k,
+    MKI_CHECK(mki_check_gemm_args(comm, c->func, c->dtype, c->trans_b, c->m, c->n, c->k,
                                   "this rank's slice of K", &c->es));
     const uint64_t lim = (1ull << 46) / 4u; /* fp32 partials */
     if (c->m > INT32_MAX || c->n > INT32_MAX || c->k > INT32_MAX ||
         (uint64_t)c->m * (uint64_t)c->k > lim || (uint64_t)c->m * (uint64_t)c->n > lim ||
         (uint64_t)c->n * (uint64_t)c->k > lim)
-        return mki_error(comm, mkErrInvalidArgument, GRS_FUNC ": m = %lld, n = %lld, k = %lld "
+        return mki_error(comm, mkErrInvalidArgument, "%s: m = %lld, n = %lld, k = %lld "
                          "is too large (sizes up to 2^31 - 1 and matrices up to 16 Ti "
-                         "elements)", (long long)c->m, (long long)c->n, (long long)c->k);
+                         "elements)", c->func, (long long)c->m, (long long)c->n, (long long)c->k);
     MKI_CHECK(check_rows(comm, c));
     const struct { const char *name; const void *p; int need; } ptrs[] = {
         {"A", c->a, c->m > 0 && c->n > 0},
         {"B", c->b, c->m > 0 && c->n > 0},
-        {"C", c->c, c->m_me > 0 && c->n > 0}};
+        {"C", c->c, (c->ar ? c->m : c->m_me) > 0 && c->n > 0}};
     for (unsigned i = 0; i < sizeof(ptrs) / sizeof(ptrs[0]); i++)
         if (ptrs[i].need && ptrs[i].p == NULL)
-            return mki_error(comm, mkErrInvalidArgument, GRS_FUNC ": %s is NULL; pass device "
-                             "memory", ptrs[i].name);
+            return mki_error(comm, mkErrInvalidArgument, "%s: %s is NULL; pass device "
+                             "memory", c->func, ptrs[i].name);
     return mkSuccess;
 }
 
@@ -172,15 +200,15 @@ static mkResult_t check_device(struct mkComm *comm, const struct grs_call *c)
     const size_t es = (size_t)c->es;
     const size_t ab = (size_t)c->m * (size_t)c->k * es;
     const size_t bb = (size_t)c->n * (size_t)c->k * es;
-    const size_t cb = (size_t)c->m_me * (size_t)c->n * es;
+    const size_t cb = (size_t)(c->ar ? c->m : c->m_me) * (size_t)c->n * es;
     const struct { const char *name; const void *p; size_t bytes; } ptrs[] = {
         {"A", c->a, ab}, {"B", c->b, bb}, {"C", c->c, cb}};
     for (unsigned i = 0; i < sizeof(ptrs) / sizeof(ptrs[0]); i++)
         if (ptrs[i].p && ptrs[i].bytes)
-            MKI_CHECK(mki_check_dev_ptr(comm, GRS_FUNC, ptrs[i].name, ptrs[i].p, 16));
+            MKI_CHECK(mki_check_dev_ptr(comm, c->func, ptrs[i].name, ptrs[i].p, 16));
     if (mki_overlap(c->c, cb, c->a, ab) || mki_overlap(c->c, cb, c->b, bb))
-        return mki_error(comm, mkErrInvalidArgument, GRS_FUNC ": C overlaps A or B; the "
-                         "output must be a separate buffer");
+        return mki_error(comm, mkErrInvalidArgument, "%s: C overlaps A or B; the "
+                         "output must be a separate buffer", c->func);
     return mkSuccess;
 }
 
@@ -191,7 +219,6 @@ static mkResult_t compare_shapes(struct mkComm *comm, const void *records, size_
 {
     const struct grs_shape *all = records, *me = &all[comm->rank];
     (void)rec;
-    (void)ctx;
     for (int r = 0; r < comm->nranks; r++) {
         const struct grs_shape *s = &all[r];
         const char *what = s->m != me->m ? "m" : s->n != me->n ? "n" : s->k != me->k ? "k"
@@ -201,11 +228,11 @@ static mkResult_t compare_shapes(struct mkComm *comm, const void *records, size_
                            : s->m_all_hash != me->m_all_hash ? "m_all"
                            : NULL;
         if (what)
-            return mki_error(comm, mkErrInvalidArgument, GRS_FUNC ": rank %d passed m = %lld, "
+            return mki_error(comm, mkErrInvalidArgument, "%s: rank %d passed m = %lld, "
                              "n = %lld, k = %lld, dtype %d, transB %d but rank %d passed m = "
                              "%lld, n = %lld, k = %lld, dtype %d, transB %d: %s differs; every "
                              "rank must pass the same m, n, k, m_all, dtype and transB (pad "
-                             "slices of K with zeros to one size)", r, (long long)s->m,
+                             "slices of K with zeros to one size)", ((const struct grs_call *)ctx)->func, r, (long long)s->m,
                              (long long)s->n, (long long)s->k, s->dtype, s->trans_b, comm->rank,
                              (long long)me->m, (long long)me->n, (long long)me->k, me->dtype,
                              me->trans_b, what);
@@ -217,14 +244,14 @@ static mkResult_t agree(struct mkComm *comm, struct grs_state *g, const struct g
                         mkResult_t local)
 {
     uint64_t h = 1099511628211ull;
-    const int64_t v[6] = {c->m, c->n, c->k, c->dtype, c->trans_b, c->m_all != 0};
-    for (int i = 0; i < 6; i++) h = mki_hash64(h, (uint64_t)v[i]);
+    const int64_t v[7] = {c->m, c->n, c->k, c->dtype, c->trans_b, c->m_all != 0, c->ar};
+    for (int i = 0; i < 7; i++) h = mki_hash64(h, (uint64_t)v[i]);
     h = mki_hash64(h, mki_hash_counts(comm, c->m_all));
     struct grs_shape *all = calloc((size_t)comm->nranks, sizeof(*all));
-    if (!all) return mki_error(comm, mkErrNoMemory, GRS_FUNC ": out of host memory");
+    if (!all) return mki_error(comm, mkErrNoMemory, "%s: out of host memory", c->func);
     all[comm->rank] = (struct grs_shape){0, (int32_t)c->dtype, c->trans_b, c->m_all != NULL,
                                          c->m, c->n, c->k, mki_hash_counts(comm, c->m_all)};
-    mkResult_t r = mki_agree_shape(comm, g ? &g->shapes : NULL, GRS_FUNC, h, all, sizeof(*all),
+    mkResult_t r = mki_agree_shape(comm, g ? &g->shapes : NULL, c->func, h, all, sizeof(*all),
                                    local, compare_shapes, c);
     free(all);
     return r;
@@ -321,6 +348,17 @@ static mkResult_t run_unfused(struct mki_call *k, struct grs_state *g, const str
     struct mkComm *comm = k->comm;
     const int P = comm->nranks;
     if (P == 1) return gemm_rows(k, c, 0, c->m, c->c, (mki_dtype_t)c->dtype);
+    char msg[256];
+    if (c->ar) { /* the whole fp32 product, summed in place, one rounding */
+        const size_t count = (size_t)c->m * (size_t)c->n;
+        MKI_CHECK(mki_op_buf(k, &g->bufs, &g->part, &g->part_bytes, count * 4u,
+                             "the fp32 partial product"));
+        MKI_CHECK(gemm_rows(k, c, 0, c->m, g->part, MKI_DT_F32));
+        MKI_CHECK(mkAllReduce(g->part, g->part, count, mkFloat32, comm, k->stream));
+        if (mki_grs_convert(g->part, c->c, (int)c->dtype, count, k->stream, msg, sizeof(msg)))
+            return mki_error(comm, mkErrCuda, "%s: %s", c->func, msg);
+        return mkSuccess;
+    }
     const size_t row = (size_t)c->n * 4u, block = (size_t)c->m_max * row;
     if (block == 0) return mkSuccess;
     if (comm->nnodes > 1) MKI_CHECK(make_split(k, g));
@@ -352,10 +390,9 @@ static mkResult_t run_unfused(struct mki_call *k, struct grs_state *g, const str
     } else {
         MKI_CHECK(mkReduceScatter(g->part, g->sum, block / 4u, mkFloat32, comm, k->stream));
     }
-    char msg[256];
     if (mki_grs_convert(g->sum, c->c, (int)c->dtype, (size_t)c->m_me * (size_t)c->n, k->stream,
                         msg, sizeof(msg)) != 0)
-        return mki_error(comm, mkErrCuda, GRS_FUNC ": %s", msg);
+        return mki_error(comm, mkErrCuda, "%s: %s", c->func, msg);
     return mkSuccess;
 }
 
@@ -368,7 +405,9 @@ static void fill_launch(struct mkComm *comm, struct grs_state *g, const struct g
     memset(l, 0, sizeof(*l));
     l->a = c->a;
     l->b = c->b;
-    l->c = c->c;
+    l->c = c->ar ? (char *)c->c + (size_t)c->off_me * (size_t)c->n * (size_t)c->es : c->c;
+    l->ar = c->ar;
+    l->c_full = c->ar ? c->c : NULL;
     l->m = c->m;
     l->n = c->n;
     l->k = c->k;
@@ -380,10 +419,14 @@ static void fill_launch(struct mkComm *comm, struct grs_state *g, const struct g
         l->row_off[s + 1] = l->row_off[s] + rows_of(c, comm->nranks, d->comm_rank[s]);
         l->bank[s] = mki_heap_ptr(comm, &g->bank, s);
         l->ctl[s] = (struct mki_grs_ctl *)mki_heap_ptr(comm, &g->ctl, s);
+        if (c->ar) {
+            l->inbox[s] = mki_heap_ptr(comm, &g->inbox, s);
+            l->agctl[s] = (struct mki_gar_ctl *)mki_heap_ptr(comm, &g->agctl, s);
+        }
     }
     l->m_max = c->m_max;
     l->ld = (c->n + 3) / 4 * 4;
-    mki_rt_fill(comm, MKI_OP_GEMM_RS, &l->rt);
+    mki_rt_fill(comm, c->op, &l->rt);
 }
 
 static mkResult_t run_fused(struct mki_call *k, struct grs_state *g, const struct grs_call *c,
@@ -396,6 +439,11 @@ static mkResult_t run_fused(struct mki_call *k, struct grs_state *g, const struc
      * by this rank's kernels */
     MKI_CHECK(mki_op_bank(k, &g->bank, mki_grs_bank_bytes(comm->dev->nlocal, c->m_max, ld),
                           &g->nretired, "the bank of partial sums"));
+    /* mkGemmAllReduce: single too, read by this rank's kernel before it
+     * releases the call (the same gate) */
+    if (c->ar)
+        MKI_CHECK(mki_op_bank(k, &g->inbox, (uint64_t)c->m * (uint64_t)c->n * (uint64_t)c->es,
+                              &g->nretired_inbox, "the inbox of reduced rows"));
     /* local: written by this rank's kernels only, each call's tiles
      * copied out before the kernel ends */
     MKI_CHECK(mki_op_buf(k, &g->bufs, &g->outbox, &g->outbox_bytes,
@@ -406,7 +454,7 @@ static mkResult_t run_fused(struct mki_call *k, struct grs_state *g, const struc
     struct mki_launch_desc d;
     char msg[512];
     if (mki_grs_describe(&l, &d, msg, sizeof(msg)) != 0)
-        return mki_error(comm, mkErrCuda, GRS_FUNC ": %s", msg);
+        return mki_error(comm, mkErrCuda, "%s: %s", c->func, msg);
     return mki_launch(k, &d);
 }
 
@@ -431,7 +479,7 @@ static int choose_fused(struct mki_call *k, const struct grs_call *c, struct mki
         return 0;
     }
     const int64_t kg = c->k * comm->nranks; /* the plan's K is global */
-    if (mki_plan_op(comm, MKI_OP_GEMM_RS, c->m, c->n, kg, c->es, p) != mkSuccess) {
+    if (mki_plan_op(comm, c->op, c->m, c->n, kg, c->es, p) != mkSuccess) {
         *why = "no plan for this shape";
         return 0;
     }
@@ -445,7 +493,7 @@ static mkResult_t grs_call_run(struct mki_call *k, struct grs_call *c)
     mkResult_t local = check_sizes(comm, c);
     if (local == mkSuccess) local = k->res;
     if (local == mkSuccess) local = check_device(comm, c);
-    struct grs_state *g = mki_op_state(comm, &mki_op_gemm_rs);
+    struct grs_state *g = mki_op_state(comm, c->ar ? &mki_op_gemm_ar : &mki_op_gemm_rs);
     /* Every rank takes part in the shape check, even after a local error,
      * so that no rank is left waiting in it. */
     MKI_CHECK(agree(comm, g, c, local));
@@ -454,8 +502,8 @@ static mkResult_t grs_call_run(struct mki_call *k, struct grs_call *c)
     memset(&p, 0, sizeof(p));
     const char *why = NULL;
     if (choose_fused(k, c, &p, &why)) return run_fused(k, g, c, &p);
-    MKI_INFO(MKI_SUB_GEMM, GRS_FUNC " %lld x %lld x %lld: unfused sequence (GEMM, then "
-             "reduce-scatter): %s", (long long)c->m, (long long)c->n, (long long)c->k, why);
+    MKI_INFO(MKI_SUB_GEMM, "%s %lld x %lld x %lld: unfused sequence (GEMM, then "
+             "%s): %s", c->func, c->ar ? "all-reduce" : "reduce-scatter", (long long)c->m, (long long)c->n, (long long)c->k, why);
     return run_unfused(k, g, c);
 }
 
@@ -477,5 +525,29 @@ MK_API mkResult_t mkGemmReduceScatter(const void *A, const void *B, void *C,
     c.k = k;
     c.trans_b = transB;
     c.dtype = dtype;
+    c.op = MKI_OP_GEMM_RS;
+    c.func = GRS_FUNC;
+    return mki_call_leave(&kc, grs_call_run(&kc, &c));
+}
+
+MK_API mkResult_t mkGemmAllReduce(const void *A, const void *B, void *C, int64_t m, int64_t n,
+                                  int64_t k, int transB, mkDataType_t dtype, mkComm_t comm,
+                                  cudaStream_t stream)
+{
+    struct mki_call kc;
+    MKI_CHECK(mki_call_enter(comm, MKI_OP_GEMM_AR, stream, &kc));
+    struct grs_call c;
+    memset(&c, 0, sizeof(c));
+    c.a = A;
+    c.b = B;
+    c.c = C;
+    c.m = m;
+    c.n = n;
+    c.k = k;
+    c.trans_b = transB;
+    c.dtype = dtype;
+    c.ar = 1;
+    c.op = MKI_OP_GEMM_AR;
+    c.func = GAR_FUNC;
     return mki_call_leave(&kc, grs_call_run(&kc, &c));
 }

@@ -181,10 +181,10 @@ static void work_of(const struct mki_model *md, const struct mki_plan_ctx *c,
         break;
     case MKI_OP_GEMM_RS:
     case MKI_OP_GEMM_AR:
-        /* mkGemmReduceScatter's fused kernel stores each peer's partial
-         * tile from the epilogue (TMA) and adds arrivals in the epilogue
-         * of its own tiles: no INTRA CTA, every SM computes. */
-        w->epi = op == MKI_OP_GEMM_RS;
+        /* mkGemmReduceScatter's fused kernel (mkGemmAllReduce's too)
+         * moves tiles with warps of the compute CTAs and adds arrivals in
+         * the epilogue of its own tiles: no INTRA CTA, every SM computes. */
+        w->epi = 1;
         coll_bytes(c, mn * pb, 0, &intra, &inter);
         if (op == MKI_OP_GEMM_AR) coll_bytes(c, mn * e, 0, &intra, &inter);
         w->gm = m, w->gn = n, w->gk = cdiv(k, c->nranks);

@@ -63,10 +63,13 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
     mki_sb_printf(sb, "  CTAs      %d = compute %d + intra %d + inter_send %d "
                   "+ inter_reduce %d\n", p->ctas, p->split.compute,
                   p->split.intra, p->split.inter_send, p->split.inter_reduce);
-    if (p->op == MKI_OP_GEMM_RS)
-        mki_sb_printf(sb, "  mover     %s (fp32 partial tiles stored from the compute CTAs' "
-                      "epilogues; one flag per tile; across nodes: the unfused sequence)\n",
-                      mki_mover_name(p->mover));
+    if (p->op == MKI_OP_GEMM_RS || p->op == MKI_OP_GEMM_AR)
+        mki_sb_printf(sb, "  mover     %s (fp32 partial tiles from the epilogue into a local "
+                      "outbox, copied to their owner by 3 warps of each compute CTA%s; one "
+                      "flag per tile; across nodes: the unfused sequence)\n",
+                      mki_mover_name(p->mover),
+                      p->op == MKI_OP_GEMM_AR ? ", which also copy each reduced own tile into "
+                                                "every peer's inbox" : "");
     else
         mki_sb_printf(sb, "  mover     %s\n", mki_mover_name(p->mover));
     if (p->op == MKI_OP_AG_GEMM)
@@ -83,7 +86,7 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
             mki_sb_printf(sb, " %d", k->roles.end[r] - b);
         mki_sb_printf(sb, "\n");
     }
-    if (p->op != MKI_OP_GEMM_RS)
+    if (p->op != MKI_OP_GEMM_RS && p->op != MKI_OP_GEMM_AR)
         mki_sb_printf(sb, "  chunk     %" PRId64 " rows, %zu bytes\n",
                       p->chunk_rows, p->chunk_bytes);
     mki_sb_printf(sb, "  traffic   %.1f MiB intra, %.1f MiB inter per rank; "

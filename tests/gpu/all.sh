@@ -130,6 +130,7 @@ case $what in
 tests) part coll "$RT" bash tests/gpu/run.sh quick tests
        part ag_gemm "$AGG" bash tests/gpu/ag_gemm.sh test
        part gemm_rs "$GRS" bash tests/gpu/gemm_rs.sh test
+       part gemm_ar "$GRS" bash tests/gpu/gemm_rs.sh ar-test
        part demo build-gpu/demo bash tests/gpu/demo.sh run
        part gemm "$GEMM" bash tests/gpu/gemm.sh test
        part kill build-gpu/kill bash tests/gpu/kill.sh
@@ -140,11 +141,13 @@ soak)  part soak "$RT" bash tests/gpu/soak.sh "${MK_SOAK_S:-60}" ;;
 bench) part coll "$RT" bash tests/gpu/run.sh full bench
        part ag_gemm "$AGG" bash tests/gpu/ag_gemm.sh bench
        part gemm_rs "$GRS" bash tests/gpu/gemm_rs.sh bench
+       part gemm_ar "$GRS" bash tests/gpu/gemm_rs.sh ar-bench
        part net build-gpu/net bash tests/gpu/net.sh run
        part gemm "$GEMM" bash tests/gpu/gemm.sh bench ;;
 all)   part coll "$RT" bash tests/gpu/run.sh full all
        part ag_gemm "$AGG" bash tests/gpu/ag_gemm.sh all
        part gemm_rs "$GRS" bash tests/gpu/gemm_rs.sh all
+       part gemm_ar "$GRS" bash tests/gpu/gemm_rs.sh ar-all
        part demo build-gpu/demo bash tests/gpu/demo.sh run
        part net build-gpu/net bash tests/gpu/net.sh run
        part gemm "$GEMM" bash tests/gpu/gemm.sh all
@@ -166,6 +169,7 @@ parts) for p in ${MK_PARTS:-}; do # NAME[:MODE], in the order given
            coll)    part coll "$RT" bash tests/gpu/run.sh quick "${m:-tests}" ;;
            ag_gemm) part ag_gemm "$AGG" bash tests/gpu/ag_gemm.sh "${m:-test}" ;;
            gemm_rs) part gemm_rs "$GRS" bash tests/gpu/gemm_rs.sh "${m:-test}" ;;
+           gemm_ar) part gemm_ar "$GRS" bash tests/gpu/gemm_rs.sh "ar-${m:-test}" ;;
            demo)    part demo build-gpu/demo bash tests/gpu/demo.sh run ;;
            gemm)    part gemm "$GEMM" bash tests/gpu/gemm.sh "${m:-test}" ;;
            kill)    part kill build-gpu/kill bash tests/gpu/kill.sh ;;
@@ -182,7 +186,8 @@ esac
     echo "== GPU summary ($what, $ngpu GPUs, $(($(date +%s) - T0)) s)"
     printf '%s\n' "${summary[@]}"
     for f in "$S"/coll/summary.txt "$S"/ag_gemm/ag_gemm-summary.txt \
-             "$S"/gemm_rs/gemm_rs-summary.txt "$S"/kill/kill-summary.txt \
+             "$S"/gemm_rs/gemm_rs-summary.txt "$S"/gemm_ar/gemm_ar-summary.txt \
+             "$S"/kill/kill-summary.txt \
              "$S"/gpusan/sanitize-summary.txt "$S"/soak/soak-summary.txt \
              "$S"/scale/scale-summary.txt \
              "$S"/ab/ab.txt; do

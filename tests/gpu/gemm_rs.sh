@@ -10,6 +10,10 @@
 #                                       ag_gemm.sh), the programs in
 #                                       build-gpu/grs
 #   bash tests/gpu/gemm_rs.sh [test|bench|all] [mkbench args]   there
+#   bash tests/gpu/gemm_rs.sh [ar-test|ar-bench|ar-all] [mkbench args]
+#                                       the same for mkGemmAllReduce
+#                                       (test_gemm_rs ar-MODE, mkbench
+#                                       gemm_ar)
 #
 # Logs and JSON go to $OUT when set (else build-gpu/grs/out); each step
 # runs under its own timeout; a summary table ends the output.
@@ -35,6 +39,10 @@ if [ "$what" = build ]; then
     ls -la $B
     exit 0
 fi
+AR= OPN=gemm_rs BARG=
+case $what in
+ar-*) AR=ar- OPN=gemm_ar BARG=--ar; what=${what#ar-} ;;
+esac
 case $what in
 test)  tests=1; bench=0 ;;
 bench) tests=0; bench=1 ;;
@@ -56,8 +64,8 @@ xopt() {
         [ -n "${!v:-}" ] && printf ' -x %s' "$v"
     done
 }
-LOG=$O/gemm_rs.log
-SUMMARY=$O/gemm_rs-summary.txt
+LOG=$O/$OPN.log
+SUMMARY=$O/$OPN-summary.txt
 : > "$LOG"; : > "$SUMMARY"
 status=0 late=0
 step() { # NAME LIMIT NP ARGS...
@@ -90,43 +98,43 @@ ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$LOG" 2>&1
 if [ $tests = 1 ] && [ "$ngpu" -ge 2 ]; then
     export CUDA_VISIBLE_DEVICES=0,1
-    step "2gpu correct (8 shapes x 4)" 240 2 $B/test_gemm_rs correct
-    MK_SM_SPLIT=gemm_rs:fused=1 step "2gpu correct, all fused" 240 2 $B/test_gemm_rs correct
-    step "2gpu stress 200 calls" 90 2 $B/test_gemm_rs stress
-    MK_DEBUG=INFO step "2gpu CUDA graph x20" 90 2 $B/test_gemm_rs graph
+    step "2gpu correct (8 shapes x 4)" 240 2 $B/test_gemm_rs ${AR}correct
+    MK_SM_SPLIT=$OPN:fused=1 step "2gpu correct, all fused" 240 2 $B/test_gemm_rs ${AR}correct
+    step "2gpu stress 200 calls" 90 2 $B/test_gemm_rs ${AR}stress
+    MK_DEBUG=INFO step "2gpu CUDA graph x20" 90 2 $B/test_gemm_rs ${AR}graph
     if awk '/^=== 2gpu CUDA graph/ { on = 1; next } /^=== / { on = 0 } on' "$LOG" |
         grep -q "unfused sequence"; then
         echo "2gpu CUDA graph: a call ran the unfused sequence  FAIL" >> "$SUMMARY"
         status=1
     fi
-    MK_TIMEOUT_MS=3000 step "2gpu nocall -> timeout" 40 2 $B/test_gemm_rs nocall
-    step "2gpu bad input" 40 2 $B/test_gemm_rs badinput
+    MK_TIMEOUT_MS=3000 step "2gpu nocall -> timeout" 40 2 $B/test_gemm_rs ${AR}nocall
+    step "2gpu bad input" 40 2 $B/test_gemm_rs ${AR}badinput
     MK_NODE_SIZE=1 MK_TRANSPORT=socket \
-        step "2gpu 2 nodes (MK_NODE_SIZE=1) correct" 240 2 $B/test_gemm_rs correct
+        step "2gpu 2 nodes (MK_NODE_SIZE=1) correct" 240 2 $B/test_gemm_rs ${AR}correct
 fi
 if [ $tests = 1 ]; then
     export CUDA_VISIBLE_DEVICES=0 CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-grs CUDA_MPS_LOG_DIRECTORY=/tmp/mps-grs-log
     mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
     if nvidia-cuda-mps-control -d >> "$LOG" 2>&1; then
-        step "1gpu x2 MPS correct" 240 2 $B/test_gemm_rs correct
-        MK_SM_SPLIT=gemm_rs:fused=1 step "1gpu x2 MPS correct, all fused" 240 2 $B/test_gemm_rs correct
-        MK_SM_SPLIT=gemm_rs:fused=0 step "1gpu x2 MPS correct, all unfused" 240 2 $B/test_gemm_rs correct
-        step "1gpu x4 MPS correct" 300 4 $B/test_gemm_rs correct
-        MK_SM_SPLIT=gemm_rs:fused=1 step "1gpu x4 MPS correct, all fused" 300 4 $B/test_gemm_rs correct
-        step "1gpu x4 MPS stress" 120 4 $B/test_gemm_rs stress
-        MK_SM_SPLIT=gemm_rs:fused=1 step "1gpu x8 MPS correct, all fused" 400 8 $B/test_gemm_rs correct 02345
+        step "1gpu x2 MPS correct" 240 2 $B/test_gemm_rs ${AR}correct
+        MK_SM_SPLIT=$OPN:fused=1 step "1gpu x2 MPS correct, all fused" 240 2 $B/test_gemm_rs ${AR}correct
+        MK_SM_SPLIT=$OPN:fused=0 step "1gpu x2 MPS correct, all unfused" 240 2 $B/test_gemm_rs ${AR}correct
+        step "1gpu x4 MPS correct" 300 4 $B/test_gemm_rs ${AR}correct
+        MK_SM_SPLIT=$OPN:fused=1 step "1gpu x4 MPS correct, all fused" 300 4 $B/test_gemm_rs ${AR}correct
+        step "1gpu x4 MPS stress" 120 4 $B/test_gemm_rs ${AR}stress
+        MK_SM_SPLIT=$OPN:fused=1 step "1gpu x8 MPS correct, all fused" 400 8 $B/test_gemm_rs ${AR}correct 02345
         if [ "$ngpu" -lt 2 ]; then # what the 2-GPU steps would cover
             MK_NODE_SIZE=1 MK_TRANSPORT=socket \
-                step "1gpu x2 MPS 2 nodes (MK_NODE_SIZE=1) correct" 240 2 $B/test_gemm_rs correct
-            step "1gpu x2 MPS stress 200 calls" 90 2 $B/test_gemm_rs stress
-            MK_DEBUG=INFO step "1gpu x2 MPS CUDA graph x20" 90 2 $B/test_gemm_rs graph
-            MK_TIMEOUT_MS=3000 step "1gpu x2 MPS nocall -> timeout" 40 2 $B/test_gemm_rs nocall
-            step "1gpu x2 MPS bad input" 40 2 $B/test_gemm_rs badinput
+                step "1gpu x2 MPS 2 nodes (MK_NODE_SIZE=1) correct" 240 2 $B/test_gemm_rs ${AR}correct
+            step "1gpu x2 MPS stress 200 calls" 90 2 $B/test_gemm_rs ${AR}stress
+            MK_DEBUG=INFO step "1gpu x2 MPS CUDA graph x20" 90 2 $B/test_gemm_rs ${AR}graph
+            MK_TIMEOUT_MS=3000 step "1gpu x2 MPS nocall -> timeout" 40 2 $B/test_gemm_rs ${AR}nocall
+            step "1gpu x2 MPS bad input" 40 2 $B/test_gemm_rs ${AR}badinput
         fi
         MK_NODE_SIZE=2 MK_TRANSPORT=socket \
-            step "1gpu x4 MPS 2x2 (MK_NODE_SIZE=2) correct" 300 4 $B/test_gemm_rs correct
+            step "1gpu x4 MPS 2x2 (MK_NODE_SIZE=2) correct" 300 4 $B/test_gemm_rs ${AR}correct
         MK_NODE_SIZE=4 MK_TRANSPORT=socket \
-            step "1gpu x8 MPS 2x4 (MK_NODE_SIZE=4) correct" 300 8 $B/test_gemm_rs correct 2345
+            step "1gpu x8 MPS 2x4 (MK_NODE_SIZE=4) correct" 300 8 $B/test_gemm_rs ${AR}correct 2345
         echo quit | nvidia-cuda-mps-control
         sleep 1
     else
@@ -137,9 +145,9 @@ if [ $tests = 1 ]; then
 fi
 if [ $bench = 1 ] && [ "$ngpu" -ge 2 ]; then
     export CUDA_VISIBLE_DEVICES=0,1
-    step "2gpu bench" 240 2 $B/mkbench_gemm_rs "$@"
+    step "2gpu bench" 240 2 $B/mkbench_gemm_rs $BARG "$@"
 fi
-TABLE=$(awk '/^mkGemmReduceScatter / { on = 1 } on && /^results:/ { on = 0; next } on { print }' "$LOG")
+TABLE=$(awk '/^mkGemm(ReduceScatter|AllReduce) / { on = 1 } on && /^results:/ { on = 0; next } on { print }' "$LOG")
 [ -n "$TABLE" ] && { echo; echo "$TABLE"; } >> "$SUMMARY"
 cat "$SUMMARY"
 [ $status = 0 ] && [ $late = 1 ] && status=3 # skipped for time: incomplete

@@ -1,7 +1,12 @@
 /*
- * test_gemm_rs.cu - mkGemmReduceScatter on the GPU, one process per rank
- * (mpirun; PMIx bootstrap): 2 GPUs, 1 GPU with 2 or 4 ranks under MPS,
- * virtual nodes.
+ * test_gemm_rs.cu - mkGemmReduceScatter and mkGemmAllReduce on the GPU,
+ * one process per rank (mpirun; PMIx bootstrap): 2 GPUs, 1 GPU with 2 or
+ * 4 ranks under MPS, virtual nodes.
+ *
+ *   test_gemm_rs ar-MODE   any mode below with mkGemmAllReduce instead:
+ *                          every rank checks all of C, and every rank's C
+ *                          must have the same bits (a hash of each rank's
+ *                          C, all-gathered and compared)
  *
  *   test_gemm_rs correct   shapes (8192^2 x 4096 per rank; 6000 x 5000
  *                          x 2056 per rank; odd m with the
@@ -46,7 +51,7 @@
 #include "mkernel.h"
 #include "gemm.h" /* our GEMM alone, on this rank's share of the SMs (time) */
 
-static int g_rank, g_n;
+static int g_rank, g_n, g_ar;
 static mkComm_t g_comm;
 static uint64_t g_seed;
 
@@ -88,6 +93,17 @@ __global__ void compare(const void *c, const float *ref, size_t n, int dt, float
     atomicAdd(&acc[3], far);
 }
 
+/* An order-free hash of n 16-bit values (mkGemmAllReduce: the same bits
+ * on every rank). */
+__global__ void hash_bits(const uint16_t *c, size_t n, unsigned long long *h)
+{
+    unsigned long long x = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        x += ((unsigned long long)c[i] + 1) * ((i * 0x9e3779b97f4a7c15ull) | 1);
+    atomicAdd(h, x);
+}
+
 static cublasHandle_t g_blas;
 static cudaStream_t g_st;
 static double *g_acc;
@@ -114,7 +130,11 @@ static Rows rows_of(const Shape &s)
     Rows r;
     r.m.assign(g_n, 0);
     r.off.assign(g_n + 1, 0);
-    r.use_all = s.uneven;
+    r.use_all = s.uneven && !g_ar;
+    if (g_ar) { /* every rank receives all of D: rows [0, m) everywhere */
+        r.m.assign(g_n, s.m);
+        return r;
+    }
     if (s.uneven) {
         int64_t wsum = 0;
         for (int q = 0; q < g_n; q++) wsum += q % 3 == 1 ? 0 : q + 1;
@@ -211,9 +231,24 @@ static int check(const char *what, const Shape &s, const Rows &r, int call, cons
         if (err > host_max) host_max = err;
     }
     const double lim = s.dt == 0 ? 8e-3 : 1e-3;
-    const bool ok = h[2] == 0 && h[3] == 0 && rel < lim && host_bad == 0;
-    printf("rank %d %-44s rel %.2e nan %g far %g host(64) bad %d max %.2e  %s\n", g_rank, what,
-           rel, h[2], h[3], host_bad, host_max, ok ? "ok" : "FAIL");
+    int same = 1;
+    if (g_ar) { /* every rank's C hashed, the hashes all-gathered */
+        unsigned long long *hd;
+        CK(cudaMalloc(&hd, (size_t)(g_n + 1) * 8));
+        CK(cudaMemsetAsync(hd, 0, 8, g_st));
+        hash_bits<<<256, 256, 0, g_st>>>((const uint16_t *)c, cnt, hd);
+        CK(cudaGetLastError());
+        MK(mkAllGather(hd, hd + 1, 2, mkFloat32, g_comm, g_st));
+        std::vector<unsigned long long> hh(g_n + 1);
+        CK(cudaMemcpyAsync(hh.data(), hd, (size_t)(g_n + 1) * 8, cudaMemcpyDeviceToHost, g_st));
+        CK(cudaStreamSynchronize(g_st));
+        CK(cudaFree(hd));
+        for (int q = 0; q < g_n; q++) same &= hh[1 + q] == hh[0];
+    }
+    const bool ok = h[2] == 0 && h[3] == 0 && rel < lim && host_bad == 0 && same;
+    printf("rank %d %-44s rel %.2e nan %g far %g host(64) bad %d max %.2e%s  %s\n", g_rank,
+           what, rel, h[2], h[3], host_bad, host_max,
+           g_ar ? (same ? " same bits" : " BITS DIFFER") : "", ok ? "ok" : "FAIL");
     return ok ? 0 : 1;
 }
 
@@ -242,6 +277,9 @@ static void free_bufs(Bufs &bf)
 static mkResult_t call_rs(const Shape &s, const Rows &r, const void *a, const void *b, void *c,
                           cudaStream_t st)
 {
+    if (g_ar)
+        return mkGemmAllReduce(a, b, c, s.m, s.n, k_of(s, g_rank), s.transb,
+                               s.dt ? mkFloat16 : mkBfloat16, g_comm, st);
     return mkGemmReduceScatter(a, b, c, r.use_all ? r.m.data() : NULL, s.m, s.n,
                                k_of(s, g_rank), s.transb, s.dt ? mkFloat16 : mkBfloat16, g_comm,
                                st);
@@ -442,8 +480,10 @@ static int run_badinput(void)
     };
     int bad = 0;
     for (const Case &x : cases) {
-        mkResult_t rr = mkGemmReduceScatter(x.a, x.b, x.c, NULL, s.m, s.n, s.k, s.transb,
-                                            mkBfloat16, g_comm, g_st);
+        mkResult_t rr = g_ar ? mkGemmAllReduce(x.a, x.b, x.c, s.m, s.n, s.k, s.transb,
+                                               mkBfloat16, g_comm, g_st)
+                             : mkGemmReduceScatter(x.a, x.b, x.c, NULL, s.m, s.n, s.k,
+                                                   s.transb, mkBfloat16, g_comm, g_st);
         const char *msg = mkGetLastError(g_comm);
         const bool ok = rr == mkErrInvalidArgument && strstr(msg, x.expect) != NULL;
         printf("rank %d bad input, %-18s -> %s: \"%s\"  %s\n", g_rank, x.what,
@@ -545,6 +585,10 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, nullptr, _IOLBF, 0);
     const char *mode = argc > 1 ? argv[1] : "correct";
+    if (!strncmp(mode, "ar-", 3)) { /* mkGemmAllReduce */
+        g_ar = 1;
+        mode += 3;
+    }
     const char *env = getenv("MK_SEED");
     g_seed = env ? strtoull(env, nullptr, 0) : (uint64_t)time(nullptr);
     mkConfig_t cfg = MK_CONFIG_INITIALIZER;
@@ -568,8 +612,8 @@ int main(int argc, char **argv)
         g_seed = (uint64_t)h[0];
         CK(cudaFree(sd));
     }
-    if (g_rank == 0) printf("test_gemm_rs %s: seed %llu (MK_SEED=%llu repeats it), %d ranks\n",
-                            mode, (unsigned long long)g_seed, (unsigned long long)g_seed, g_n);
+    if (g_rank == 0) printf("test_gemm_rs %s%s: seed %llu (MK_SEED=%llu repeats it), %d ranks\n",
+                            g_ar ? "ar-" : "", mode, (unsigned long long)g_seed, (unsigned long long)g_seed, g_n);
     CB(cublasCreate(&g_blas));
     CB(cublasSetStream(g_blas, g_st));
     CK(cudaMalloc(&g_acc, 4 * sizeof(double)));

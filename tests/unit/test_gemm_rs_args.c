@@ -1,5 +1,6 @@
 /*
- * test_gemm_rs_args.c - mkGemmReduceScatter without a GPU: the schedule
+ * test_gemm_rs_args.c - mkGemmReduceScatter and mkGemmAllReduce (the
+ * same validation and kernel) without a GPU: the schedule
  * arithmetic of the fused kernel (every unit exactly once, every
  * dependency on an earlier round), its control block, argument
  * validation on one rank, and the first-call shape check across real
@@ -107,6 +108,7 @@ static void test_sched(void)
     CHECK(mki_grs_outbox_bytes(0) == 0);
     CHECK(mki_grs_outbox_bytes(132) == 132ull * MKI_GRS_RING * 128 * 256 * 4);
     CHECK(offsetof(struct mki_grs_ctl, flag) % 8 == 0);
+    CHECK(sizeof(struct mki_gar_ctl) == 8ull * (MKI_MAXLOCAL - 1) * MKI_GRS_MAXFLAGS);
     CHECK(offsetof(struct mki_grs_ctl, released) % 8 == 0);
 }
 
@@ -282,6 +284,48 @@ static void test_one_rank(void)
     CHECK_RES(mkCommDestroy(comm), mkSuccess);
 }
 
+/* mkGemmAllReduce: the same checks, its own name in every message. */
+static void test_ar_one_rank(void)
+{
+    mkUniqueId id;
+    mkComm_t comm;
+    CHECK_RES(mkGetUniqueId(&id), mkSuccess);
+    CHECK_RES(mkCommInitRank(&comm, 1, id, 0, NULL), mkSuccess);
+    CHECK_RES(mkGemmAllReduce(P, P, P, 64, 64, 64, 0, mkBfloat16, NULL, 0),
+              mkErrInvalidArgument);
+    CHECK_RES(mkGemmAllReduce(P, P, P, 64, 64, 64, 0, mkFloat32, comm, 0), mkErrUnsupported);
+    CHECK_CONTAINS(mkGetLastError(comm), "mkGemmAllReduce");
+    CHECK_CONTAINS(mkGetLastError(comm), "mkFloat32");
+    CHECK_RES(mkGemmAllReduce(P, P, P, 64, 64, 64, 0, (mkDataType_t)9, comm, 0),
+              mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "dtype");
+    CHECK_RES(mkGemmAllReduce(P, P, P, 64, 64, 64, -1, mkBfloat16, comm, 0),
+              mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "transB");
+    CHECK_RES(mkGemmAllReduce(P, P, P, 64, -3, 64, 0, mkBfloat16, comm, 0),
+              mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "negative");
+    CHECK_RES(mkGemmAllReduce(P, P, P, 64, 64, 12, 1, mkBfloat16, comm, 0), mkErrUnsupported);
+    CHECK_CONTAINS(mkGetLastError(comm), "multiple of 8");
+    const char *nulls[] = {"A is NULL", "B is NULL", "C is NULL"};
+    for (int i = 0; i < 3; i++) {
+        CHECK_RES(mkGemmAllReduce(i == 0 ? NULL : P, i == 1 ? NULL : P, i == 2 ? NULL : P, 64,
+                                  64, 64, 0, mkBfloat16, comm, 0),
+                  mkErrInvalidArgument);
+        CHECK_CONTAINS(mkGetLastError(comm), nulls[i]);
+        CHECK_CONTAINS(mkGetLastError(comm), "mkGemmAllReduce");
+    }
+    CHECK_RES(mkGemmAllReduce(P, P, P, (int64_t)1 << 40, 64, 64, 0, mkBfloat16, comm, 0),
+              mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "too large");
+    /* C overlapping A (host memory here: refused either way, never run) */
+    mkResult_t r = mkGemmAllReduce(P, P, P, 64, 64, 64, 0, mkBfloat16, comm, 0);
+    CHECK(r != mkSuccess);
+    r = mkGemmAllReduce(NULL, NULL, NULL, 0, 64, 64, 0, mkBfloat16, comm, 0);
+    CHECK(r == mkSuccess || strstr(mkGetLastError(comm), "NULL") == NULL);
+    CHECK_RES(mkCommDestroy(comm), mkSuccess);
+}
+
 /* ---- several processes: the shape check ----------------------------- */
 
 #define EXPECT RANK_EXPECT
@@ -331,6 +375,20 @@ static int mismatched_k(int rank, int nranks, mkUniqueId id)
     return 0;
 }
 
+/* mkGemmAllReduce: rank 1 passes m = 72 where the others pass 64. */
+static int ar_mismatched_m(int rank, int nranks, mkUniqueId id)
+{
+    mkComm_t comm = NULL;
+    EXPECT(mkCommInitRank(&comm, nranks, id, rank, NULL) == mkSuccess);
+    mkResult_t r = mkGemmAllReduce(P, P, P, rank == 1 ? 72 : 64, 256, 128, 1, mkBfloat16,
+                                   comm, 0);
+    EXPECT(r == mkErrInvalidArgument);
+    EXPECT(strstr(mkGetLastError(comm), "mkGemmAllReduce") != NULL);
+    EXPECT(strstr(mkGetLastError(comm), "m differs") != NULL);
+    mkCommDestroy(comm);
+    return 0;
+}
+
 /* Shapes agree: every rank is rejected for the same local reason (no GPU
  * here), none for the shape. */
 static int matching(int rank, int nranks, mkUniqueId id)
@@ -357,6 +415,8 @@ int main(void)
     CHECK(run_ranks(3, 3, new_id(), mismatched_rows) == 0);
     CHECK(run_ranks(3, 3, new_id(), mismatched_k) == 0);
     CHECK(run_ranks(2, 2, new_id(), matching) == 0);
+    CHECK(run_ranks(3, 3, new_id(), ar_mismatched_m) == 0);
     test_one_rank();
+    test_ar_one_rank();
     TEST_DONE();
 }

@@ -1,11 +1,17 @@
 /*
- * gemm_rs.cu - mkbench for mkGemmReduceScatter (one process per rank,
- * under mpirun): ours against the unfused cuBLAS GEMM + NCCL
- * reduce-scatter on one stream, and against the limit max(GEMM alone,
- * reduce-scatter alone), in the same run, on the same random data.
+ * gemm_rs.cu - mkbench for mkGemmReduceScatter and mkGemmAllReduce (one
+ * process per rank, under mpirun): ours against the unfused cuBLAS GEMM +
+ * NCCL reduce-scatter (all-reduce) on one stream, and against the limit
+ * max(GEMM alone, collective alone), in the same run, on the same random
+ * data.
  *
  *   mkbench gemm_rs [--shapes MxNxK,...] [--dtype bf16|fp16] [--notransb]
  *                   [--iters N] [--rounds R] [--tag NAME] [--no-nccl]
+ *   mkbench gemm_ar [the same]   (mkbench_gemm_rs --ar [...] standalone)
+ *
+ * gemm_ar: C is all of D on every rank, the baseline cuBLAS + an in-place
+ * ncclAllReduce of the bf16 product, M any size; its default sweep is the
+ * one of issue 18 (M = 1 ... 16384 at N = K = 8192, 6000x5000x4104).
  *
  * Shapes are global: D is M x N, K is the sum of the ranks' slices (K/P
  * each, rounded up to a multiple of 8: 4104 on 2 ranks runs as 2 x 2056,
@@ -44,7 +50,7 @@ extern "C" {
 
 namespace {
 
-int g_rank, g_n;
+int g_rank, g_n, g_ar;
 mkComm_t g_comm;
 ncclComm_t g_nccl;
 cudaStream_t g_st;
@@ -55,7 +61,7 @@ cublasHandle_t g_blas;
 enum { OURS, UNFUSED, GEMM, RS, NSERIES };
 
 struct set {
-    uint16_t *a, *c, *d; /* A (M x k), C (M/P x N), the unfused D (M x N) */
+    uint16_t *a, *c, *d; /* A (M x k), C (M/P x N; gemm_ar M x N), the unfused D (M x N) */
 };
 
 struct ctx {
@@ -78,6 +84,11 @@ void gemm(const ctx &x, const set &s)
 
 void reduce_scatter(const ctx &x, const set &s)
 {
+    if (g_ar) {
+        MKB_NC(ncclAllReduce(s.d, s.d, (size_t)(x.m * x.n), x.f16 ? ncclFloat16 : ncclBfloat16,
+                             ncclSum, g_nccl, g_st));
+        return;
+    }
     MKB_NC(ncclReduceScatter(s.d, s.c, (size_t)(x.m / g_n * x.n),
                              x.f16 ? ncclFloat16 : ncclBfloat16, ncclSum, g_nccl, g_st));
 }
@@ -88,6 +99,11 @@ void run_fn(void *p, int rep)
     const set &s = x.sets[(size_t)rep % x.sets.size()];
     switch (x.what) {
     case OURS:
+        if (g_ar) {
+            MKB_MK(mkGemmAllReduce(s.a, x.b, s.c, x.m, x.n, x.k, x.transb,
+                                   x.f16 ? mkFloat16 : mkBfloat16, g_comm, g_st));
+            break;
+        }
         MKB_MK(mkGemmReduceScatter(s.a, x.b, s.c, NULL, x.m, x.n, x.k, x.transb,
                                    x.f16 ? mkFloat16 : mkBfloat16, g_comm, g_st));
         break;
@@ -124,7 +140,8 @@ void plan_text(int64_t m, int64_t n, int64_t k, result *r)
 {
     struct mki_op_plan p;
     memset(&p, 0, sizeof(p));
-    if (g_n == 1 || mki_plan_op(g_comm, MKI_OP_GEMM_RS, m, n, k, 2, &p) != mkSuccess) {
+    if (g_n == 1 ||
+        mki_plan_op(g_comm, g_ar ? MKI_OP_GEMM_AR : MKI_OP_GEMM_RS, m, n, k, 2, &p) != mkSuccess) {
         snprintf(r->split, sizeof(r->split), "unfused (one rank)");
         r->ctas = 0;
         return;
@@ -133,7 +150,7 @@ void plan_text(int64_t m, int64_t n, int64_t k, result *r)
     if (!p.fused || g_comm->nnodes > 1)
         snprintf(r->split, sizeof(r->split), "unfused (%s)", g_comm->nnodes > 1 ? "nodes" : "plan");
     else
-        snprintf(r->split, sizeof(r->split), "compute=%d (epilogue stores)", p.split.compute);
+        snprintf(r->split, sizeof(r->split), "compute=%d (outbox + movers)", p.split.compute);
 }
 
 
@@ -148,7 +165,8 @@ void write_out(const std::vector<result> &res, const char *tag, int f16, int tra
 {
     char dir[512], path[700];
     mkb_results_dir(dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/gemm_rs%s%s.json", dir, tag ? "-" : "", tag ? tag : "");
+    const char *op = g_ar ? "gemm_ar" : "gemm_rs";
+    snprintf(path, sizeof path, "%s/%s%s%s.json", dir, op, tag ? "-" : "", tag ? tag : "");
     mkb_json js;
     if (mkb_json_open(&js, path)) return;
     for (const result &r : res) {
@@ -157,18 +175,21 @@ void write_out(const std::vector<result> &res, const char *tag, int f16, int tra
         ms_or_null(rsa, sizeof rsa, r.rs);
         snprintf(extra, sizeof extra,
                  "\"unfused_ms\": %s, \"gemm_alone_ms\": %.4f, "
-                 "\"reducescatter_alone_ms\": %s, \"transb\": %d, \"calls_per_series\": %d, "
-                 "\"baseline_desc\": \"cublasGemmEx (bf16 out) + ncclReduceScatter, one "
+                 "\"%s_alone_ms\": %s, \"transb\": %d, \"calls_per_series\": %d, "
+                 "\"baseline_desc\": \"cublasGemmEx (bf16 out) + %s, one "
                  "stream\"",
-                 unf, r.gemm, rsa, transb, calls);
-        mkb_add_gemm_record(&js, "gemm_rs", "cublas+nccl_reducescatter", f16, g_n, g_comm->nnodes, r.m, r.n, r.k,
+                 unf, r.gemm, g_ar ? "allreduce" : "reducescatter", rsa, transb, calls,
+                 g_ar ? "ncclAllReduce in place" : "ncclReduceScatter");
+        mkb_add_gemm_record(&js, op, g_ar ? "cublas+nccl_allreduce" : "cublas+nccl_reducescatter",
+                            f16, g_n, g_comm->nnodes, r.m, r.n, r.k,
                             r.ours, r.unfused, r.gemm > r.rs ? r.gemm : r.rs, r.split, r.ctas, extra);
     }
     mkb_json_close(&js);
-    snprintf(path, sizeof path, "%s/gemm_rs%s%s.tsv", dir, tag ? "-" : "", tag ? tag : "");
+    snprintf(path, sizeof path, "%s/%s%s%s.tsv", dir, op, tag ? "-" : "", tag ? tag : "");
     FILE *f = fopen(path, "w");
     if (!f) return;
-    fprintf(f, "shape\tours_ms\tunfused_ms\tgemm_ms\trs_ms\tspeedup\tover_limit\n");
+    fprintf(f, "shape\tours_ms\tunfused_ms\tgemm_ms\t%s_ms\tspeedup\tover_limit\n",
+            g_ar ? "ar" : "rs");
     for (const result &r : res) {
         double lim = r.gemm > r.rs ? r.gemm : r.rs;
         fprintf(f, "%lldx%lldx%lld\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\n", r.m, r.n, r.k, r.ours,
@@ -180,11 +201,15 @@ void write_out(const std::vector<result> &res, const char *tag, int f16, int tra
 
 } // namespace
 
-extern "C" int mkb_gemm_rs_main(int argc, char **argv)
+static int bench_main(int argc, char **argv)
 {
-    const char *shapes = "8192x8192x8192,16384x8192x8192,4096x8192x8192,16x8192x8192,"
-                         "128x8192x8192,1024x8192x8192,2048x8192x8192,6000x5000x4104,"
-                         "8192x1024x8192,16384x4096x16384";
+    const char *shapes = g_ar ? "8192x8192x8192,16384x8192x8192,4096x8192x8192,1x8192x8192,"
+                                "16x8192x8192,128x8192x8192,1024x8192x8192,2048x8192x8192,"
+                                "6000x5000x4104"
+                              : "8192x8192x8192,16384x8192x8192,4096x8192x8192,16x8192x8192,"
+                                "128x8192x8192,1024x8192x8192,2048x8192x8192,6000x5000x4104,"
+                                "8192x1024x8192,16384x4096x16384";
+    const char *me = g_ar ? "gemm_ar" : "gemm_rs";
     const char *tag = NULL;
     int f16 = 0, transb = 1, iters = 20, rounds = 3, nccl = 1;
     for (int i = 1; i < argc; i++) {
@@ -196,15 +221,15 @@ extern "C" int mkb_gemm_rs_main(int argc, char **argv)
         else if (!strcmp(argv[i], "--tag") && i + 1 < argc) tag = argv[++i];
         else if (!strcmp(argv[i], "--no-nccl")) nccl = 0;
         else {
-            fprintf(stderr, "usage: mkbench gemm_rs [--shapes MxNxK,...] [--dtype bf16|fp16] "
+            fprintf(stderr, "usage: mkbench %s [--shapes MxNxK,...] [--dtype bf16|fp16] "
                             "[--notransb] [--iters N] [--rounds R] [--tag NAME] "
-                            "[--no-nccl]\n");
+                            "[--no-nccl]\n", me);
             return 2;
         }
     }
     std::vector<result> res;
     if (mkb_parse_shapes(shapes, res) || iters < 1 || rounds < 1) {
-        fprintf(stderr, "mkbench gemm_rs: bad --shapes, --iters or --rounds\n");
+        fprintf(stderr, "mkbench %s: bad --shapes, --iters or --rounds\n", me);
         return 2;
     }
     mkConfig_t cfg = MK_CONFIG_INITIALIZER;
@@ -224,7 +249,7 @@ extern "C" int mkb_gemm_rs_main(int argc, char **argv)
     int l2 = 0;
     MKB_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
     for (result &r : res) {
-        if (r.m % g_n || r.k < 1) {
+        if ((!g_ar && r.m % g_n) || r.k < 1) {
             fprintf(stderr, "mkbench gemm_rs: M = %lld must be a multiple of %d ranks and K = "
                     "%lld positive\n", r.m, g_n, r.k);
             return 2;
@@ -242,14 +267,15 @@ extern "C" int mkb_gemm_rs_main(int argc, char **argv)
         MKB_CHECK(cudaMalloc(&b, (size_t)x.n * x.k * 2));
         mkb_fill_rand<<<1024, 256, 0, g_st>>>(b, (size_t)x.n * x.k, 7 + 31 * g_rank, f16);
         x.b = b;
-        const size_t per = ((size_t)x.m * x.k + (size_t)x.m / g_n * x.n + (size_t)x.m * x.n) * 2;
+        const size_t crows = g_ar ? (size_t)x.m : (size_t)x.m / g_n;
+        const size_t per = ((size_t)x.m * x.k + crows * x.n + (size_t)x.m * x.n) * 2;
         size_t nsets = (2 * (size_t)l2 + per - 1) / per;
         if (nsets < 1) nsets = 1;
         if (nsets > 8) nsets = 8;
         for (size_t i = 0; i < nsets; i++) {
             set s;
             MKB_CHECK(cudaMalloc(&s.a, (size_t)x.m * x.k * 2));
-            MKB_CHECK(cudaMalloc(&s.c, (size_t)x.m / g_n * x.n * 2 + 16));
+            MKB_CHECK(cudaMalloc(&s.c, crows * x.n * 2 + 16));
             MKB_CHECK(cudaMalloc(&s.d, (size_t)x.m * x.n * 2));
             mkb_fill_rand<<<1024, 256, 0, g_st>>>(s.a, (size_t)x.m * x.k, 1000 + 17 * i + g_rank, f16);
             x.sets.push_back(s);
@@ -282,11 +308,11 @@ extern "C" int mkb_gemm_rs_main(int argc, char **argv)
     if (g_rank == 0) {
         char devname[128], u[128];
         mkb_device_name(devname, sizeof devname, u, sizeof u);
-        printf("mkGemmReduceScatter %s, %d ranks, %s, transB %d (ms: median of %d calls in %d "
-               "rounds, slowest rank)\n",
+        printf("%s %s, %d ranks, %s, transB %d (ms: median of %d calls in %d "
+               "rounds, slowest rank)\n", g_ar ? "mkGemmAllReduce" : "mkGemmReduceScatter",
                f16 ? "fp16" : "bf16", g_n, devname, transb, iters * rounds, rounds);
         printf("%-18s %8s %8s %8s %8s %8s %9s %7s  %s\n", "M x N x K", "ours", "unfused",
-               "gemm", "red-sc", "speedup", "ours/lim", "TFLOP/s", "plan");
+               "gemm", g_ar ? "all-red" : "red-sc", "speedup", "ours/lim", "TFLOP/s", "plan");
         for (const result &r : res) {
             double lim = r.gemm > r.rs ? r.gemm : r.rs;
             char sh[64];
@@ -308,6 +334,26 @@ extern "C" int mkb_gemm_rs_main(int argc, char **argv)
     return 0;
 }
 
+extern "C" int mkb_gemm_rs_main(int argc, char **argv)
+{
+    g_ar = 0;
+    return bench_main(argc, argv);
+}
+
+extern "C" int mkb_gemm_ar_main(int argc, char **argv)
+{
+    g_ar = 1;
+    return bench_main(argc, argv);
+}
+
 #ifdef MKB_GEMM_RS_MAIN
-int main(int argc, char **argv) { return mkb_gemm_rs_main(argc, argv); }
+/* mkbench_gemm_rs [--ar] [options] */
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "--ar")) {
+        argv[1] = argv[0];
+        return mkb_gemm_ar_main(argc - 1, argv + 1);
+    }
+    return mkb_gemm_rs_main(argc, argv);
+}
 #endif

@@ -8,6 +8,7 @@
  *   mkbench coll [options]      the collectives against NCCL (under mpirun)
  *   mkbench ag_gemm [options]   mkAllGatherGemm against NCCL all-gather +
  *                               cuBLAS (under mpirun)
+ *   mkbench gemm_ar [options]   mkGemmAllReduce against cuBLAS + NCCL all-reduce
  *   mkbench gemm_rs [options]   mkGemmReduceScatter against cuBLAS + NCCL
  *                               reduce-scatter (under mpirun)
  */
@@ -17,6 +18,7 @@
 int mkb_gemm_main(int argc, char **argv);
 int mkb_ag_gemm_main(int argc, char **argv);
 int mkb_gemm_rs_main(int argc, char **argv);
+int mkb_gemm_ar_main(int argc, char **argv);
 #ifdef MKB_HAVE_COLL
 int mkb_coll_main(int argc, char **argv);
 #endif
@@ -26,6 +28,7 @@ static int usage(void)
     fprintf(stderr, "usage: mkbench gemm [options]   (mkbench gemm --help)\n"
                     "       mkbench ag_gemm [options] (under mpirun; --help)\n"
                     "       mkbench gemm_rs [options] (under mpirun; --help)\n"
+                    "       mkbench gemm_ar [options] (under mpirun; --help)\n"
 #ifdef MKB_HAVE_COLL
                     "       mkbench coll [options]   (mkbench coll --help)\n"
 #endif
@@ -41,6 +44,8 @@ int main(int argc, char **argv)
         return mkb_ag_gemm_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "gemm_rs") == 0)
         return mkb_gemm_rs_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "gemm_ar") == 0)
+        return mkb_gemm_ar_main(argc - 1, argv + 1);
 #ifdef MKB_HAVE_COLL
     if (strcmp(argv[1], "coll") == 0) return mkb_coll_main(argc - 1, argv + 1);
 #endif

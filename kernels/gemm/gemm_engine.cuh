@@ -148,6 +148,8 @@ struct GemmParams {
 struct TileCoord {
     int m_blk, n_blk;
     int it = 0;
+    int kb0 = 0, kb1 = -1; /* k-blocks [kb0, kb1) of the unit (-1: to the end) */
+    int part = 0;          /* the hooks' own tag (e.g. a K-slice), passed through */
 };
 
 enum EpiMode { EPI_TMA_STORE = 0, EPI_TMA_ADD = 1, EPI_DIRECT = 2, EPI_NONE = 3 };
@@ -584,7 +586,9 @@ __device__ __forceinline__ void tma_load_2d_mc(void *dst, const CUtensorMap *map
 template <int kCM>
 __device__ __forceinline__ TileCoord my_tile(TileCoord unit, uint32_t crank)
 {
-    return TileCoord{unit.m_blk + (int)(kCM == 1 ? 0 : crank), unit.n_blk};
+    TileCoord t = unit;
+    t.m_blk += (int)(kCM == 1 ? 0 : crank);
+    return t;
 }
 
 template <int kCM, typename Hooks>
@@ -602,7 +606,8 @@ __device__ __forceinline__ void producer(const GemmParams &p, const Hooks &h, in
         const CUtensorMap *amap = &p.tm_a;
         int arow = m_load * BM;
         if constexpr (HooksHaveASrc<Hooks>::value) amap = h.a_src(p, m_load, &arow);
-        for (int kb = 0; kb < p.num_k_blk; ++kb) {
+        const int kb_end = tc.kb1 < 0 ? p.num_k_blk : tc.kb1;
+        for (int kb = tc.kb0; kb < kb_end; ++kb) {
             if constexpr (Hooks::kWaitA) {
                 if (real) {
                     h.wait_a(p, tc, kb);
@@ -682,7 +687,8 @@ __device__ __forceinline__ void consumer(const GemmParams &p, const Hooks &h, in
         TileCoord tc = my_tile<kCM>(h.tile(p, i), crank);
         tc.it = it;
         int prev = -1;
-        for (int kb = 0; kb < p.num_k_blk; ++kb) {
+        const int kb_end = tc.kb1 < 0 ? p.num_k_blk : tc.kb1;
+        for (int kb = tc.kb0; kb < kb_end; ++kb) {
             mbar_wait(&full[stage], phase);
             const uint32_t a_addr = ring_addr + stage * kStageBytes + wg * (64 * 128);
             const uint32_t b_addr = ring_addr + stage * kStageBytes + kABytes;
@@ -692,7 +698,7 @@ __device__ __forceinline__ void consumer(const GemmParams &p, const Hooks &h, in
                 uint64_t da = smem_desc(a_addr + kk * 32, 16, 1024);
                 uint64_t db = kTransB ? smem_desc(b_addr + kk * 32, 16, 1024)
                                       : smem_desc(b_addr + kk * 2048, 8192, 1024);
-                Wgmma256<kF16, kTransB ? 0 : 1>::run(acc, da, db, (kb | kk) != 0);
+                Wgmma256<kF16, kTransB ? 0 : 1>::run(acc, da, db, kb != tc.kb0 || kk != 0);
             }
             wgmma_commit();
             wgmma_wait<1>(acc);

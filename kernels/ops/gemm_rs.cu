@@ -14,7 +14,7 @@
  *                        begin their next tile's epilogue (the store has
  *                        completed): posted = it + 1
  *                        movers (warps 1-3 of the producer warpgroup):
- *                        once per peer, wait peer.released >= e - 1; wait
+ *                        once per peer, wait until it released e - 1; wait
  *                        posted > it; copy the tile into the peer's slot
  *                        (16-byte stores over NVLink); the peer's flag of
  *                        the tile's group += 1 (system scope); moved = it + 1
@@ -23,7 +23,8 @@
  *                        all 256 consumer threads add the sources' slots
  *                        to their accumulators (their own partial first,
  *                        then the sources in rank order); store C
- *   last CTA out         calls = e, released = e
+ *   last CTA out         calls = e, released = e (here and in the peers'
+ *                        peer_released[me])
  *
  * Communication stays out of the mainloop and out of the epilogue: the
  * epilogue's store goes to local memory, and the link is driven by warps
@@ -55,8 +56,22 @@ struct GrsCta {
     cta_note note;
     int posted;     /* consumers: iterations < posted are in the outbox */
     int moved;      /* movers: iterations < moved are copied (or were not theirs) */
+#ifdef MKI_GRS_TRACE
+    uint64_t ts[10]; /* lab builds: globaltimer at the points of GRS_STAMP */
+    int kind;       /* 1 own sum, 2 peer partial, 3 own slice */
+#endif
 };
 __shared__ GrsCta grs;
+
+/* Lab builds only (-DMKI_GRS_TRACE=CALL): timestamps of one call, printed
+ * per CTA by finish(); nothing otherwise. */
+#ifdef MKI_GRS_TRACE
+#define GRS_STAMP(i) (grs.ts[i] = globaltimer())
+#define GRS_KIND(k) (grs.kind = (k))
+#else
+#define GRS_STAMP(i) ((void)0)
+#define GRS_KIND(k) ((void)0)
+#endif
 
 constexpr int kMovers = 96;  /* threads 32..127 of the producer warpgroup */
 constexpr int kMoverBar = 4; /* named barrier of the movers (the engine's: 0-3) */
@@ -71,9 +86,14 @@ struct GrsHooks {
     static constexpr bool kDone = true;     /* mkGemmAllReduce: the gather */
     CUtensorMap tm_out;                /* the outbox: grid x ring tiles of fp32 */
     CUtensorMap tm_c;                  /* my rows of D, when TMA can store them */
-    float *dst[MKI_MAXLOCAL];          /* peer d's slot for my partials */
+    CUtensorMap tm_slot[MKI_MAXLOCAL]; /* direct: my slots in rank d's bank (d = me: my own
+                                        * slices' slots), slices stacked */
+    int direct;                 /* K-slices: partials stored by the epilogue, no movers */
+    float *dst[MKI_MAXLOCAL];          /* peer d's first slot for my partials; d = me: my
+                                        * own slices' first slot */
     const float *outbox;
     int P, me, nnb, group_m, lag;
+    int S, nkb;                 /* K-slices per tile, k-blocks of K */
     int c_type;                 /* mki_dtype_t of C (the GEMM's own: fp32) */
     int row_off[MKI_MAXLOCAL + 1];
     int nb[MKI_MAXLOCAL];       /* M-blocks of owner d */
@@ -81,6 +101,10 @@ struct GrsHooks {
     int grp[MKI_MAXLOCAL];      /* tiles per flag of owner d */
     int n;
     long long ld, slot_elems;   /* fp32 slot rows, elements per slot */
+    /* where slice x of slab j starts (bank + j * sslab + x * sstep) and its
+     * row stride, fp32 elements: S = 1 slot j, ld; S > 1 the slabs of
+     * mki_grs_bank_bytes */
+    long long sslab, sstep, sld;
     void *c;
     const float *bank;          /* mine */
     mki_grs_ctl *ctl[MKI_MAXLOCAL];
@@ -118,10 +142,13 @@ struct GrsHooks {
         for (int x = off % c; x > 0; --x) m &= m - 1;
         const int bit = __ffs(m) - 1;
         const int d = bit == P ? me : (me + bit) % P;
+        const int u = bit == P ? k - lag : k; /* (unit, slice), slice 0 last */
         TileCoord t;
-        mki_gemm_unit_of(bit == P ? k - lag : k, nb[d], nnb, group_m, p.cluster_m, &t.m_blk,
-                         &t.n_blk);
+        mki_gemm_unit_of(u / S, nb[d], nnb, group_m, p.cluster_m, &t.m_blk, &t.n_blk);
         t.m_blk += vstart[d];
+        t.part = S - 1 - u % S;
+        t.kb0 = t.part * nkb / S;
+        t.kb1 = (t.part + 1) * nkb / S;
         return t;
     }
 
@@ -147,7 +174,14 @@ struct GrsHooks {
         e.tmap = nullptr;
         if (b >= nb[d]) {
             e.mode = EPI_NONE;
-        } else if (d != me) {
+        } else if (direct) {
+            /* every slice into a slot; own slice 0 into my slab's last
+             * (summed by this CTA's consumers in done) */
+            e.mode = EPI_TMA_STORE;
+            e.tmap = &tm_slot[d];
+            e.col0 += (int)((d != me ? t.part : t.part == 0 ? S - 1 : t.part - 1) * sstep);
+            e.out_type = MKI_DT_F32;
+        } else if (d != me || t.part != 0) {
             e.mode = EPI_TMA_STORE;
             e.tmap = &tm_out;
             e.row0 = out_tile(t.it) * BM;
@@ -173,7 +207,7 @@ struct GrsHooks {
     {
         if (grs.gated & (1u << d)) return;
         const uint64_t e = grs.e;
-        if (e > 1) (void)wait(&ctl[d]->released, e - 1, d, -1, 2);
+        if (e > 1) (void)wait(&ctl[me]->peer_released[d], e - 1, d, -1, 2);
         grs.gated |= 1u << d;
     }
 
@@ -182,7 +216,14 @@ struct GrsHooks {
     {
         int b;
         const int d = owner(t.m_blk, &b);
-        if (d != me) {
+        if (direct) {
+            /* straight into the slot: peer d must have released it */
+            if (wg == 0 && th == 0) GRS_KIND(d != me ? 2 : t.part != 0 ? 3 : 1);
+            if (d != me && wg == 0 && th == 0) gate(d);
+            role_sync(3, 256);
+            return;
+        }
+        if (d != me || t.part != 0) {
             /* The outbox tile must be copied out (iteration it - ring);
              * the movers get past every iteration, failed or not. */
             if (th == 0)
@@ -194,24 +235,40 @@ struct GrsHooks {
         const int tiles = nb[me] * nnb, g = grp[me];
         const int id = b * nnb + t.n_blk, gi = id / g;
         if (wg == 0 && th == 0) {
+            GRS_STAMP(1);
+            GRS_KIND(1);
             const int cnt = tiles - gi * g < g ? tiles - gi * g : g;
             bool ok = true;
             for (int j = 0; j < P - 1 && ok; ++j)
-                ok = wait(&ctl[me]->flag[j][gi], (uint64_t)cnt, (me + j + 1) % P, id, 0);
+                ok = wait(&ctl[me]->flag[j][gi], (uint64_t)(cnt * S), (me + j + 1) % P, id, 0);
+            if (ok && S > 1) /* my own slices 1.. */
+                ok = wait(&ctl[me]->flag[P - 1][gi], (uint64_t)(cnt * (S - 1)), me, id, 4);
             if (ok && g == 1)
-                for (int j = 0; j < P - 1; ++j) ctl[me]->flag[j][gi] = 0;
+                for (int j = 0; j < P; ++j) ctl[me]->flag[j][gi] = 0;
         }
         role_sync(3, 256); /* every source's partial of the tile has landed */
+        if (wg == 0 && th == 0) GRS_STAMP(2);
         const int r0 = b * BM + wg * 64 + wrow, c0 = t.n_blk * BN + q;
-        /* My partial, then the sources' in rank order: a fixed order (the
-         * same bits call after call); kJ column groups of 8 at a time, 2 kJ
-         * loads in flight */
+        /* My partial (its slices in order), then the sources' in rank
+         * order, each's slices in order: a fixed order (the same bits call
+         * after call); kJ column groups of 8 at a time, 2 kJ loads in
+         * flight */
         constexpr int kJ = 8;
+        const int nslots = P * S - 1;
 #pragma unroll
         for (int j0 = 0; j0 < 32; j0 += kJ) {
-            for (int s = 0; s < P; ++s) {
-                if (s == me) continue;
-                const float *slot = bank + (long long)mki_grs_slot(s, me, P) * slot_elems;
+            for (int x = 0; x < nslots; ++x) {
+                /* x < S - 1: my slice x + 1; then source (me + 1 + ...)
+                 * taken in rank order */
+                int sj, sx;
+                if (x < S - 1) {
+                    sj = P - 1, sx = x;
+                } else {
+                    const int y = x - (S - 1), sr = y / S; /* sr-th source in rank order */
+                    const int src = sr < me ? sr : sr + 1;
+                    sj = mki_grs_slot(src, me, P), sx = y % S;
+                }
+                const float *slot = bank + sj * sslab + sx * sstep;
                 float2 v[2 * kJ];
 #pragma unroll
                 for (int x = 0; x < 2 * kJ; ++x) {
@@ -219,7 +276,7 @@ struct GrsHooks {
                     const int r = r0 + 8 * h, cc = c0 + 8 * jj;
                     v[x] = make_float2(0.0f, 0.0f);
                     if (r < m_me && cc < n)
-                        v[x] = __ldcg(reinterpret_cast<const float2 *>(slot + r * ld + cc));
+                        v[x] = __ldcg(reinterpret_cast<const float2 *>(slot + r * sld + cc));
                 }
 #pragma unroll
                 for (int x = 0; x < 2 * kJ; ++x) {
@@ -229,12 +286,25 @@ struct GrsHooks {
                 }
             }
         }
+        if (wg == 0 && th == 0) GRS_STAMP(9);
     }
 
     /* The tile's stores have completed (both consumer warpgroups, fenced
      * to the generic proxy): hand iteration t.it to the movers. */
     __device__ __forceinline__ void after_store(const GemmParams &, TileCoord t) const
     {
+        if (direct) { /* a partial in its slot: the owner's flag */
+            int b;
+            const int d = owner(t.m_blk, &b);
+            GRS_STAMP(3);
+            if (d == me && t.part == 0) return;
+            if (*(volatile int *)&grs.note.quit) return;
+            __threadfence_system();
+            signal_add_release(&ctl[d]->flag[d != me ? mki_grs_slot(me, d, P) : P - 1]
+                                            [(b * nnb + t.n_blk) / grp[d]],
+                               1);
+            return;
+        }
         __threadfence_block();
         *(volatile int *)&grs.posted = t.it + 1;
     }
@@ -244,7 +314,7 @@ struct GrsHooks {
      * it there. */
     __device__ void side_work(const GemmParams &p, int cta, int th) const
     {
-        if (th < 32) return;
+        if (th < 32 || direct) return;
         const int mt = th - 32;
         const int cm = p.cluster_m;
         const int crank = cm == 1 ? 0 : cta % cm;
@@ -255,23 +325,25 @@ struct GrsHooks {
             const int m_blk = u.m_blk + crank;
             int b = 0, d = me;
             if (m_blk < p.num_m_blk) d = owner(m_blk, &b);
-            if (ar && d == me && b < nb[me]) {
+            if (ar && d == me && u.part == 0 && b < nb[me]) {
                 bcast_tile(b, u.n_blk, it, mt);
-            } else if (d != me && b < nb[d]) {
+            } else if ((d != me || u.part != 0) && b < nb[d]) {
                 if (mt == 0) {
                     while (*(volatile int *)&grs.posted <= it) {
                     }
                     __threadfence_block();
-                    gate(d);
+                    if (d != me) gate(d);
                 }
                 role_sync(kMoverBar, kMovers);
+                /* my slot in d's bank for this slice; my own slices' from 1 */
+                const int x = d != me ? u.part : u.part - 1;
                 if (!*(volatile int *)&grs.note.quit) {
-                    copy_tile(d, b, u.n_blk, it, mt);
+                    copy_tile(dst[d] + (long long)x * sstep, d, b, u.n_blk, it, mt);
                     __threadfence_system(); /* this thread's stores, before the flag */
                 }
                 role_sync(kMoverBar, kMovers);
                 if (mt == 0 && !*(volatile int *)&grs.note.quit)
-                    signal_add_release(&ctl[d]->flag[mki_grs_slot(me, d, P)]
+                    signal_add_release(&ctl[d]->flag[d != me ? mki_grs_slot(me, d, P) : P - 1]
                                                     [(b * nnb + u.n_blk) / grp[d]],
                                        1);
             }
@@ -323,6 +395,103 @@ struct GrsHooks {
         }
     }
 
+    /* K-slices (direct): this CTA's own tiles (those whose slice 0 it
+     * computed), summed by its 256 consumer threads (th) once every slice
+     * has landed: all of the tile's real rows spread over the threads, a
+     * float4 of every slot in flight at once (the accumulator layout would
+     * leave one warp doing all the work at m = 16), the slots in the fixed
+     * order of combine (own slice 0, own 1.., then every source in rank
+     * order, slice order), rounded once into C and, for mkGemmAllReduce,
+     * into every peer's inbox too (then its agflag). */
+    __device__ __forceinline__ void sum_own(const GemmParams &p, int th) const
+    {
+        const int cm = p.cluster_m;
+        const int crank = cm == 1 ? 0 : (int)blockIdx.x % cm;
+        const int m_me = row_off[me + 1] - row_off[me];
+        for (int i = (int)blockIdx.x / cm; i < p.num_units; i += (int)gridDim.x / cm) {
+            const TileCoord u = tile(p, i);
+            const int m_blk = u.m_blk + crank;
+            if (m_blk >= p.num_m_blk || u.part != 0) continue;
+            int b;
+            if (owner(m_blk, &b) != me || b >= nb[me]) continue;
+            const int tiles = nb[me] * nnb, g = grp[me];
+            const int id = b * nnb + u.n_blk, gi = id / g;
+            if (th == 0) {
+                const int cnt = tiles - gi * g < g ? tiles - gi * g : g;
+                bool ok = true;
+                for (int j = 0; j < P - 1 && ok; ++j)
+                    ok = wait(&ctl[me]->flag[j][gi], (uint64_t)(cnt * S), (me + j + 1) % P, id, 0);
+                if (ok && S > 1)
+                    ok = wait(&ctl[me]->flag[P - 1][gi], (uint64_t)(cnt * (S - 1)), me, id, 4);
+                if (ok && g == 1)
+                    for (int j = 0; j < P; ++j) ctl[me]->flag[j][gi] = 0;
+                if (ar && ok)
+                    for (int j = 1; j < P; ++j) gate((me + j) % P);
+            }
+            __syncwarp();
+            role_sync(5, 256);
+            if (th == 0) GRS_STAMP(5);
+            const int r0 = b * BM, c0 = u.n_blk * BN;
+            const int rows = m_me - r0 < BM ? m_me - r0 : BM;
+            const int w4 = ((n - c0 < BN ? n - c0 : BN) + 3) / 4; /* float4 per row */
+            const bool go = !*(volatile int *)&grs.note.quit;
+            for (int q = th; go && q < rows * w4; q += 256) {
+                const int r = r0 + q / w4, cc = c0 + 4 * (q % w4);
+                const long long at = (long long)r * sld + cc;
+                /* own slice 0 (my slab's last), own 1.., sources */
+                float4 a = __ldcg(reinterpret_cast<const float4 *>(
+                    bank + (P - 1) * sslab + (S - 1) * sstep + at));
+                float4 v[8];
+                int nv = 0;
+                for (int x = 0; x < P * S - 1; x += nv) {
+                    nv = P * S - 1 - x < 8 ? P * S - 1 - x : 8;
+#pragma unroll
+                    for (int y = 0; y < 8; ++y) {
+                        if (y >= nv) break;
+                        const int xx = x + y;
+                        int sj, sx;
+                        if (xx < S - 1) {
+                            sj = P - 1, sx = xx;
+                        } else {
+                            const int z = xx - (S - 1), sr = z / S;
+                            sj = mki_grs_slot(sr < me ? sr : sr + 1, me, P), sx = z % S;
+                        }
+                        v[y] = __ldcg(reinterpret_cast<const float4 *>(bank + sj * sslab +
+                                                                        sx * sstep + at));
+                    }
+#pragma unroll
+                    for (int y = 0; y < 8; ++y) {
+                        if (y >= nv) break;
+                        a.x += v[y].x, a.y += v[y].y, a.z += v[y].z, a.w += v[y].w;
+                    }
+                }
+                /* n is a multiple of 8 on the fused path: whole float4 */
+                uint2 o;
+                if (c_type == MKI_DT_F16)
+                    o = make_uint2(pack2<__half>(a.x, a.y), pack2<__half>(a.z, a.w));
+                else
+                    o = make_uint2(pack2<__nv_bfloat16>(a.x, a.y), pack2<__nv_bfloat16>(a.z, a.w));
+                const long long off = ((long long)r * n + cc) * 2; /* bytes in my rows */
+                *reinterpret_cast<uint2 *>(static_cast<char *>(c) + off) = o;
+                if (ar) {
+                    const long long goff = off + (long long)row_off[me] * n * 2;
+                    for (int j = 1; j < P; ++j)
+                        *reinterpret_cast<uint2 *>(inbox[(me + j) % P] + goff) = o;
+                }
+            }
+            if (ar) __threadfence_system();
+            __syncwarp();
+            role_sync(5, 256);
+            if (th == 0) GRS_STAMP(6);
+            if (ar && th == 0 && !*(volatile int *)&grs.note.quit)
+                for (int j = 1; j < P; ++j) {
+                    const int q = (me + j) % P;
+                    signal_add_release(agflag[q] + (size_t)mki_grs_slot(me, q, P) *
+                                                       MKI_GRS_MAXFLAGS + gi, 1);
+                }
+        }
+    }
+
     /* mkGemmAllReduce, after this CTA's tiles (the engine's done hook):
      * the 256 consumer threads (th) copy this CTA's share of the peers' reduced tiles from the
      * inbox into C, each once its owner's agflag says it has landed.
@@ -330,6 +499,8 @@ struct GrsHooks {
      * peer, then k + 1), CTA x taking every grid-th of them. */
     __device__ __forceinline__ void done(const GemmParams &p, int th) const
     {
+        if (th == 0) GRS_STAMP(4);
+        if (direct) sum_own(p, th);
         if (!ar) return;
         const int cm = p.cluster_m;
         int most = 0;
@@ -376,12 +547,14 @@ struct GrsHooks {
                 }
             }
         }
+        if (th == 0) GRS_STAMP(7);
     }
 
     /* Tile (b, nblk) of owner d, from outbox tile it into d's slot: rows
      * and columns past the owner's, not (the slot's rows are ld wide, a
      * multiple of 4, so whole float4 stay inside them). */
-    __device__ __forceinline__ void copy_tile(int d, int b, int nblk, int it, int mt) const
+    __device__ __forceinline__ void copy_tile(float *to, int d, int b, int nblk, int it,
+                                              int mt) const
     {
         const int m_d = row_off[d + 1] - row_off[d];
         const int r0 = b * BM, c0 = nblk * BN;
@@ -391,7 +564,7 @@ struct GrsHooks {
         const bool lo = lane < nv, hi = lane + 32 < nv;
         /* offsets, not pointers: the producer warpgroup has 40 registers */
         const int s0 = out_tile(it) * (BM * BN / 4) + lane;
-        float4 *dp = reinterpret_cast<float4 *>(dst[d] + (long long)r0 * ld + c0) + lane;
+        float4 *dp = reinterpret_cast<float4 *>(to + (long long)r0 * ld + c0) + lane;
         const int ld4 = (int)(ld / 4);
         const float4 *src = reinterpret_cast<const float4 *>(outbox);
         /* a warp per row, a lane per 16 bytes (more in flight does not
@@ -409,6 +582,11 @@ __device__ __forceinline__ void begin(const GrsHooks &h)
     grs.gated = 0;
     grs.posted = 0;
     grs.moved = 0;
+#ifdef MKI_GRS_TRACE
+    for (int i = 0; i < 10; ++i) grs.ts[i] = 0;
+    grs.kind = 0;
+    GRS_STAMP(0);
+#endif
     grs.e = *reinterpret_cast<volatile const uint64_t *>(&h.ctl[h.me]->calls) + 1;
     if (blockIdx.x == 0) st_relaxed_sys(&h.ctl[h.me]->cur, grs.e);
 }
@@ -419,12 +597,23 @@ __device__ void finish(const GrsHooks &h)
 {
     mki_grs_ctl *ctl = h.ctl[h.me];
     note_report(h.rt, grs.note, grs.e);
+#ifdef MKI_GRS_TRACE
+    GRS_STAMP(8);
+    if (grs.e == (uint64_t)(MKI_GRS_TRACE)) {
+        long long d[10];
+        for (int i = 1; i < 10; ++i) d[i] = grs.ts[i] ? (long long)(grs.ts[i] - grs.ts[0]) : -1;
+        printf("TRACE rank %d cta %d kind %d t0 %llu comb_in %lld comb_ok %lld stored %lld "
+               "done_in %lld gated %lld bcast %lld gather %lld end %lld summed %lld\n", h.me,
+               (int)blockIdx.x, grs.kind, (unsigned long long)grs.ts[0], d[1], d[2], d[3], d[4],
+               d[5], d[6], d[7], d[8], d[9]);
+    }
+#endif
     __threadfence();
     if (atomicAdd(&ctl->exits, 1u) != gridDim.x - 1) return;
     ctl->exits = 0;
     if (h.grp[h.me] > 1) { /* groups of several tiles: cleared here */
         const int ng = (h.nb[h.me] * h.nnb + h.grp[h.me] - 1) / h.grp[h.me];
-        for (int j = 0; j < h.P - 1; ++j)
+        for (int j = 0; j < h.P; ++j)
             for (int g = 0; g < ng; ++g) ctl->flag[j][g] = 0;
     }
     for (int j = 0; h.ar && j < h.P - 1; ++j) { /* the inbox's, likewise */
@@ -436,6 +625,8 @@ __device__ void finish(const GrsHooks &h)
     __threadfence_system();
     *reinterpret_cast<volatile uint64_t *>(&ctl->calls) = grs.e;
     st_release_sys(&ctl->released, grs.e);
+    for (int q = 0; q < h.P; ++q) /* the gates of the peers spin on their own copy */
+        if (q != h.me) st_release_sys(&h.ctl[q]->peer_released[h.me], grs.e);
 }
 
 template <bool kF16, bool kTransB, int kCM>
@@ -490,10 +681,22 @@ void fill_hooks(const mki_grs_launch *l, int cm, GrsHooks *h, int *units)
     h->n = (int)l->n;
     h->c_type = l->dtype; /* enum mki_dtype and mki_dtype_t agree */
     h->ld = l->ld;
+    h->S = l->slices > 1 ? l->slices : 1;
+    h->direct = h->S > 1;
     h->slot_elems = (long long)l->m_max * l->ld;
+    if (h->S > 1) {
+        h->sstep = mki_grs_slice_cols(l->n);
+        h->sld = h->S * h->sstep;
+        h->sslab = (long long)l->m_max * h->sld;
+    } else {
+        h->sstep = 0;
+        h->sld = l->ld;
+        h->sslab = h->slot_elems;
+    }
     h->c = l->c;
     h->bank = (const float *)l->bank[h->me];
     h->ar = l->ar;
+    h->nkb = (int)((l->k + BK - 1) / BK);
     h->es = l->dtype == MKI_F32 ? 4 : 2;
     h->c_full = (char *)l->c_full;
     h->vstart[0] = 0;
@@ -506,7 +709,7 @@ void fill_hooks(const mki_grs_launch *l, int cm, GrsHooks *h, int *units)
         h->ctl[d] = l->ctl[d];
         h->inbox[d] = l->inbox[d];
         h->agflag[d] = l->agctl[d] ? &l->agctl[d]->agflag[0][0] : nullptr;
-        units[d] = mki_gemm_num_units(h->nb[d], h->nnb, cm);
+        units[d] = mki_gemm_num_units(h->nb[d], h->nnb, cm) * h->S;
     }
     h->row_off[h->P] = (int)l->row_off[h->P];
     h->rt = l->rt;
@@ -592,14 +795,22 @@ extern "C" int mki_grs_describe(const struct mki_grs_launch *l, struct mki_launc
     if (grid > p.num_units * cm) grid = p.num_units * cm;
     if (grid < cm) grid = cm;
     for (int q = 0; q < hh.P; ++q)
-        if (q != hh.me)
-            hh.dst[q] = (float *)(l->bank[q] +
-                                  (size_t)mki_grs_slot(hh.me, q, hh.P) * (size_t)hh.slot_elems * 4);
+        hh.dst[q] = (float *)(l->bank[q] + (size_t)(q != hh.me ? mki_grs_slot(hh.me, q, hh.P)
+                                                                : hh.P - 1) *
+                                               (size_t)hh.sslab * 4);
     if (!l->outbox || ((uintptr_t)l->outbox % 16) != 0) {
         snprintf(msg, len, "gemm_rs: no outbox (%p) for the fp32 tiles", l->outbox);
         return MKI_GEMM_ERR_INVALID;
     }
     hh.outbox = (const float *)l->outbox;
+    for (int q = 0; hh.direct && q < hh.P; ++q) {
+        /* rows: the owner's (the store clips there); columns: its slices */
+        const int64_t rows = l->row_off[q + 1] - l->row_off[q];
+        if (rows == 0) continue; /* never a target */
+        if ((r = encode_out_map(&hh.tm_slot[q], hh.dst[q], MKI_DT_F32, (uint64_t)rows,
+                                (uint64_t)hh.sld, (uint64_t)hh.sld, msg, len)))
+            return r;
+    }
     if ((r = encode_out_map(&hh.tm_out, l->outbox, MKI_DT_F32,
                             (uint64_t)grid * MKI_GRS_RING * BM, (uint64_t)BN, (uint64_t)BN, msg,
                             len)))

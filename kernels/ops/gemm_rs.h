@@ -42,7 +42,7 @@
  * iterations before: no new cycle.
  *
  * mkGemmAllReduce (ar) runs the same kernel with C all of D on every
- * rank (rows split evenly).  An own tile, once reduced and stored in C,
+ * rank (owners' rows in whole 128-row blocks).  An own tile, once reduced and stored in C,
  * is posted to the movers as a peer tile is: they copy it (rounded once:
  * the same bits everywhere) from C into every peer's inbox (heap: m x n
  * of the dtype, each row where it is in D) and raise that peer's agflag
@@ -51,11 +51,27 @@
  * them) and copy them from the inbox into C.  A rank releases a call
  * when it has read its bank and its inbox.
  *
+ * Split-K (decode-sized M, mki_grs_slices): each tile is computed in S
+ * K-slices, slice S - 1 first and slice 0 last, each a work unit of its
+ * own; a peer's slices all go to its slots (one per source and slice),
+ * this rank's own slices 1.. go through the outbox to its own slots, and
+ * slice 0 adds them all (its own slices in order, then every source's in
+ * rank order and slice order: a fixed order).  Slice 0 of an own tile
+ * comes after every slice it waits for in the rounds, so the argument
+ * against cycles is unchanged.  With slices a CTA has about one unit, and
+ * a chain of copies by three mover warps (one row per warp at a time)
+ * would be the call's latency: the epilogue stores each partial straight
+ * into its slot (TMA, over NVLink for a peer's, after the gate) and the
+ * flag is raised once the stores have completed; mkGemmAllReduce's
+ * broadcast of the reduced tiles is done by the consumers, after their
+ * tiles, before the gather.
+ *
  * Call numbers live on the device (graph replay): e = calls + 1 read by
- * every CTA; the last CTA out writes calls = e and released = e.  The
- * slot is single: a source stores call e's partials into d's slot only
- * after d.released >= e - 1 (checked by the storing thread once per CTA
- * and peer).
+ * every CTA; the last CTA out writes calls = e and released = e, here
+ * and into every peer's peer_released[me].  The slot is single: a source
+ * stores call e's partials into d's slot only after d released e - 1
+ * (its own peer_released[d] >= e - 1, local memory, checked by the
+ * storing thread once per CTA and peer).
  */
 #ifndef MKI_OPS_GEMM_RS_H
 #define MKI_OPS_GEMM_RS_H
@@ -80,10 +96,16 @@ struct mki_grs_ctl {
     uint64_t cur;           /* the call in flight (diagnostics) */
     uint64_t released;      /* the last call whose slot reads are done */
     uint32_t exits, pad;    /* CTAs done with the call in flight */
-    uint64_t spare[12];
+    /* peer_released[d]: local rank d's `released`, stored here by d, so
+     * that the gate spins on local memory (a remote spin by every CTA of a
+     * rank that runs ahead slowed the peer it waits for, bench/NOTES.md) */
+    uint64_t peer_released[MKI_MAXLOCAL];
+    uint64_t spare[4];
     /* flag[j][g]: tiles of group g of my rows that source j stored
-     * (j = (s - me + P) % P - 1 for source s); 0 between calls */
-    uint64_t flag[MKI_MAXLOCAL - 1][MKI_GRS_MAXFLAGS];
+     * (j = (s - me + P) % P - 1 for source s), one per K-slice; flag[P -
+     * 1][g]: this rank's own K-slices 1.. of the group's tiles; 0 between
+     * calls */
+    uint64_t flag[MKI_MAXLOCAL][MKI_GRS_MAXFLAGS];
 };
 
 /* mkGemmAllReduce's second control block (in its heap, zeroed at
@@ -117,6 +139,7 @@ struct mki_grs_launch {
     int dtype;              /* MKI_BF16 or MKI_F16 */
     int trans_b;
     int ctas;               /* compute CTAs (the plan's) */
+    int slices;             /* K-slices per tile (mki_grs_slices) */
     int nlocal;             /* P: ranks of the node (= the communicator) */
     int64_t row_off[MKI_MAXLOCAL + 1]; /* rows of local rank d start here */
     int64_t m_max;          /* rows of the largest owner (slot rows) */
@@ -138,10 +161,41 @@ static inline int64_t mki_grs_group(int64_t tiles)
     return g < 1 ? 1 : g;
 }
 
-/* Bytes of a bank: P - 1 slots of m_max rows of ld fp32. */
-static inline uint64_t mki_grs_bank_bytes(int P, int64_t m_max, int64_t ld)
+/* fp32 elements between two K-slices of one source's slab (K-slices:
+ * the slices sit side by side in each row, each n rounded up to whole
+ * tiles, so that the epilogue's TMA store of a whole tile never reaches
+ * the next slice, and the tensor map clips rows at the owner's). */
+static inline int64_t mki_grs_slice_cols(int64_t n)
 {
-    return P > 1 ? (uint64_t)(P - 1) * (uint64_t)m_max * (uint64_t)ld * 4u : 0;
+    return (n + MKI_GEMM_BN - 1) / MKI_GEMM_BN * MKI_GEMM_BN;
+}
+
+/* Bytes of a bank.  Without K-slices (S = 1): one slot of m_max rows of
+ * ld fp32 per source, P - 1.  With S > 1: one slab per source and one for
+ * this rank's own slices, P, each m_max rows of S slices of
+ * mki_grs_slice_cols(n) fp32. */
+static inline uint64_t mki_grs_bank_bytes(int P, int S, int64_t m_max, int64_t ld, int64_t n)
+{
+    if (P <= 1) return 0;
+    if (S <= 1) return (uint64_t)(P - 1) * (uint64_t)m_max * (uint64_t)ld * 4u;
+    return (uint64_t)P * (uint64_t)m_max * (uint64_t)S * (uint64_t)mki_grs_slice_cols(n) * 4u;
+}
+
+/* K-slices per tile (split-K) where the tiles (all owners' output tiles
+ * of BM x BN, each computed by every rank) fill less than half of the
+ * grid and hold at most 64 real rows (rows: the largest owner's, up to
+ * BM): doubled while the tiles times the slices fit the grid and each
+ * slice keeps at least 4 k-blocks of BK, at most 8 (decode-sized M: at
+ * m = 16, n = 8192, 32 tiles on 132 SMs, each 64 k-blocks long).  The
+ * owner's sum reads P S slots of every real row: at 128 rows that cost
+ * more than the slices saved (bench/NOTES.md). */
+static inline int mki_grs_slices(int64_t tiles, int ctas, int64_t k, int64_t rows)
+{
+    const int64_t nkb = (k + MKI_GEMM_BK - 1) / MKI_GEMM_BK;
+    int S = 1;
+    if (rows > 64) return 1;
+    while (S < 8 && tiles * S * 2 <= ctas && nkb / (S * 2) >= 4) S *= 2;
+    return S;
 }
 
 /* Bytes of the outbox of a grid of ctas CTAs: MKI_GRS_RING fp32 tiles of

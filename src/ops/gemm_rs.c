@@ -17,7 +17,8 @@
  * win): our own GEMM into an fp32 buffer, mkReduceScatter in fp32, one
  * conversion into C; still one rounding.
  *
- * mkGemmAllReduce is the same call with m split evenly, C all of D, and
+ * mkGemmAllReduce is the same call with m split in whole 128-row blocks,
+ * C all of D, and
  * each owner's reduced tiles copied to every peer (fused: by the same
  * kernel, through the peers' inboxes; unfused: mkAllReduce in fp32, which
  * adds in a fixed order).  Either way every rank gets the same bits.
@@ -142,10 +143,24 @@ const struct mki_op_desc mki_op_gemm_ar = {
 /* ---- argument checks (nothing touches the GPU) ---------------------- */
 
 /* Rows of rank r: m_all[r], or m split evenly (the first m % P ranks one
- * more row than the others). */
+ * more row than the others).  mkGemmAllReduce chooses its owners freely:
+ * whole 128-row blocks (the first ranks one block more, the last rows
+ * with the rank whose block holds them), so that no block of the GEMM is
+ * split between two owners (at m = 16 one tile row, not two half-empty
+ * ones: half the tensor work and B read once). */
 static int64_t rows_of(const struct grs_call *c, int nranks, int r)
 {
     if (c->m_all) return c->m_all[r];
+    if (c->ar) {
+        const int64_t bm = MKI_GEMM_BM, blocks = (c->m + bm - 1) / bm;
+        const int64_t base = blocks / nranks, extra = blocks % nranks;
+        const int64_t b0 = r * base + (r < extra ? r : extra);
+        const int64_t nb = base + (r < extra ? 1 : 0);
+        int64_t lo = b0 * bm, hi = (b0 + nb) * bm;
+        if (lo > c->m) lo = c->m;
+        if (hi > c->m) hi = c->m;
+        return hi - lo;
+    }
     return c->m / nranks + (r < c->m % nranks ? 1 : 0);
 }
 
@@ -434,10 +449,18 @@ static mkResult_t run_fused(struct mki_call *k, struct grs_state *g, const struc
 {
     struct mkComm *comm = k->comm;
     const int64_t ld = (c->n + 3) / 4 * 4;
+    /* K-slices: from the output tiles of every owner (the same on every
+     * rank: the shapes and the plan agree) */
+    int64_t tiles = 0;
+    for (int r = 0; r < comm->nranks; r++)
+        tiles += (rows_of(c, comm->nranks, r) + MKI_GEMM_BM - 1) / MKI_GEMM_BM;
+    tiles *= (c->n + MKI_GEMM_BN - 1) / MKI_GEMM_BN;
+    const int slices = mki_grs_slices(tiles, p->split.compute, c->k, c->m_max);
     /* single: the kernel's gate orders its reuse; grown collectively (the
      * shapes agree); every peer's stores into the old one were waited for
      * by this rank's kernels */
-    MKI_CHECK(mki_op_bank(k, &g->bank, mki_grs_bank_bytes(comm->dev->nlocal, c->m_max, ld),
+    MKI_CHECK(mki_op_bank(k, &g->bank,
+                          mki_grs_bank_bytes(comm->dev->nlocal, slices, c->m_max, ld, c->n),
                           &g->nretired, "the bank of partial sums"));
     /* mkGemmAllReduce: single too, read by this rank's kernel before it
      * releases the call (the same gate) */
@@ -451,6 +474,7 @@ static mkResult_t run_fused(struct mki_call *k, struct grs_state *g, const struc
     struct mki_grs_launch l;
     fill_launch(comm, g, c, p, &l);
     l.outbox = g->outbox;
+    l.slices = slices;
     struct mki_launch_desc d;
     char msg[512];
     if (mki_grs_describe(&l, &d, msg, sizeof(msg)) != 0)
@@ -502,8 +526,9 @@ static mkResult_t grs_call_run(struct mki_call *k, struct grs_call *c)
     memset(&p, 0, sizeof(p));
     const char *why = NULL;
     if (choose_fused(k, c, &p, &why)) return run_fused(k, g, c, &p);
-    MKI_INFO(MKI_SUB_GEMM, "%s %lld x %lld x %lld: unfused sequence (GEMM, then "
-             "%s): %s", c->func, c->ar ? "all-reduce" : "reduce-scatter", (long long)c->m, (long long)c->n, (long long)c->k, why);
+    MKI_INFO(MKI_SUB_GEMM, "%s %lld x %lld x %lld: unfused sequence (GEMM, then %s): %s",
+             c->func, (long long)c->m, (long long)c->n, (long long)c->k,
+             c->ar ? "all-reduce" : "reduce-scatter", why);
     return run_unfused(k, g, c);
 }
 

@@ -98,7 +98,7 @@ ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$LOG" 2>&1
 if [ $tests = 1 ] && [ "$ngpu" -ge 2 ]; then
     export CUDA_VISIBLE_DEVICES=0,1
-    step "2gpu correct (8 shapes x 4)" 240 2 $B/test_gemm_rs ${AR}correct
+    step "2gpu correct (9 shapes x 4)" 240 2 $B/test_gemm_rs ${AR}correct
     MK_SM_SPLIT=$OPN:fused=1 step "2gpu correct, all fused" 240 2 $B/test_gemm_rs ${AR}correct
     step "2gpu stress 200 calls" 90 2 $B/test_gemm_rs ${AR}stress
     MK_DEBUG=INFO step "2gpu CUDA graph x20" 90 2 $B/test_gemm_rs ${AR}graph
@@ -122,7 +122,7 @@ if [ $tests = 1 ]; then
         step "1gpu x4 MPS correct" 300 4 $B/test_gemm_rs ${AR}correct
         MK_SM_SPLIT=$OPN:fused=1 step "1gpu x4 MPS correct, all fused" 300 4 $B/test_gemm_rs ${AR}correct
         step "1gpu x4 MPS stress" 120 4 $B/test_gemm_rs ${AR}stress
-        MK_SM_SPLIT=$OPN:fused=1 step "1gpu x8 MPS correct, all fused" 400 8 $B/test_gemm_rs ${AR}correct 02345
+        MK_SM_SPLIT=$OPN:fused=1 step "1gpu x8 MPS correct, all fused" 400 8 $B/test_gemm_rs ${AR}correct 023458
         if [ "$ngpu" -lt 2 ]; then # what the 2-GPU steps would cover
             MK_NODE_SIZE=1 MK_TRANSPORT=socket \
                 step "1gpu x2 MPS 2 nodes (MK_NODE_SIZE=1) correct" 240 2 $B/test_gemm_rs ${AR}correct

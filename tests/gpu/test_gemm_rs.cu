@@ -13,7 +13,8 @@
  *                          even split; uneven m_all with a rank of 0 rows;
  *                          m = 1 and 16; n not a multiple of 8 (the
  *                          unfused sequence); both B layouts; bf16 and
- *                          fp16), each 4 times with fresh inputs
+ *                          fp16; decode-sized m in K-slices), each 4 times
+ *                          with fresh inputs
  *                          ("correct 0257": only those shapes of the list)
  *   test_gemm_rs stress    200 calls with different inputs, no host sync
  *                          between, every result checked
@@ -319,6 +320,7 @@ static int run_correct(const char *only)
         {"1x256x64 B bf16", 1, 256, 64, 0, 0, 0},
         {"16x8192x4096 tB bf16", 16, 8192, 4096, 1, 0, 0},
         {"700x1001x328 tB fp16 (n odd: unfused)", 700, 1001, 328, 1, 1, 0},
+        {"24x1024x2048 B fp16 (K-slices)", 24, 1024, 2048, 0, 1, 0},
     };
     int bad = 0, i = 0;
     for (const Shape &s : shapes) {

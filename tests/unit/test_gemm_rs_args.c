@@ -101,8 +101,21 @@ static void test_sched(void)
     CHECK(mki_grs_slot(3, 1, 4) == 1 && mki_grs_slot(0, 1, 4) == 2);
     CHECK(mki_grs_group(1) == 1 && mki_grs_group(MKI_GRS_MAXFLAGS) == 1);
     CHECK(mki_grs_group(MKI_GRS_MAXFLAGS + 1) == 2);
-    CHECK(mki_grs_bank_bytes(1, 100, 100) == 0);
-    CHECK(mki_grs_bank_bytes(4, 3000, 5004) == 3ull * 3000 * 5004 * 4);
+    CHECK(mki_grs_bank_bytes(1, 1, 100, 100, 100) == 0);
+    CHECK(mki_grs_bank_bytes(4, 1, 3000, 5004, 5001) == 3ull * 3000 * 5004 * 4);
+    /* with slices, slabs whose slices are whole tiles wide */
+    CHECK(mki_grs_slice_cols(8192) == 8192 && mki_grs_slice_cols(1001) == 1024);
+    CHECK(mki_grs_bank_bytes(2, 4, 16, 8192, 8192) == 2ull * 16 * 4 * 8192 * 4);
+    CHECK(mki_grs_bank_bytes(3, 2, 100, 1004, 1001) == 3ull * 100 * 2 * 1024 * 4);
+    /* split-K only where the tiles fill less than half the grid */
+    CHECK(mki_grs_slices(32, 132, 4096, 16) == 4);   /* m = 16, n = 8192: 64 k-blocks */
+    CHECK(mki_grs_slices(16, 132, 4096, 1) == 8);
+    CHECK(mki_grs_slices(66, 132, 4096, 64) == 2);
+    CHECK(mki_grs_slices(67, 132, 4096, 8) == 1);
+    CHECK(mki_grs_slices(1024, 132, 4096, 8) == 1);
+    CHECK(mki_grs_slices(32, 132, 256, 8) == 1);    /* 4 k-blocks: nothing to split */
+    CHECK(mki_grs_slices(32, 132, 512, 8) == 2);
+    CHECK(mki_grs_slices(32, 132, 4096, 65) == 1);  /* the owner's sum would cost more */
     /* the outbox: MKI_GRS_RING fp32 tiles of the engine's 128 x 256 per CTA */
     CHECK(MKI_GEMM_BM == 128 && MKI_GEMM_BN == 256);
     CHECK(mki_grs_outbox_bytes(0) == 0);
@@ -110,6 +123,8 @@ static void test_sched(void)
     CHECK(offsetof(struct mki_grs_ctl, flag) % 8 == 0);
     CHECK(sizeof(struct mki_gar_ctl) == 8ull * (MKI_MAXLOCAL - 1) * MKI_GRS_MAXFLAGS);
     CHECK(offsetof(struct mki_grs_ctl, released) % 8 == 0);
+    CHECK(offsetof(struct mki_grs_ctl, peer_released) % 8 == 0);
+    CHECK(offsetof(struct mki_grs_ctl, flag) == 128); /* the header: 16 words */
 }
 
 /* The fused kernel's schedule in lockstep: P ranks, each W CTAs (clusters)

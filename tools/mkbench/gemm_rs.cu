@@ -8,6 +8,9 @@
  *   mkbench gemm_rs [--shapes MxNxK,...] [--dtype bf16|fp16] [--notransb]
  *                   [--iters N] [--rounds R] [--tag NAME] [--no-nccl]
  *   mkbench gemm_ar [the same]   (mkbench_gemm_rs --ar [...] standalone)
+ *   --graph: every series' call captured once per input set into a CUDA
+ *   graph and the graphs timed (the GPU's time without the host's per-call
+ *   work, as a decode step replays it; eager calls otherwise)
  *
  * gemm_ar: C is all of D on every rank, the baseline cuBLAS + an in-place
  * ncclAllReduce of the bf16 product, M any size; its default sweep is the
@@ -50,7 +53,7 @@ extern "C" {
 
 namespace {
 
-int g_rank, g_n, g_ar;
+int g_rank, g_n, g_ar, g_graph;
 mkComm_t g_comm;
 ncclComm_t g_nccl;
 cudaStream_t g_st;
@@ -66,6 +69,8 @@ struct set {
 
 struct ctx {
     int what;
+    int graph;                                  /* --graph: replay execs */
+    std::vector<cudaGraphExec_t> exec[NSERIES]; /* per set */
     std::vector<set> sets;
     const void *b;
     int64_t m, n, k;
@@ -93,10 +98,40 @@ void reduce_scatter(const ctx &x, const set &s)
                              x.f16 ? ncclFloat16 : ncclBfloat16, ncclSum, g_nccl, g_st));
 }
 
+void call(const ctx &x, const set &s);
+
 void run_fn(void *p, int rep)
 {
     const ctx &x = *(const ctx *)p;
-    const set &s = x.sets[(size_t)rep % x.sets.size()];
+    const size_t i = (size_t)rep % x.sets.size();
+    if (x.graph) {
+        MKB_CHECK(cudaGraphLaunch(x.exec[x.what][i], g_st));
+        return;
+    }
+    call(x, x.sets[i]);
+}
+
+/* Capture series `what` once per input set (after an eager call: the
+ * first call of a shape talks to the other ranks). */
+void capture(ctx &x, int what)
+{
+    x.what = what;
+    for (size_t i = 0; i < x.sets.size(); i++) {
+        call(x, x.sets[i]);
+        MKB_CHECK(cudaStreamSynchronize(g_st));
+        cudaGraph_t gr;
+        cudaGraphExec_t ex;
+        MKB_CHECK(cudaStreamBeginCapture(g_st, cudaStreamCaptureModeGlobal));
+        call(x, x.sets[i]);
+        MKB_CHECK(cudaStreamEndCapture(g_st, &gr));
+        MKB_CHECK(cudaGraphInstantiate(&ex, gr, 0));
+        MKB_CHECK(cudaGraphDestroy(gr));
+        x.exec[what].push_back(ex);
+    }
+}
+
+void call(const ctx &x, const set &s)
+{
     switch (x.what) {
     case OURS:
         if (g_ar) {
@@ -176,9 +211,10 @@ void write_out(const std::vector<result> &res, const char *tag, int f16, int tra
         snprintf(extra, sizeof extra,
                  "\"unfused_ms\": %s, \"gemm_alone_ms\": %.4f, "
                  "\"%s_alone_ms\": %s, \"transb\": %d, \"calls_per_series\": %d, "
+                 "\"graph_replay\": %d, "
                  "\"baseline_desc\": \"cublasGemmEx (bf16 out) + %s, one "
                  "stream\"",
-                 unf, r.gemm, g_ar ? "allreduce" : "reducescatter", rsa, transb, calls,
+                 unf, r.gemm, g_ar ? "allreduce" : "reducescatter", rsa, transb, calls, g_graph,
                  g_ar ? "ncclAllReduce in place" : "ncclReduceScatter");
         mkb_add_gemm_record(&js, op, g_ar ? "cublas+nccl_allreduce" : "cublas+nccl_reducescatter",
                             f16, g_n, g_comm->nnodes, r.m, r.n, r.k,
@@ -210,8 +246,9 @@ static int bench_main(int argc, char **argv)
                                 "128x8192x8192,1024x8192x8192,2048x8192x8192,6000x5000x4104,"
                                 "8192x1024x8192,16384x4096x16384";
     const char *me = g_ar ? "gemm_ar" : "gemm_rs";
+    g_graph = 0;
     const char *tag = NULL;
-    int f16 = 0, transb = 1, iters = 20, rounds = 3, nccl = 1;
+    int f16 = 0, transb = 1, iters = 20, rounds = 3, nccl = 1, graph = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = argv[++i];
         else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) f16 = !strcmp(argv[++i], "fp16");
@@ -220,10 +257,11 @@ static int bench_main(int argc, char **argv)
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--tag") && i + 1 < argc) tag = argv[++i];
         else if (!strcmp(argv[i], "--no-nccl")) nccl = 0;
+        else if (!strcmp(argv[i], "--graph")) graph = g_graph = 1;
         else {
             fprintf(stderr, "usage: mkbench %s [--shapes MxNxK,...] [--dtype bf16|fp16] "
                             "[--notransb] [--iters N] [--rounds R] [--tag NAME] "
-                            "[--no-nccl]\n", me);
+                            "[--no-nccl] [--graph]\n", me);
             return 2;
         }
     }
@@ -281,6 +319,10 @@ static int bench_main(int argc, char **argv)
             x.sets.push_back(s);
         }
         MKB_CHECK(cudaGetLastError());
+        x.graph = graph;
+        if (graph)
+            for (int what = OURS; what < NSERIES; what++)
+                if (nccl || what == OURS || what == GEMM) capture(x, what);
         std::vector<double> t[NSERIES];
         for (int round = 0; round < rounds; round++)
             for (int what = OURS; what < NSERIES; what++)
@@ -298,6 +340,8 @@ static int bench_main(int argc, char **argv)
         }
         plan_text(x.m, x.n, r.k, &r);
         MKB_CHECK(cudaStreamSynchronize(g_st));
+        for (int what = OURS; what < NSERIES; what++)
+            for (cudaGraphExec_t ex : x.exec[what]) cudaGraphExecDestroy(ex);
         for (set &s : x.sets) {
             cudaFree(s.a);
             cudaFree(s.c);
@@ -308,9 +352,10 @@ static int bench_main(int argc, char **argv)
     if (g_rank == 0) {
         char devname[128], u[128];
         mkb_device_name(devname, sizeof devname, u, sizeof u);
-        printf("%s %s, %d ranks, %s, transB %d (ms: median of %d calls in %d "
+        printf("%s %s, %d ranks, %s, transB %d (ms: median of %d %s in %d "
                "rounds, slowest rank)\n", g_ar ? "mkGemmAllReduce" : "mkGemmReduceScatter",
-               f16 ? "fp16" : "bf16", g_n, devname, transb, iters * rounds, rounds);
+               f16 ? "fp16" : "bf16", g_n, devname, transb, iters * rounds,
+               graph ? "graph replays" : "calls", rounds);
         printf("%-18s %8s %8s %8s %8s %8s %9s %7s  %s\n", "M x N x K", "ours", "unfused",
                "gemm", g_ar ? "all-red" : "red-sc", "speedup", "ours/lim", "TFLOP/s", "plan");
         for (const result &r : res) {

@@ -5,7 +5,7 @@
  * ring, not a deadline), its stream drains, and it destroys and exits
  * cleanly.
  *
- *   test_kill OP NRANKS [VICTIM]    OP: allreduce | ag_gemm | gemm_rs
+ *   test_kill OP NRANKS [VICTIM]    OP: allreduce | ag_gemm | gemm_rs | gemm_ar
  *
  * The program starts its own ranks (fork after mkGetUniqueId): a launcher
  * such as mpirun would end the whole job when a rank dies by a signal.
@@ -70,7 +70,7 @@ __global__ void fill(__nv_bfloat16 *p, size_t n, uint32_t seed)
     }
 }
 
-enum Op { ALLREDUCE, AG_GEMM, GEMM_RS };
+enum Op { ALLREDUCE, AG_GEMM, GEMM_RS, GEMM_AR };
 static Op g_op;
 
 /* Shapes large enough that a call takes a fraction of a millisecond. */
@@ -88,6 +88,9 @@ static mkResult_t call(const Bufs &bf, int nranks, mkComm_t comm, cudaStream_t s
         return mkAllReduce(bf.a, bf.c, bf.c_elems, mkBfloat16, comm, st);
     case AG_GEMM:
         return mkAllGatherGemm(bf.a, bf.b, bf.c, bf.ga, M_RANK, NULL, N, K, 1, mkBfloat16, comm,
+                               st);
+    case GEMM_AR:
+        return mkGemmAllReduce(bf.a, bf.b, bf.c, M_RANK * nranks, N, K, 1, mkBfloat16, comm,
                                st);
     default:
         return mkGemmReduceScatter(bf.a, bf.b, bf.c, NULL, M_RANK * nranks, N, K,
@@ -109,6 +112,7 @@ static int rank_main(int rank, int nranks, int victim, mkUniqueId id)
     switch (g_op) {
     case ALLREDUCE: a_elems = c_elems = (size_t)4 << 20; break;
     case AG_GEMM: a_elems = (size_t)M_RANK * K; c_elems = (size_t)M_RANK * nranks * N; break;
+    case GEMM_AR: a_elems = (size_t)M_RANK * nranks * K; c_elems = (size_t)M_RANK * nranks * N; break;
     default: a_elems = (size_t)M_RANK * nranks * K; c_elems = (size_t)M_RANK * N; break;
     }
     bf.c_elems = c_elems;
@@ -207,11 +211,13 @@ static int rank_main(int rank, int nranks, int victim, mkUniqueId id)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: test_kill allreduce|ag_gemm|gemm_rs NRANKS [VICTIM]\n");
+        fprintf(stderr, "usage: test_kill allreduce|ag_gemm|gemm_rs|gemm_ar NRANKS [VICTIM]\n");
         return 2;
     }
-    g_op = !strcmp(argv[1], "allreduce") ? ALLREDUCE : !strcmp(argv[1], "ag_gemm") ? AG_GEMM
-                                                                                  : GEMM_RS;
+    g_op = !strcmp(argv[1], "allreduce") ? ALLREDUCE
+         : !strcmp(argv[1], "ag_gemm")   ? AG_GEMM
+         : !strcmp(argv[1], "gemm_ar")   ? GEMM_AR
+                                         : GEMM_RS;
     if (g_op == GEMM_RS && strcmp(argv[1], "gemm_rs")) {
         fprintf(stderr, "test_kill: unknown op %s\n", argv[1]);
         return 2;

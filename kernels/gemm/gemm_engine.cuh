@@ -36,7 +36,10 @@
  * and peers' rows in arrival order).
  *
  * Hooks (a struct passed by value; see DefaultHooks for the defaults):
- *   tile(p, i)           the i-th work unit (hook 2): {first M-block, N-block};
+ *   tile(p, i)           the i-th work unit (hook 2): {first M-block, N-block},
+ *                        optionally a range [kb0, kb1) of k-blocks (split-K:
+ *                        the unit's accumulators hold that slice's partial
+ *                        product) and a tag `part` the other hooks get back;
  *                        CTA r of the cluster computes M-block m_blk + r
  *                        (p.cluster_m tiles per unit; m_blk is a multiple of
  *                        it). Tiles past M are computed but not stored.

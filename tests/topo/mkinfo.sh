@@ -28,6 +28,12 @@ expect "--op without GPU" "plan of ag_gemm m=8192 n=8192 k=8192" "$out"
 expect "--op without GPU" "decision  fused" "$out"
 expect "--op without GPU" "CTAs      132 = compute" "$out"
 
+out=$("$mkinfo" --op gemm_ar --m 8192 --n 8192 --k 8192 2>&1)
+expect "--op gemm_ar" "plan of gemm_ar m=8192 n=8192 k=8192" "$out"
+expect "--op gemm_ar" "decision  fused" "$out"
+expect "--op gemm_ar" "CTAs      132 = compute 132 + intra 0" "$out"
+expect "--op gemm_ar" "every peer's inbox" "$out"
+
 if grep -q "define HAVE_HWLOC 1" "$builddir/config.h" 2>/dev/null; then
     out=$(MK_TOPO_XML=$srcdir/tests/xml/dgx-h100.xml \
           MK_TOPO_FAKE_GPUS=link=nv18 "$mkinfo" --op gemm_rs --m 16384 \

@@ -1,5 +1,6 @@
 #!/bin/bash
-# The random soak of the collectives on the GPU machine (issue 23):
+# The random soak of the collectives and the fused GEMMs
+# (mkGemmReduceScatter, mkGemmAllReduce) on the GPU machine (issue 23):
 # test_scale soak (seeded random batches of calls, no host sync inside a
 # batch, eager or in CUDA graphs, registered or plain buffers, every call
 # checked against a host reference) at 2 ranks on 2 GPUs where there are

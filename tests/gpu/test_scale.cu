@@ -35,6 +35,15 @@
  * checked against the host reference.  Rank 0 decides when SECONDS are
  * up (a bootstrap broadcast before each batch).  Ends with the number of
  * calls checked.
+ *
+ * The soak's calls include the fused GEMMs too (about one in four):
+ * mkGemmReduceScatter and mkGemmAllReduce of a random shape (m 1 to 1024,
+ * decode sizes often; n and k multiples of 8; either B layout; bf16 or
+ * fp16).  Their inputs are q / 16 with |q| <= 2, so every product is a
+ * multiple of 1/256 and every sum, in any order, exact in fp32: the one
+ * rounding at the end gives the same bits as the host's integer sum
+ * rounded once.  Up to 2048 elements of each C are checked (all of a small
+ * one), at positions drawn from the call's seed.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -63,8 +72,9 @@ static cudaStream_t g_st;
 
 #include "check.h"
 
-enum { AG, RS, AR, A2A };
-static const char *const op_names[] = {"allgather", "reducescatter", "allreduce", "alltoall"};
+enum { AG, RS, AR, A2A, GRS, GAR };
+static const char *const op_names[] = {"allgather", "reducescatter", "allreduce", "alltoall",
+                                       "gemm_rs", "gemm_ar"};
 static const char *const dt_names[] = {"bf16", "fp16", "fp32"};
 
 /* q in [-Q, Q] for (seed, rank r, element j): one multiply-xorshift hash,
@@ -246,14 +256,140 @@ static int run_config(const config &c, uint64_t base, int reps)
     return wrong;
 }
 
-/* ---- soak -------------------------------------------------------------- */
+/* ---- the fused GEMMs in the soak ----------------------------------------- */
 
-static uint64_t soak_rng(uint64_t *st)
+/* The soak's generator (splitmix64). */
+static uint64_t soak_rng_fwd(uint64_t *st)
 {
     uint64_t x = (*st += 0x9e3779b97f4a7c15ull);
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
+}
+
+/* One fused call: D (m x n) = sum over ranks of A_r (m x k) op(B_r). */
+struct gcall {
+    int op, dt, transb;
+    int64_t m, n, k;
+    uint64_t seed;
+};
+
+/* Rank r's A (what 0) or B (what 1) element j: q in [-2, 2]. */
+__host__ __device__ static inline int gq(uint64_t seed, int r, int what, uint64_t j)
+{
+    return qval(seed ^ (what ? 0x5bd1e995ull : 0), r, j, 2);
+}
+
+__global__ void gfill(void *buf, uint64_t n, int dt, uint64_t seed, int r, int what)
+{
+    for (uint64_t j = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; j < n;
+         j += (uint64_t)gridDim.x * blockDim.x)
+        static_cast<uint16_t *>(buf)[j] = (uint16_t)bits_of(gq(seed, r, what, j), dt);
+}
+
+static int64_t soak_pick(uint64_t *st, const int64_t *v, int nv);
+
+static gcall soak_gemm(uint64_t *st, int op)
+{
+    static const int64_t ms[] = {1, 7, 16, 24, 64, 100, 128, 257, 640, 1024};
+    static const int64_t ns[] = {8, 256, 264, 520, 1024, 1032};
+    static const int64_t ks[] = {8, 64, 256, 520, 1024};
+    gcall g;
+    g.op = op;
+    g.dt = (int)(soak_rng_fwd(st) & 1); /* bf16 or fp16 */
+    g.transb = (int)(soak_rng_fwd(st) & 1);
+    g.m = soak_pick(st, ms, 10);
+    g.n = soak_pick(st, ns, 6);
+    g.k = soak_pick(st, ks, 5);
+    g.seed = soak_rng_fwd(st);
+    return g;
+}
+
+/* Rows [off, off + rows) of D are this rank's C (gemm_rs: the even split
+ * of the library with m_all NULL; gemm_ar: all of D). */
+static void grows(const gcall &g, int64_t *off, int64_t *rows)
+{
+    if (g.op == GAR) {
+        *off = 0;
+        *rows = g.m;
+        return;
+    }
+    *off = 0;
+    for (int r = 0; r < g_rank; r++) *off += g.m / g_n + (r < g.m % g_n ? 1 : 0);
+    *rows = g.m / g_n + (g_rank < g.m % g_n ? 1 : 0);
+}
+
+/* A and B of this rank into send, C (poisoned) into recv; the call. */
+static mkResult_t gcall_run(const gcall &g, char *send, char *recv, void **c)
+{
+    const uint64_t an = (uint64_t)g.m * g.k, bn = (uint64_t)g.n * g.k;
+    char *a = send, *b = send + ((an * 2 + 255) / 256) * 256;
+    int64_t off, rows;
+    grows(g, &off, &rows);
+    gfill<<<256, 256, 0, g_st>>>(a, an, g.dt, g.seed, g_rank, 0);
+    gfill<<<256, 256, 0, g_st>>>(b, bn, g.dt, g.seed, g_rank, 1);
+    CK(cudaMemsetAsync(recv, 0xff, (size_t)rows * g.n * 2 + 2, g_st));
+    CK(cudaGetLastError());
+    *c = recv;
+    const mkDataType_t t = g.dt ? mkFloat16 : mkBfloat16;
+    return g.op == GAR ? mkGemmAllReduce(a, b, recv, g.m, g.n, g.k, g.transb, t, g_comm, g_st)
+                       : mkGemmReduceScatter(a, b, recv, NULL, g.m, g.n, g.k, g.transb, t,
+                                             g_comm, g_st);
+}
+
+/* Up to 2048 elements of C (all of a small one) against the host's exact
+ * sums rounded once; 1 when wrong (and a line saying how). */
+static int gcheck(const gcall &g, const uint16_t *host)
+{
+    int64_t off, rows;
+    grows(g, &off, &rows);
+    const uint64_t total = (uint64_t)rows * g.n;
+    if (total == 0) return 0;
+    const uint64_t nchk = total < 2048 ? total : 2048;
+    uint64_t bad = 0, poisoned = 0, first = 0;
+    uint32_t got0 = 0, want0 = 0;
+    uint64_t h = g.seed;
+    for (uint64_t x = 0; x < nchk; x++) {
+        const uint64_t e = nchk == total ? x : soak_rng_fwd(&h) % total;
+        const int64_t i = off + (int64_t)(e / g.n), j = (int64_t)(e % g.n);
+        long s = 0; /* in units of 1/256 */
+        for (int r = 0; r < g_n; r++)
+            for (int64_t kk = 0; kk < g.k; kk++)
+                s += (long)gq(g.seed, r, 0, (uint64_t)(i * g.k + kk)) *
+                     gq(g.seed, r, 1, g.transb ? (uint64_t)(j * g.k + kk)
+                                               : (uint64_t)(kk * g.n + j));
+        const float f = (float)s / 256.0f;
+        uint16_t want;
+        if (g.dt) {
+            __half v = __float2half_rn(f);
+            memcpy(&want, &v, 2);
+        } else {
+            __nv_bfloat16 v = __float2bfloat16_rn(f);
+            memcpy(&want, &v, 2);
+        }
+        const uint16_t got = host[e];
+        if (got == want) continue;
+        if (bad++ == 0) first = e, got0 = got, want0 = want;
+        poisoned += got == 0xffff;
+    }
+    if (!bad) return 0;
+    printf("FAIL rank %d: %s %s %lldx%lldx%lld transB %d: %llu of %llu checked elements wrong, "
+           "first at row %lld col %lld: got 0x%x, expected 0x%x; %llu poison (never written)\n",
+           g_rank, op_names[g.op], dt_names[g.dt], (long long)g.m, (long long)g.n,
+           (long long)g.k, g.transb, (unsigned long long)bad, (unsigned long long)nchk,
+           (long long)(off + (int64_t)(first / g.n)), (long long)(first % g.n), got0, want0,
+           (unsigned long long)poisoned);
+    fflush(stdout);
+    return 1;
+}
+
+/* ---- soak -------------------------------------------------------------- */
+
+static uint64_t soak_rng(uint64_t *st) { return soak_rng_fwd(st); }
+
+static int64_t soak_pick(uint64_t *st, const int64_t *v, int nv)
+{
+    return v[soak_rng(st) % (uint64_t)nv];
 }
 
 enum { SOAK_MAXC = 1u << 20, SOAK_BATCH = 12 };
@@ -286,9 +422,17 @@ static int run_soak(double seconds, uint64_t seed)
         prepare(c, 1, pool[0][0], pool[0][1], &sp, &rp);
         MK(call(c, sp, rp));
     }
+    /* the fused GEMMs: every m at the largest n and k (their heap banks
+     * and buffers depend on the rows per owner and on the K-slices) */
+    for (int op = GRS; op <= GAR; op++)
+        for (int64_t m : {1, 7, 16, 24, 64, 100, 128, 257, 640, 1024}) {
+            const gcall g = {op, 0, 1, m, 1032, 1024, 1};
+            void *cp;
+            MK(gcall_run(g, pool[0][0], pool[0][1], &cp));
+        }
     CK(cudaStreamSynchronize(g_st));
     uint64_t st = seed;
-    long calls = 0, batches = 0, graphs = 0, zero = 0, wrong = 0;
+    long calls = 0, batches = 0, graphs = 0, zero = 0, wrong = 0, fusedn = 0;
     const double t0 = (double)clock_gettime_ns() / 1e9;
     for (;;) {
         int go = g_rank == 0 ? (double)clock_gettime_ns() / 1e9 - t0 < seconds : 0;
@@ -300,12 +444,29 @@ static int run_soak(double seconds, uint64_t seed)
         const int n = 1 + (int)(soak_rng(&st) % SOAK_BATCH);
         const int registered = (int)(soak_rng(&st) & 1), graph = (soak_rng(&st) % 4) == 0;
         config cs[SOAK_BATCH];
+        gcall gs[SOAK_BATCH];
+        int fused[SOAK_BATCH];
         uint64_t seeds[SOAK_BATCH];
         void *outs[SOAK_BATCH];
         cudaGraph_t g = nullptr;
         if (graph) CK(cudaStreamBeginCapture(g_st, cudaStreamCaptureModeThreadLocal));
         for (int i = 0; i < n; i++) {
             config &c = cs[i];
+            const int kind = (int)(soak_rng(&st) % 8); /* 6, 7: a fused GEMM */
+            fused[i] = kind >= 6;
+            if (fused[i]) {
+                gs[i] = soak_gemm(&st, kind == 6 ? GRS : GAR);
+                const mkResult_t r = gcall_run(gs[i], pool[registered][0] + (size_t)i * slot,
+                                               pool[registered][1] + (size_t)i * slot, &outs[i]);
+                if (r != mkSuccess) {
+                    printf("FAIL rank %d: soak batch %ld call %d (%s %lldx%lldx%lld%s): %s\n",
+                           g_rank, batches, i, op_names[gs[i].op], (long long)gs[i].m,
+                           (long long)gs[i].n, (long long)gs[i].k, graph ? " captured" : "",
+                           mkGetLastError(g_comm));
+                    return 1;
+                }
+                continue;
+            }
             c.op = (int)(soak_rng(&st) % 4);
             c.dt = (int)(soak_rng(&st) % 3);
             c.count = soak_count(&st);
@@ -336,10 +497,20 @@ static int run_soak(double seconds, uint64_t seed)
         CK(cudaStreamSynchronize(g_st));
         for (int i = 0; i < n; i++) {
             const config &c = cs[i];
-            const size_t bytes = out_elems(c.op, c.count) * (size_t)esize(c.dt);
-            zero += c.count == 0;
-            if (bytes) CK(cudaMemcpy(host, outs[i], bytes, cudaMemcpyDeviceToHost));
-            const int w = check(c, host, seeds[i], 0, 0);
+            int w;
+            if (fused[i]) {
+                int64_t off, rows;
+                grows(gs[i], &off, &rows);
+                const size_t bytes = (size_t)rows * gs[i].n * 2;
+                if (bytes) CK(cudaMemcpy(host, outs[i], bytes, cudaMemcpyDeviceToHost));
+                w = gcheck(gs[i], reinterpret_cast<const uint16_t *>(host));
+                fusedn++;
+            } else {
+                const size_t bytes = out_elems(c.op, c.count) * (size_t)esize(c.dt);
+                zero += c.count == 0;
+                if (bytes) CK(cudaMemcpy(host, outs[i], bytes, cudaMemcpyDeviceToHost));
+                w = check(c, host, seeds[i], 0, 0);
+            }
             if (w)
                 printf("FAIL rank %d: soak batch %ld call %d of %d (%s pool%s)\n", g_rank,
                        batches, i, n, registered ? "registered" : "plain",
@@ -362,8 +533,8 @@ static int run_soak(double seconds, uint64_t seed)
         for (int j = 0; j < 2; j++) CK(cudaFree(pool[k][j]));
     CK(cudaFreeHost(host));
     printf("%s rank %d: soak %.0f s: %ld calls checked in %ld batches (%ld in CUDA graphs, %ld "
-           "of count 0), %ld wrong\n", wrong ? "FAIL" : "DONE", g_rank, seconds, calls, batches,
-           graphs, zero, wrong);
+           "of count 0, %ld fused GEMMs), %ld wrong\n", wrong ? "FAIL" : "DONE", g_rank, seconds,
+           calls, batches, graphs, zero, fusedn, wrong);
     return wrong ? 1 : 0;
 }
 

@@ -135,10 +135,16 @@ static void test_sched(void)
  * that unit.  Returns -1 on a deadlock (a step in which no CTA moves),
  * else the number of CTA-steps spent waiting. */
 #define SIM_MAXU 256
-static long simulate(int P, const int *units, const int *lag, int W)
+/* With S K-slices per tile (units[] counts tiles), work unit u of an owner
+ * is slice S - 1 - u % S of tile u / S, as the kernel's tile() has it:
+ * slice 0 of an own tile waits for every source's S slices and its own
+ * S - 1 others (raised like a peer's: when stored, one tile late); the
+ * other slices wait for nothing. */
+static long simulate_s(int P, const int *tiles, const int *lag, int W, int S)
 {
     struct mki_grs_sched sc[8];
-    int total[8];
+    int total[8], units[8];
+    for (int r = 0; r < P; r++) units[r] = tiles[r] * S;
     for (int r = 0; r < P; r++) {
         mki_grs_make_sched(P, r, units, lag[r], &sc[r]);
         total[r] = sc[r].pos0[sc[r].nseg];
@@ -171,9 +177,11 @@ static long simulate(int P, const int *units, const int *lag, int W)
                     moved = 1;
                     continue;
                 }
-                if (d == r) { /* own: every source's flag */
+                if (d == r && u % S == S - 1) { /* own slice 0: every slice of the tile */
                     int ok = 1;
-                    for (int q = 0; q < P; q++) ok &= q == r || flag[q][r][u];
+                    for (int q = 0; q < P; q++)
+                        for (int x = u - (S - 1); x <= u; x++)
+                            ok &= (q == r && x == u) || flag[q][r][x];
                     if (!ok) { waits++; continue; }
                 } else {
                     pend_d[r][c] = d;
@@ -194,6 +202,11 @@ static long simulate(int P, const int *units, const int *lag, int W)
         if (!moved) return -1;
         if (step > 100000) return -1;
     }
+}
+
+static long simulate(int P, const int *units, const int *lag, int W)
+{
+    return simulate_s(P, units, lag, W, 1);
 }
 
 static void test_sim(void)
@@ -224,6 +237,21 @@ static void test_sim(void)
             int equal = 1;
             for (int r = 1; r < P; r++) equal &= units[r] == units[0];
             if (equal && units[0] * P >= 4 * W) CHECK(waits == 0);
+            /* K-slices: no deadlock at any lag (tiles x S within the
+             * simulator's units) */
+            for (int S = 2; S <= 8; S *= 2) {
+                int ok = 1;
+                for (int r = 0; r < P; r++) ok &= units[r] * S <= SIM_MAXU;
+                if (!ok) continue;
+                for (int l = 0; l < 3; l++) {
+                    for (int r = 0; r < P; r++) lag[r] = l * (r + 1);
+                    long ws = simulate_s(P, units, lag, W, S);
+                    if (ws < 0)
+                        fprintf(stderr, "deadlock with %d slices: case %u W %d lag step %d\n", S, i,
+                                W, l);
+                    CHECK(ws >= 0);
+                }
+            }
         }
     }
 }

@@ -205,6 +205,39 @@ static inline uint64_t mki_grs_outbox_bytes(int ctas)
     return ctas > 0 ? (uint64_t)ctas * MKI_GRS_RING * MKI_GEMM_BM * MKI_GEMM_BN * 4u : 0;
 }
 
+/* Rows of D that rank r of P owns when the caller gives no counts: m split
+ * evenly (the first m % P ranks one row more) or, with blocks
+ * (mkGemmAllReduce, which chooses its owners), whole MKI_GEMM_BM-row
+ * blocks, the first ranks one block more and the last rows with the rank
+ * whose block holds them: no tile split between two owners. */
+static inline int64_t mki_grs_rows(int64_t m, int P, int r, int blocks)
+{
+    if (!blocks) return m / P + (r < m % P ? 1 : 0);
+    const int64_t bm = MKI_GEMM_BM, nblk = (m + bm - 1) / bm;
+    const int64_t base = nblk / P, extra = nblk % P;
+    const int64_t b0 = r * base + (r < extra ? r : extra);
+    const int64_t nb = base + (r < extra ? 1 : 0);
+    int64_t lo = b0 * bm, hi = (b0 + nb) * bm;
+    if (lo > m) lo = m;
+    if (hi > m) hi = m;
+    return hi - lo;
+}
+
+/* K-slices of a fused call of P ranks, each with k_rank of K, on ctas
+ * CTAs, rows owned as mki_grs_rows(.., blocks) says. */
+static inline int mki_grs_call_slices(int64_t m, int64_t n, int64_t k_rank, int P, int ctas,
+                                      int blocks)
+{
+    int64_t tiles = 0, m_max = 0;
+    for (int r = 0; r < P; r++) {
+        const int64_t rows = mki_grs_rows(m, P, r, blocks);
+        tiles += (rows + MKI_GEMM_BM - 1) / MKI_GEMM_BM;
+        if (rows > m_max) m_max = rows;
+    }
+    tiles *= (n + MKI_GEMM_BN - 1) / MKI_GEMM_BN;
+    return mki_grs_slices(tiles, ctas, k_rank, m_max);
+}
+
 /* The schedule of rank `me` of P whose owners have units[d] work units,
  * own rows lagged by R rounds (host and tests). */
 static inline void mki_grs_make_sched(int P, int me, const int *units, int R,

@@ -142,26 +142,12 @@ const struct mki_op_desc mki_op_gemm_ar = {
 
 /* ---- argument checks (nothing touches the GPU) ---------------------- */
 
-/* Rows of rank r: m_all[r], or m split evenly (the first m % P ranks one
- * more row than the others).  mkGemmAllReduce chooses its owners freely:
- * whole 128-row blocks (the first ranks one block more, the last rows
- * with the rank whose block holds them), so that no block of the GEMM is
- * split between two owners (at m = 16 one tile row, not two half-empty
- * ones: half the tensor work and B read once). */
+/* Rows of rank r: m_all[r], or as mki_grs_rows says (mkGemmAllReduce:
+ * whole 128-row blocks; gemm_rs.h). */
 static int64_t rows_of(const struct grs_call *c, int nranks, int r)
 {
     if (c->m_all) return c->m_all[r];
-    if (c->ar) {
-        const int64_t bm = MKI_GEMM_BM, blocks = (c->m + bm - 1) / bm;
-        const int64_t base = blocks / nranks, extra = blocks % nranks;
-        const int64_t b0 = r * base + (r < extra ? r : extra);
-        const int64_t nb = base + (r < extra ? 1 : 0);
-        int64_t lo = b0 * bm, hi = (b0 + nb) * bm;
-        if (lo > c->m) lo = c->m;
-        if (hi > c->m) hi = c->m;
-        return hi - lo;
-    }
-    return c->m / nranks + (r < c->m % nranks ? 1 : 0);
+    return mki_grs_rows(c->m, nranks, r, c->ar);
 }
 
 static mkResult_t check_rows(struct mkComm *comm, struct grs_call *c)

@@ -11,6 +11,7 @@
 #include "mki.h"
 #include "mem/mem.h"
 #include "plan/plan.h"
+#include "ops/gemm_rs.h"
 #include "topology/topo.h"
 
 void mki_plan_print_comm(struct mki_strbuf *sb, const struct mkComm *comm)
@@ -85,6 +86,19 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
         for (int r = 0, b = 0; r < k->roles.n; b = k->roles.end[r++])
             mki_sb_printf(sb, " %d", k->roles.end[r] - b);
         mki_sb_printf(sb, "\n");
+    }
+    if ((p->op == MKI_OP_GEMM_RS || p->op == MKI_OP_GEMM_AR) && p->fused && c->nnodes == 1 &&
+        c->nranks > 1) {
+        /* what the fused call does with m split as its default (m_all
+         * NULL): its K-slices at decode-sized m */
+        const int64_t kr = (p->k + c->nranks - 1) / c->nranks;
+        const int S = mki_grs_call_slices(p->m, p->n, kr, c->nranks, p->split.compute,
+                                          p->op == MKI_OP_GEMM_AR);
+        if (S > 1)
+            mki_sb_printf(sb, "  k-slices  %d per tile (decode-sized m: each slice stored into its "
+                          "slot by the epilogue, summed by the owner's CTA)\n", S);
+        else
+            mki_sb_printf(sb, "  k-slices  1 (whole tiles)\n");
     }
     if (p->op != MKI_OP_GEMM_RS && p->op != MKI_OP_GEMM_AR)
         mki_sb_printf(sb, "  chunk     %" PRId64 " rows, %zu bytes\n",

@@ -33,6 +33,11 @@ expect "--op gemm_ar" "plan of gemm_ar m=8192 n=8192 k=8192" "$out"
 expect "--op gemm_ar" "decision  fused" "$out"
 expect "--op gemm_ar" "CTAs      132 = compute 132 + intra 0" "$out"
 expect "--op gemm_ar" "every peer's inbox" "$out"
+expect "--op gemm_ar" "k-slices  1 (whole tiles)" "$out"
+out=$("$mkinfo" --op gemm_ar --m 16 --n 8192 --k 8192 2>&1)
+expect "gemm_ar m=16" "k-slices  4 per tile" "$out"
+out=$("$mkinfo" --op gemm_rs --m 16 --n 8192 --k 8192 2>&1)
+expect "gemm_rs m=16" "k-slices  2 per tile" "$out"
 
 if grep -q "define HAVE_HWLOC 1" "$builddir/config.h" 2>/dev/null; then
     out=$(MK_TOPO_XML=$srcdir/tests/xml/dgx-h100.xml \

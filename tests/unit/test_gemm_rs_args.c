@@ -116,6 +116,20 @@ static void test_sched(void)
     CHECK(mki_grs_slices(32, 132, 256, 8) == 1);    /* 4 k-blocks: nothing to split */
     CHECK(mki_grs_slices(32, 132, 512, 8) == 2);
     CHECK(mki_grs_slices(32, 132, 4096, 65) == 1);  /* the owner's sum would cost more */
+    /* owners' rows: even, or whole 128-row blocks (mkGemmAllReduce) */
+    CHECK(mki_grs_rows(1001, 2, 0, 0) == 501 && mki_grs_rows(1001, 2, 1, 0) == 500);
+    CHECK(mki_grs_rows(16, 2, 0, 1) == 16 && mki_grs_rows(16, 2, 1, 1) == 0);
+    CHECK(mki_grs_rows(300, 2, 0, 1) == 256 && mki_grs_rows(300, 2, 1, 1) == 44);
+    CHECK(mki_grs_rows(1024, 3, 0, 1) == 384 && mki_grs_rows(1024, 3, 2, 1) == 256);
+    for (int P = 1; P <= 8; P++)
+        for (int64_t m = 0; m < 2000; m += 37) {
+            int64_t sum = 0;
+            for (int r = 0; r < P; r++) sum += mki_grs_rows(m, P, r, 1);
+            CHECK(sum == m);
+        }
+    CHECK(mki_grs_call_slices(16, 8192, 4096, 2, 132, 1) == 4);
+    CHECK(mki_grs_call_slices(16, 8192, 4096, 2, 132, 0) == 2);
+    CHECK(mki_grs_call_slices(8192, 8192, 4096, 2, 132, 1) == 1);
     /* the outbox: MKI_GRS_RING fp32 tiles of the engine's 128 x 256 per CTA */
     CHECK(MKI_GEMM_BM == 128 && MKI_GEMM_BN == 256);
     CHECK(mki_grs_outbox_bytes(0) == 0);

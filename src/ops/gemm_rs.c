@@ -518,13 +518,13 @@ static mkResult_t grs_call_run(struct mki_call *k, struct grs_call *c)
     return run_unfused(k, g, c);
 }
 
-MK_API mkResult_t mkGemmReduceScatter(const void *A, const void *B, void *C,
-                                      const int64_t *m_all, int64_t m, int64_t n, int64_t k,
-                                      int transB, mkDataType_t dtype, mkComm_t comm,
-                                      cudaStream_t stream)
+/* Both entry points: one call of op (MKI_OP_GEMM_RS or MKI_OP_GEMM_AR). */
+static mkResult_t grs_api(mkComm_t comm, cudaStream_t stream, enum mki_op op, const void *A,
+                          const void *B, void *C, const int64_t *m_all, int64_t m, int64_t n,
+                          int64_t k, int transB, mkDataType_t dtype)
 {
     struct mki_call kc;
-    MKI_CHECK(mki_call_enter(comm, MKI_OP_GEMM_RS, stream, &kc));
+    MKI_CHECK(mki_call_enter(comm, op, stream, &kc));
     struct grs_call c;
     memset(&c, 0, sizeof(c));
     c.a = A;
@@ -536,29 +536,23 @@ MK_API mkResult_t mkGemmReduceScatter(const void *A, const void *B, void *C,
     c.k = k;
     c.trans_b = transB;
     c.dtype = dtype;
-    c.op = MKI_OP_GEMM_RS;
-    c.func = GRS_FUNC;
+    c.ar = op == MKI_OP_GEMM_AR;
+    c.op = op;
+    c.func = c.ar ? GAR_FUNC : GRS_FUNC;
     return mki_call_leave(&kc, grs_call_run(&kc, &c));
+}
+
+MK_API mkResult_t mkGemmReduceScatter(const void *A, const void *B, void *C,
+                                      const int64_t *m_all, int64_t m, int64_t n, int64_t k,
+                                      int transB, mkDataType_t dtype, mkComm_t comm,
+                                      cudaStream_t stream)
+{
+    return grs_api(comm, stream, MKI_OP_GEMM_RS, A, B, C, m_all, m, n, k, transB, dtype);
 }
 
 MK_API mkResult_t mkGemmAllReduce(const void *A, const void *B, void *C, int64_t m, int64_t n,
                                   int64_t k, int transB, mkDataType_t dtype, mkComm_t comm,
                                   cudaStream_t stream)
 {
-    struct mki_call kc;
-    MKI_CHECK(mki_call_enter(comm, MKI_OP_GEMM_AR, stream, &kc));
-    struct grs_call c;
-    memset(&c, 0, sizeof(c));
-    c.a = A;
-    c.b = B;
-    c.c = C;
-    c.m = m;
-    c.n = n;
-    c.k = k;
-    c.trans_b = transB;
-    c.dtype = dtype;
-    c.ar = 1;
-    c.op = MKI_OP_GEMM_AR;
-    c.func = GAR_FUNC;
-    return mki_call_leave(&kc, grs_call_run(&kc, &c));
+    return grs_api(comm, stream, MKI_OP_GEMM_AR, A, B, C, NULL, m, n, k, transB, dtype);
 }

@@ -77,11 +77,8 @@
  *                        next tile's epilogue (or finish), so that waiting
  *                        for the stores never stalls the mainloop.
  *   done(p, th)          kDone hooks only (optional member): the 256
- *                        consumer threads (th = 0..255), with their
- *                        registers, after their last tile is stored and
- *                        signalled, while the producer warpgroup may still
- *                        run side_work; a fused kernel's last phase (a
- *                        gather of what peers computed) goes here.
+ *                        consumer threads, with their registers, once their
+ *                        last tile is stored and signalled (a last phase).
  *   side_work(p, cta, t) kSideWork hooks only (optional member): threads
  *                        t = 1..127 of the producer warpgroup, which the
  *                        mainloop leaves idle, on 40 registers, while the
@@ -295,9 +292,7 @@ template <typename H> struct HooksHaveCombine<H, decltype((void)H::kCombine)> {
     static constexpr bool value = H::kCombine;
 };
 
-/* Hooks that declare `static constexpr bool kDone = true` get the 256
- * consumer threads, with their registers, once their last tile is stored
- * and signalled (done). */
+/* Hooks that declare `static constexpr bool kDone = true` get done(). */
 template <typename H, typename = void> struct HooksHaveDone {
     static constexpr bool value = false;
 };

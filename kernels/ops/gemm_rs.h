@@ -42,29 +42,27 @@
  * iterations before: no new cycle.
  *
  * mkGemmAllReduce (ar) runs the same kernel with C all of D on every
- * rank (owners' rows in whole 128-row blocks).  An own tile, once reduced and stored in C,
- * is posted to the movers as a peer tile is: they copy it (rounded once:
- * the same bits everywhere) from C into every peer's inbox (heap: m x n
- * of the dtype, each row where it is in D) and raise that peer's agflag
- * of the tile's group.  After its tiles, each CTA's consumers wait for
+ * rank (owners' rows in whole 128-row blocks).  An own tile, once
+ * reduced and stored in C, is posted to the movers as a peer tile is:
+ * they copy it (rounded once: the same bits everywhere) from C into every
+ * peer's inbox (heap: m x n of the dtype, each row where it is in D) and
+ * raise that peer's agflag of the tile's group.  After its tiles, each CTA's consumers wait for
  * their share of the peers' tiles (units in the order the owners compute
  * them) and copy them from the inbox into C.  A rank releases a call
  * when it has read its bank and its inbox.
  *
  * Split-K (decode-sized M, mki_grs_slices): each tile is computed in S
  * K-slices, slice S - 1 first and slice 0 last, each a work unit of its
- * own; a peer's slices all go to its slots (one per source and slice),
- * this rank's own slices 1.. go through the outbox to its own slots, and
- * slice 0 adds them all (its own slices in order, then every source's in
- * rank order and slice order: a fixed order).  Slice 0 of an own tile
- * comes after every slice it waits for in the rounds, so the argument
- * against cycles is unchanged.  With slices a CTA has about one unit, and
- * a chain of copies by three mover warps (one row per warp at a time)
- * would be the call's latency: the epilogue stores each partial straight
- * into its slot (TMA, over NVLink for a peer's, after the gate) and the
- * flag is raised once the stores have completed; mkGemmAllReduce's
- * broadcast of the reduced tiles is done by the consumers, after their
- * tiles, before the gather.
+ * own.  With slices a CTA has about one unit, so a chain of copies by the
+ * mover warps would be the call's latency: instead the epilogue stores
+ * every slice straight into its slot (TMA; a peer's over NVLink, after
+ * the gate; this rank's own into its own slab) and raises the owner's
+ * flag once the store has completed.  The CTA that computed slice 0 of an
+ * own tile then sums the tile (done hook, all 256 consumer threads): its
+ * own slices in order, then every source's in rank and slice order (a
+ * fixed order), rounded once into C and, for mkGemmAllReduce, into every
+ * peer's inbox in the same pass.  Slice 0 comes after every slice it
+ * waits for in the rounds, so the argument against cycles is unchanged.
  *
  * Call numbers live on the device (graph replay): e = calls + 1 read by
  * every CTA; the last CTA out writes calls = e and released = e, here
@@ -223,16 +221,15 @@ static inline int64_t mki_grs_rows(int64_t m, int P, int r, int blocks)
     return hi - lo;
 }
 
-/* K-slices of a fused call of P ranks, each with k_rank of K, on ctas
- * CTAs, rows owned as mki_grs_rows(.., blocks) says. */
-static inline int mki_grs_call_slices(int64_t m, int64_t n, int64_t k_rank, int P, int ctas,
-                                      int blocks)
+/* K-slices of a fused call of P ranks (owner r with rows[r] rows of D),
+ * each with k_rank of K, on ctas CTAs. */
+static inline int mki_grs_call_slices(const int64_t *rows, int P, int64_t n, int64_t k_rank,
+                                      int ctas)
 {
     int64_t tiles = 0, m_max = 0;
     for (int r = 0; r < P; r++) {
-        const int64_t rows = mki_grs_rows(m, P, r, blocks);
-        tiles += (rows + MKI_GEMM_BM - 1) / MKI_GEMM_BM;
-        if (rows > m_max) m_max = rows;
+        tiles += (rows[r] + MKI_GEMM_BM - 1) / MKI_GEMM_BM;
+        if (rows[r] > m_max) m_max = rows[r];
     }
     tiles *= (n + MKI_GEMM_BN - 1) / MKI_GEMM_BN;
     return mki_grs_slices(tiles, ctas, k_rank, m_max);

@@ -436,12 +436,10 @@ static mkResult_t run_fused(struct mki_call *k, struct grs_state *g, const struc
     struct mkComm *comm = k->comm;
     const int64_t ld = (c->n + 3) / 4 * 4;
     /* K-slices: from the output tiles of every owner (the same on every
-     * rank: the shapes and the plan agree) */
-    int64_t tiles = 0;
-    for (int r = 0; r < comm->nranks; r++)
-        tiles += (rows_of(c, comm->nranks, r) + MKI_GEMM_BM - 1) / MKI_GEMM_BM;
-    tiles *= (c->n + MKI_GEMM_BN - 1) / MKI_GEMM_BN;
-    const int slices = mki_grs_slices(tiles, p->split.compute, c->k, c->m_max);
+     * rank: the shapes and the plan agree; one node: at most MKI_MAXLOCAL) */
+    int64_t rows[MKI_MAXLOCAL];
+    for (int r = 0; r < comm->nranks; r++) rows[r] = rows_of(c, comm->nranks, r);
+    const int slices = mki_grs_call_slices(rows, comm->nranks, c->n, c->k, p->split.compute);
     /* single: the kernel's gate orders its reuse; grown collectively (the
      * shapes agree); every peer's stores into the old one were waited for
      * by this rank's kernels */

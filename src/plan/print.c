@@ -92,8 +92,10 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
         /* what the fused call does with m split as its default (m_all
          * NULL): its K-slices at decode-sized m */
         const int64_t kr = (p->k + c->nranks - 1) / c->nranks;
-        const int S = mki_grs_call_slices(p->m, p->n, kr, c->nranks, p->split.compute,
-                                          p->op == MKI_OP_GEMM_AR);
+        int64_t rows[MKI_MAXLOCAL];
+        const int P = c->nranks < MKI_MAXLOCAL ? c->nranks : MKI_MAXLOCAL;
+        for (int r = 0; r < P; r++) rows[r] = mki_grs_rows(p->m, P, r, p->op == MKI_OP_GEMM_AR);
+        const int S = mki_grs_call_slices(rows, P, p->n, kr, p->split.compute);
         if (S > 1)
             mki_sb_printf(sb, "  k-slices  %d per tile (decode-sized m: each slice stored into its "
                           "slot by the epilogue, summed by the owner's CTA)\n", S);

@@ -127,9 +127,12 @@ static void test_sched(void)
             for (int r = 0; r < P; r++) sum += mki_grs_rows(m, P, r, 1);
             CHECK(sum == m);
         }
-    CHECK(mki_grs_call_slices(16, 8192, 4096, 2, 132, 1) == 4);
-    CHECK(mki_grs_call_slices(16, 8192, 4096, 2, 132, 0) == 2);
-    CHECK(mki_grs_call_slices(8192, 8192, 4096, 2, 132, 1) == 1);
+    {
+        const int64_t ar16[2] = {16, 0}, rs16[2] = {8, 8}, big[2] = {4096, 4096};
+        CHECK(mki_grs_call_slices(ar16, 2, 8192, 4096, 132) == 4);
+        CHECK(mki_grs_call_slices(rs16, 2, 8192, 4096, 132) == 2);
+        CHECK(mki_grs_call_slices(big, 2, 8192, 4096, 132) == 1);
+    }
     /* the outbox: MKI_GRS_RING fp32 tiles of the engine's 128 x 256 per CTA */
     CHECK(MKI_GEMM_BM == 128 && MKI_GEMM_BN == 256);
     CHECK(mki_grs_outbox_bytes(0) == 0);

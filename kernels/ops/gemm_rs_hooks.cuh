@@ -1,0 +1,540 @@
+/*
+ * gemm_rs_hooks.cuh - the protocol of mkGemmReduceScatter's and
+ * mkGemmAllReduce's fused kernel as GEMM engine hooks (GrsHooks: tile
+ * order, targets, the owner's sum, the movers, the K-slices' sum, the
+ * all-reduce's broadcast and gather) and the per-CTA state they share.
+ * Included by kernels/ops/gemm_rs.cu only, which holds the kernels and
+ * their launch description; the protocol is described there.
+ */
+#ifndef MKI_OPS_GEMM_RS_HOOKS_CUH
+#define MKI_OPS_GEMM_RS_HOOKS_CUH
+
+#include <stdio.h>
+
+#include "gemm/gemm_engine.cuh"
+#include "ops/gemm_rs.h"
+#include "rt/num.cuh"
+#include "rt/wait.cuh"
+
+namespace {
+
+using namespace mki;
+using namespace mki::gemm;
+
+/* This CTA's call, the peers it may write to, the first failure it
+ * noted (reported by one thread after the tiles), and the hand-over of
+ * outbox tiles from its consumers to its movers. */
+struct GrsCta {
+    uint64_t e;
+    unsigned gated; /* bit d: peer d released the previous call */
+    cta_note note;
+    int posted;     /* consumers: iterations < posted are in the outbox */
+    int moved;      /* movers: iterations < moved are copied (or were not theirs) */
+#ifdef MKI_GRS_TRACE
+    uint64_t ts[10]; /* lab builds: globaltimer at the points of GRS_STAMP */
+    int kind;       /* 1 own sum, 2 peer partial, 3 own slice */
+#endif
+};
+__shared__ GrsCta grs;
+
+/* Lab builds only (-DMKI_GRS_TRACE=CALL): timestamps of one call, printed
+ * per CTA by finish(); nothing otherwise. */
+#ifdef MKI_GRS_TRACE
+#define GRS_STAMP(i) (grs.ts[i] = globaltimer())
+#define GRS_KIND(k) (grs.kind = (k))
+#else
+#define GRS_STAMP(i) ((void)0)
+#define GRS_KIND(k) ((void)0)
+#endif
+
+constexpr int kMovers = 96;  /* threads 32..127 of the producer warpgroup */
+constexpr int kMoverBar = 4; /* named barrier of the movers (the engine's: 0-3) */
+
+struct GrsHooks {
+    static constexpr bool kWaitA = false;
+    static constexpr bool kSignal = true;
+    static constexpr bool kDeferSignal = true; /* flags one tile late: no stall */
+    static constexpr bool kASrc = true;
+    static constexpr bool kCombine = true;
+    static constexpr bool kSideWork = true; /* the movers */
+    static constexpr bool kDone = true;     /* mkGemmAllReduce: the gather */
+    CUtensorMap tm_out;                /* the outbox: grid x ring tiles of fp32 */
+    CUtensorMap tm_c;                  /* my rows of D, when TMA can store them */
+    CUtensorMap tm_slot[MKI_MAXLOCAL]; /* direct: my slots in rank d's bank (d = me: my own
+                                        * slices' slots), slices stacked */
+    int direct;                 /* K-slices: partials stored by the epilogue, no movers */
+    float *dst[MKI_MAXLOCAL];          /* peer d's first slot for my partials; d = me: my
+                                        * own slices' first slot */
+    const float *outbox;
+    int P, me, nnb, group_m, lag;
+    int S, nkb;                 /* K-slices per tile, k-blocks of K */
+    int c_type;                 /* mki_dtype_t of C (the GEMM's own: fp32) */
+    int row_off[MKI_MAXLOCAL + 1];
+    int nb[MKI_MAXLOCAL];       /* M-blocks of owner d */
+    int vstart[MKI_MAXLOCAL + 1]; /* first virtual M-block of owner d */
+    int grp[MKI_MAXLOCAL];      /* tiles per flag of owner d */
+    int n;
+    long long ld, slot_elems;   /* fp32 slot rows, elements per slot */
+    /* where slice x of slab j starts (bank + j * sslab + x * sstep) and its
+     * row stride, fp32 elements: S = 1 slot j, ld; S > 1 the slabs of
+     * mki_grs_bank_bytes */
+    long long sslab, sstep, sld;
+    void *c;
+    const float *bank;          /* mine */
+    mki_grs_ctl *ctl[MKI_MAXLOCAL];
+    int ar;                     /* mkGemmAllReduce */
+    int es;                     /* bytes of an element of C */
+    char *c_full;               /* ar: all of D here */
+    char *inbox[MKI_MAXLOCAL];  /* ar: rank d's inbox (rows as in D) */
+    uint64_t *agflag[MKI_MAXLOCAL]; /* ar: rank d's agflag[P - 1][MKI_GRS_MAXFLAGS] */
+    mki_grs_sched sched;
+    mki_rt_dev rt;
+
+    __device__ __forceinline__ bool wait(const uint64_t *addr, uint64_t target, int d, int chunk,
+                                         int phase) const
+    {
+        return wait_noted(rt, grs.note, addr, target, rt.glob[d], chunk, phase);
+    }
+
+    /* Virtual M-block -> owner and its block. */
+    __device__ __forceinline__ int owner(int m_blk, int *b) const
+    {
+        int d = 0;
+        while (d + 1 < P && vstart[d + 1] <= m_blk) ++d;
+        *b = m_blk - vstart[d];
+        return d;
+    }
+
+    __device__ __forceinline__ TileCoord tile(const GemmParams &p, int i) const
+    {
+        int s = 0;
+        while (s + 1 < sched.nseg && sched.pos0[s + 1] <= i) ++s;
+        const unsigned mask = sched.mask[s];
+        const int c = __popc(mask), off = i - sched.pos0[s];
+        const int k = sched.k0[s] + off / c;
+        unsigned m = mask;
+        for (int x = off % c; x > 0; --x) m &= m - 1;
+        const int bit = __ffs(m) - 1;
+        const int d = bit == P ? me : (me + bit) % P;
+        const int u = bit == P ? k - lag : k; /* (unit, slice), slice 0 last */
+        TileCoord t;
+        mki_gemm_unit_of(u / S, nb[d], nnb, group_m, p.cluster_m, &t.m_blk, &t.n_blk);
+        t.m_blk += vstart[d];
+        t.part = S - 1 - u % S;
+        t.kb0 = t.part * nkb / S;
+        t.kb1 = (t.part + 1) * nkb / S;
+        return t;
+    }
+
+    __device__ __forceinline__ const CUtensorMap *a_src(const GemmParams &p, int m_blk,
+                                                        int *row) const
+    {
+        int b;
+        const int d = owner(m_blk, &b);
+        if (b >= nb[d]) b = nb[d] - 1; /* a padding tile: any rows */
+        *row = row_off[d] + b * BM;
+        return &p.tm_a;
+    }
+
+    __device__ __forceinline__ EpiTarget target(const GemmParams &, TileCoord t) const
+    {
+        int b;
+        const int d = owner(t.m_blk, &b);
+        EpiTarget e;
+        e.row0 = b * BM;
+        e.col0 = t.n_blk * BN;
+        e.ptr = nullptr;
+        e.ld = 0;
+        e.tmap = nullptr;
+        if (b >= nb[d]) {
+            e.mode = EPI_NONE;
+        } else if (direct) {
+            /* every slice into a slot; own slice 0 into my slab's last
+             * (summed by this CTA's consumers in done) */
+            e.mode = EPI_TMA_STORE;
+            e.tmap = &tm_slot[d];
+            e.col0 += (int)((d != me ? t.part : t.part == 0 ? S - 1 : t.part - 1) * sstep);
+            e.out_type = MKI_DT_F32;
+        } else if (d != me) { /* without slices: whole tiles */
+            e.mode = EPI_TMA_STORE;
+            e.tmap = &tm_out;
+            e.row0 = out_tile(t.it) * BM;
+            e.col0 = 0;
+            e.out_type = MKI_DT_F32;
+        } else {
+            e.mode = EPI_TMA_STORE;
+            e.tmap = &tm_c;
+            e.out_type = c_type;
+        }
+        return e;
+    }
+
+    /* The outbox tile of this CTA's iteration it. */
+    __device__ __forceinline__ int out_tile(int it) const
+    {
+        return (int)blockIdx.x * MKI_GRS_RING + it % MKI_GRS_RING;
+    }
+
+    /* Peer d finished reading its slot for the previous call (one mover,
+     * before the CTA's first store to d). */
+    __device__ __forceinline__ void gate(int d) const
+    {
+        if (grs.gated & (1u << d)) return;
+        const uint64_t e = grs.e;
+        if (e > 1) (void)wait(&ctl[me]->peer_released[d], e - 1, d, -1, 2);
+        grs.gated |= 1u << d;
+    }
+
+    /* One thread: every slice of own tile (b, nblk) has landed, from every
+     * source (S each) and from this rank's other slices (S - 1); a group
+     * of one tile is cleared for the next call here.  False when the wait
+     * failed (noted). */
+    __device__ __forceinline__ bool wait_tile(int b, int nblk) const
+    {
+        const int tiles = nb[me] * nnb, g = grp[me];
+        const int id = b * nnb + nblk, gi = id / g;
+        const int cnt = tiles - gi * g < g ? tiles - gi * g : g;
+        bool ok = true;
+        for (int j = 0; j < P - 1 && ok; ++j)
+            ok = wait(&ctl[me]->flag[j][gi], (uint64_t)(cnt * S), (me + j + 1) % P, id, 0);
+        if (ok && S > 1) /* my own slices 1.. */
+            ok = wait(&ctl[me]->flag[P - 1][gi], (uint64_t)(cnt * (S - 1)), me, id, 4);
+        if (ok && g == 1)
+            for (int j = 0; j < P; ++j) ctl[me]->flag[j][gi] = 0;
+        return ok;
+    }
+
+    /* mkGemmAllReduce, one thread: my reduced tile (b, nblk) is in every
+     * peer's inbox (raise their agflag of its group). */
+    __device__ __forceinline__ void signal_ag(int b, int nblk) const
+    {
+        const int gi = (b * nnb + nblk) / grp[me];
+        for (int j = 1; j < P; ++j) {
+            const int q = (me + j) % P;
+            signal_add_release(agflag[q] + (size_t)mki_grs_slot(me, q, P) * MKI_GRS_MAXFLAGS + gi,
+                               1);
+        }
+    }
+
+    __device__ __forceinline__ void combine(float (&acc)[128], const GemmParams &, TileCoord t,
+                                            int wg, int th, int wrow, int q) const
+    {
+        int b;
+        const int d = owner(t.m_blk, &b);
+        if (direct) {
+            /* straight into the slot: peer d must have released it */
+            if (wg == 0 && th == 0) GRS_KIND(d != me ? 2 : t.part != 0 ? 3 : 1);
+            if (d != me && wg == 0 && th == 0) gate(d);
+            role_sync(3, 256);
+            return;
+        }
+        if (d != me) {
+            /* The outbox tile must be copied out (iteration it - ring);
+             * the movers get past every iteration, failed or not. */
+            if (th == 0)
+                while (*(volatile int *)&grs.moved < t.it - MKI_GRS_RING + 1) {
+                }
+            return;
+        }
+        const int m_me = row_off[me + 1] - row_off[me];
+        if (wg == 0 && th == 0) {
+            GRS_STAMP(1);
+            GRS_KIND(1);
+            (void)wait_tile(b, t.n_blk);
+        }
+        role_sync(3, 256); /* every source's partial of the tile has landed */
+        if (wg == 0 && th == 0) GRS_STAMP(2);
+        const int r0 = b * BM + wg * 64 + wrow, c0 = t.n_blk * BN + q;
+        /* My partial, then the sources' in rank order: a fixed order (the
+         * same bits call after call); kJ column groups of 8 at a time, 2 kJ
+         * loads in flight (whole tiles: K-slices are summed in sum_own) */
+        constexpr int kJ = 8;
+#pragma unroll
+        for (int j0 = 0; j0 < 32; j0 += kJ) {
+            for (int s = 0; s < P; ++s) {
+                if (s == me) continue;
+                const float *slot = bank + mki_grs_slot(s, me, P) * sslab;
+                float2 v[2 * kJ];
+#pragma unroll
+                for (int x = 0; x < 2 * kJ; ++x) {
+                    const int jj = j0 + (x >> 1), h = x & 1;
+                    const int r = r0 + 8 * h, cc = c0 + 8 * jj;
+                    v[x] = make_float2(0.0f, 0.0f);
+                    if (r < m_me && cc < n)
+                        v[x] = __ldcg(reinterpret_cast<const float2 *>(slot + r * sld + cc));
+                }
+#pragma unroll
+                for (int x = 0; x < 2 * kJ; ++x) {
+                    const int e0 = 4 * (j0 + (x >> 1)) + 2 * (x & 1);
+                    acc[e0] += v[x].x;
+                    acc[e0 + 1] += v[x].y;
+                }
+            }
+        }
+        if (wg == 0 && th == 0) GRS_STAMP(9);
+    }
+
+    /* The tile's stores have completed (both consumer warpgroups, fenced
+     * to the generic proxy): hand iteration t.it to the movers. */
+    __device__ __forceinline__ void after_store(const GemmParams &, TileCoord t) const
+    {
+        if (direct) { /* a partial in its slot: the owner's flag */
+            int b;
+            const int d = owner(t.m_blk, &b);
+            GRS_STAMP(3);
+            if (d == me && t.part == 0) return;
+            if (*(volatile int *)&grs.note.quit) return;
+            __threadfence_system();
+            signal_add_release(&ctl[d]->flag[d != me ? mki_grs_slot(me, d, P) : P - 1]
+                                            [(b * nnb + t.n_blk) / grp[d]],
+                               1);
+            return;
+        }
+        __threadfence_block();
+        *(volatile int *)&grs.posted = t.it + 1;
+    }
+
+    /* The movers (without K-slices: whole tiles): the same units as the
+     * consumers, in the same order; copy each peer tile from the outbox
+     * into the peer's slot, then flag it there. */
+    __device__ void side_work(const GemmParams &p, int cta, int th) const
+    {
+        if (th < 32 || direct) return;
+        const int mt = th - 32;
+        const int cm = p.cluster_m;
+        const int crank = cm == 1 ? 0 : cta % cm;
+        const int step = (int)gridDim.x / cm;
+        int it = 0;
+        for (int i = cta / cm; i < p.num_units; i += step, ++it) {
+            const TileCoord u = tile(p, i);
+            const int m_blk = u.m_blk + crank;
+            int b = 0, d = me;
+            if (m_blk < p.num_m_blk) d = owner(m_blk, &b);
+            if (ar && d == me && b < nb[me]) {
+                bcast_tile(b, u.n_blk, it, mt);
+            } else if (d != me && b < nb[d]) {
+                if (mt == 0) {
+                    while (*(volatile int *)&grs.posted <= it) {
+                    }
+                    __threadfence_block();
+                    gate(d);
+                }
+                role_sync(kMoverBar, kMovers);
+                if (!*(volatile int *)&grs.note.quit) {
+                    copy_tile(dst[d], d, b, u.n_blk, it, mt);
+                    __threadfence_system(); /* this thread's stores, before the flag */
+                }
+                role_sync(kMoverBar, kMovers);
+                if (mt == 0 && !*(volatile int *)&grs.note.quit)
+                    signal_add_release(&ctl[d]->flag[mki_grs_slot(me, d, P)]
+                                                    [(b * nnb + u.n_blk) / grp[d]],
+                                       1);
+            }
+            if (mt == 0) *(volatile int *)&grs.moved = it + 1;
+        }
+    }
+
+    /* mkGemmAllReduce: my reduced tile (b, nblk), stored in C at
+     * iteration it, into every peer's inbox (the same place as in C),
+     * then the peers' agflags.  A warp per row of up to 512 bytes, a lane
+     * per 16 bytes. */
+    __device__ __forceinline__ void bcast_tile(int b, int nblk, int it, int mt) const
+    {
+        if (mt == 0) {
+            while (*(volatile int *)&grs.posted <= it) {
+            }
+            __threadfence_block();
+            for (int j = 1; j < P; ++j) gate((me + j) % P);
+        }
+        role_sync(kMoverBar, kMovers);
+        if (!*(volatile int *)&grs.note.quit) {
+            const int m_me = row_off[me + 1] - row_off[me];
+            const int r0 = b * BM, c0 = nblk * BN;
+            const int rows = m_me - r0 < BM ? m_me - r0 : BM;
+            const int nv = (n - c0 < BN ? n - c0 : BN) * es / 16;
+            const int warp = mt >> 5, lane = mt & 31;
+            if (lane < nv) {
+                /* byte offsets of row r0 + warp, lane's 16 bytes */
+                const long long row = (long long)n * es;
+                long long off = ((long long)(row_off[me] + r0 + warp)) * row +
+                                (long long)c0 * es + lane * 16;
+                /* one row in flight: two spill at 40 registers */
+                for (int r = warp; r < rows; r += kMovers / 32, off += (kMovers / 32) * row) {
+                    const int4 v = __ldcg(reinterpret_cast<const int4 *>(c_full + off));
+                    for (int j = 1; j < P; ++j)
+                        *reinterpret_cast<int4 *>(inbox[(me + j) % P] + off) = v;
+                }
+            }
+            __threadfence_system(); /* this thread's stores, before the flags */
+        }
+        role_sync(kMoverBar, kMovers);
+        if (mt == 0 && !*(volatile int *)&grs.note.quit) signal_ag(b, nblk);
+    }
+
+    /* K-slices (direct): this CTA's own tiles (those whose slice 0 it
+     * computed), summed by its 256 consumer threads (th) once every slice
+     * has landed: all of the tile's real rows spread over the threads, a
+     * float4 of every slot in flight at once (the accumulator layout would
+     * leave one warp doing all the work at m = 16), the slots in the fixed
+     * order of combine (own slice 0, own 1.., then every source in rank
+     * order, slice order), rounded once into C and, for mkGemmAllReduce,
+     * into every peer's inbox too (then its agflag). */
+    __device__ __forceinline__ void sum_own(const GemmParams &p, int th) const
+    {
+        const int cm = p.cluster_m;
+        const int crank = cm == 1 ? 0 : (int)blockIdx.x % cm;
+        const int m_me = row_off[me + 1] - row_off[me];
+        for (int i = (int)blockIdx.x / cm; i < p.num_units; i += (int)gridDim.x / cm) {
+            const TileCoord u = tile(p, i);
+            const int m_blk = u.m_blk + crank;
+            if (m_blk >= p.num_m_blk || u.part != 0) continue;
+            int b;
+            if (owner(m_blk, &b) != me || b >= nb[me]) continue;
+            if (th == 0 && wait_tile(b, u.n_blk) && ar)
+                for (int j = 1; j < P; ++j) gate((me + j) % P);
+            __syncwarp();
+            role_sync(5, 256);
+            if (th == 0) GRS_STAMP(5);
+            const int r0 = b * BM, c0 = u.n_blk * BN;
+            const int rows = m_me - r0 < BM ? m_me - r0 : BM;
+            const int w4 = ((n - c0 < BN ? n - c0 : BN) + 3) / 4; /* float4 per row */
+            const bool go = !*(volatile int *)&grs.note.quit;
+            for (int q = th; go && q < rows * w4; q += 256) {
+                const int r = r0 + q / w4, cc = c0 + 4 * (q % w4);
+                const long long at = (long long)r * sld + cc;
+                /* own slice 0 (my slab's last), own 1.., sources */
+                float4 a = __ldcg(reinterpret_cast<const float4 *>(
+                    bank + (P - 1) * sslab + (S - 1) * sstep + at));
+                float4 v[8];
+                int nv = 0;
+                for (int x = 0; x < P * S - 1; x += nv) {
+                    nv = P * S - 1 - x < 8 ? P * S - 1 - x : 8;
+#pragma unroll
+                    for (int y = 0; y < 8; ++y) {
+                        if (y >= nv) break;
+                        const int xx = x + y;
+                        int sj, sx;
+                        if (xx < S - 1) {
+                            sj = P - 1, sx = xx;
+                        } else {
+                            const int z = xx - (S - 1), sr = z / S;
+                            sj = mki_grs_slot(sr < me ? sr : sr + 1, me, P), sx = z % S;
+                        }
+                        v[y] = __ldcg(reinterpret_cast<const float4 *>(bank + sj * sslab +
+                                                                        sx * sstep + at));
+                    }
+#pragma unroll
+                    for (int y = 0; y < 8; ++y) {
+                        if (y >= nv) break;
+                        a.x += v[y].x, a.y += v[y].y, a.z += v[y].z, a.w += v[y].w;
+                    }
+                }
+                /* n is a multiple of 8 on the fused path: whole float4 */
+                uint2 o;
+                if (c_type == MKI_DT_F16)
+                    o = make_uint2(pack2<__half>(a.x, a.y), pack2<__half>(a.z, a.w));
+                else
+                    o = make_uint2(pack2<__nv_bfloat16>(a.x, a.y), pack2<__nv_bfloat16>(a.z, a.w));
+                const long long off = ((long long)r * n + cc) * 2; /* bytes in my rows */
+                *reinterpret_cast<uint2 *>(static_cast<char *>(c) + off) = o;
+                if (ar) {
+                    const long long goff = off + (long long)row_off[me] * n * 2;
+                    for (int j = 1; j < P; ++j)
+                        *reinterpret_cast<uint2 *>(inbox[(me + j) % P] + goff) = o;
+                }
+            }
+            if (ar) __threadfence_system();
+            __syncwarp();
+            role_sync(5, 256);
+            if (th == 0) GRS_STAMP(6);
+            if (ar && th == 0 && !*(volatile int *)&grs.note.quit) signal_ag(b, u.n_blk);
+        }
+    }
+
+    /* mkGemmAllReduce, after this CTA's tiles (the engine's done hook):
+     * the 256 consumer threads (th) copy this CTA's share of the peers' reduced tiles from the
+     * inbox into C, each once its owner's agflag says it has landed.
+     * Units go in the order their owners compute them (unit k of every
+     * peer, then k + 1), CTA x taking every grid-th of them. */
+    __device__ __forceinline__ void done(const GemmParams &p, int th) const
+    {
+        if (th == 0) GRS_STAMP(4);
+        if (direct) sum_own(p, th);
+        if (!ar) return;
+        const int cm = p.cluster_m;
+        int most = 0;
+        for (int s = 0; s < P; ++s) {
+            const int u = mki_gemm_num_units(nb[s], nnb, cm);
+            if (s != me && u > most) most = u;
+        }
+        const long long row = (long long)n * es;
+        const int warp = th >> 5, lane = th & 31;
+        for (int f = (int)blockIdx.x; f < most * (P - 1); f += (int)gridDim.x) {
+            const int k = f / (P - 1), s = (me + 1 + f % (P - 1)) % P;
+            if (k >= mki_gemm_num_units(nb[s], nnb, cm)) continue;
+            int mb, nbk;
+            mki_gemm_unit_of(k, nb[s], nnb, group_m, cm, &mb, &nbk);
+            const int tiles = nb[s] * nnb, g = grp[s];
+            for (int x = 0; x < cm && mb + x < nb[s]; ++x) {
+                const int b = mb + x, id = b * nnb + nbk, gi = id / g;
+                if (th == 0) {
+                    const int cnt = tiles - gi * g < g ? tiles - gi * g : g;
+                    uint64_t *fl = agflag[me] + (size_t)mki_grs_slot(s, me, P) * MKI_GRS_MAXFLAGS + gi;
+                    if (wait(fl, (uint64_t)cnt, s, id, 3) && g == 1) *fl = 0;
+                }
+                __syncwarp();
+                role_sync(5, 256);
+                const int m_s = row_off[s + 1] - row_off[s];
+                const int r0 = b * BM, c0 = nbk * BN;
+                const int rows = m_s - r0 < BM ? m_s - r0 : BM;
+                const int nv = (n - c0 < BN ? n - c0 : BN) * es / 16;
+                const long long base = ((long long)(row_off[s] + r0)) * row + (long long)c0 * es +
+                                       lane * 16;
+                const bool go = lane < nv && !*(volatile int *)&grs.note.quit;
+                /* 8 warps, a row each; four rows in flight */
+                for (int r = warp; go && r < rows; r += 32) {
+                    int4 v[4];
+#pragma unroll
+                    for (int x4 = 0; x4 < 4; ++x4)
+                        if (r + 8 * x4 < rows)
+                            v[x4] = __ldcg(reinterpret_cast<const int4 *>(
+                                inbox[me] + base + (r + 8 * x4) * row));
+#pragma unroll
+                    for (int x4 = 0; x4 < 4; ++x4)
+                        if (r + 8 * x4 < rows)
+                            *reinterpret_cast<int4 *>(c_full + base + (r + 8 * x4) * row) = v[x4];
+                }
+            }
+        }
+        if (th == 0) GRS_STAMP(7);
+    }
+
+    /* Tile (b, nblk) of owner d, from outbox tile it into d's slot: rows
+     * and columns past the owner's, not (the slot's rows are ld wide, a
+     * multiple of 4, so whole float4 stay inside them). */
+    __device__ __forceinline__ void copy_tile(float *to, int d, int b, int nblk, int it,
+                                              int mt) const
+    {
+        const int m_d = row_off[d + 1] - row_off[d];
+        const int r0 = b * BM, c0 = nblk * BN;
+        const int rows = m_d - r0 < BM ? m_d - r0 : BM;
+        const int nv = ((n - c0 < BN ? n - c0 : BN) + 3) / 4; /* float4 per row */
+        const int warp = mt >> 5, lane = mt & 31;
+        const bool lo = lane < nv, hi = lane + 32 < nv;
+        /* offsets, not pointers: the producer warpgroup has 40 registers */
+        const int s0 = out_tile(it) * (BM * BN / 4) + lane;
+        float4 *dp = reinterpret_cast<float4 *>(to + (long long)r0 * ld + c0) + lane;
+        const int ld4 = (int)(ld / 4);
+        const float4 *src = reinterpret_cast<const float4 *>(outbox);
+        /* a warp per row, a lane per 16 bytes (more in flight does not
+         * fit the 40 registers without spilling) */
+        for (int r = warp; r < rows; r += kMovers / 32) {
+            if (lo) dp[(long long)r * ld4] = __ldcg(src + s0 + r * (BN / 4));
+            if (hi) dp[(long long)r * ld4 + 32] = __ldcg(src + s0 + r * (BN / 4) + 32);
+        }
+    }
+};
+
+} // namespace
+
+#endif /* MKI_OPS_GEMM_RS_HOOKS_CUH */

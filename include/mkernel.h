@@ -279,14 +279,78 @@ MK_API mkResult_t mkGemmAllReduce(const void *A, const void *B, void *C,
                                   cudaStream_t stream);
 
 /* ------------------------------------------------------------------ */
+/* Mixture of experts: mkMoEDispatch, mkMoECombine                     */
+/* ------------------------------------------------------------------ */
+/*
+ * Experts 0 .. experts - 1 are spread evenly over the ranks: rank d holds
+ * the El = experts / nranks experts [d * El, (d + 1) * El) (experts a
+ * multiple of nranks, at most MK_MOE_MAX_EXPERTS).  This rank's token t (t
+ * < tokens, which may differ between ranks) goes to the experts
+ * topk_idx[t * topk + j], j < topk (int32; -1: no expert in that slot).
+ *
+ * mkMoEDispatch sends row t of x (hidden elements of dtype) once to every
+ * rank that holds one of its experts; there it lands in recv once per
+ * (t, j) slot naming a local expert.  recv (recv_capacity x hidden) holds
+ * the rows of local expert 0, then 1, ..., each expert's rows by source
+ * rank, then by (t, j) of the source.  Written on every rank:
+ *   expert_offsets  [El + 1] int64: expert e's rows are [off[e],
+ *                   off[e + 1]); off[El] is the number of rows received;
+ *   recv_src        [2 * recv_capacity] int32 (may be NULL): for row i,
+ *                   the source rank and its t * topk + j;
+ *   recv_weights    [recv_capacity] float (NULL when topk_weights is
+ *                   NULL): topk_weights[t * topk + j] of the source;
+ *   send_rows       [tokens * topk] int32: for this rank's slot (t, j),
+ *                   the row of recv on the expert's rank where it landed,
+ *                   -1 for an empty slot (mkMoECombine reads it).
+ * Rows of recv past off[El] are not written.  recv_capacity must be the
+ * same on every rank; a call that would give any rank more rows than
+ * recv_capacity, or that finds an expert id outside [-1, experts), writes
+ * nothing on any rank: the error is found on the device, and every rank's
+ * communicator reports mkErrInvalidArgument, naming the rank and the rows
+ * it needed, through mkCommGetAsyncError and every later call.
+ *
+ * mkMoECombine brings the experts' outputs back and sums them:
+ * out[t] = sum over j with topk_idx[t * topk + j] >= 0 of
+ * topk_weights[t * topk + j] * y[send_rows[t * topk + j]] of the expert's
+ * rank, in fp32, j in order, rounded once (topk_weights NULL: weights 1;
+ * a token with no expert gets zeros).  y: this rank's expert outputs in
+ * recv's layout (off[El] rows of hidden); topk_idx, send_rows and
+ * expert_offsets those of the dispatch the outputs answer.
+ *
+ * hidden a multiple of 8, topk in [1, MK_MOE_MAX_TOPK]; bf16, fp16 or
+ * fp32; x, recv, y, out 16-byte aligned device memory of the
+ * communicator's GPU, the other arrays aligned to their element.  The
+ * ranks of one node only in this version (mkErrUnsupported across
+ * nodes).  Stream-ordered and asynchronous; see mkMoEDispatch(3).
+ */
+#define MK_MOE_MAX_EXPERTS 4096
+#define MK_MOE_MAX_TOPK 32
+MK_API mkResult_t mkMoEDispatch(const void *x, const int32_t *topk_idx,
+                                const float *topk_weights, void *recv,
+                                float *recv_weights, int32_t *recv_src,
+                                int64_t *expert_offsets, int32_t *send_rows,
+                                int64_t tokens, int64_t hidden, int64_t topk,
+                                int64_t experts, int64_t recv_capacity,
+                                mkDataType_t dtype, mkComm_t comm,
+                                cudaStream_t stream);
+MK_API mkResult_t mkMoECombine(const void *y, const int64_t *expert_offsets,
+                               const int32_t *topk_idx, const float *topk_weights,
+                               const int32_t *send_rows, void *out,
+                               int64_t tokens, int64_t hidden, int64_t topk,
+                               int64_t experts, int64_t recv_capacity,
+                               mkDataType_t dtype, mkComm_t comm,
+                               cudaStream_t stream);
+
+/* ------------------------------------------------------------------ */
 /* Topology and plans                                                  */
 /* ------------------------------------------------------------------ */
 /*
  * What mkinfo prints, as text: this host's GPUs, links, NICs and NUMA
  * nodes, every rank's node, GPU and path from this rank, and, when op is
  * not NULL ("allgather", "reducescatter", "allreduce", "alltoall",
- * "ag_gemm", "gemm_rs", "gemm_ar"), the plan of that operation for the
- * global shape m x n x k of datatype.  With buf == NULL, *size receives
+ * "ag_gemm", "gemm_rs", "gemm_ar", "moe_dispatch", "moe_combine"), the
+ * plan of that operation for the global shape m x n x k of datatype (the
+ * MoE calls: tokens x hidden x top-k).  With buf == NULL, *size receives
  * the bytes needed (terminating NUL included); otherwise *size is buf's
  * capacity on entry and the text's size on return.
  */

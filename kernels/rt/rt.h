@@ -51,7 +51,14 @@ enum mki_dtype { MKI_BF16 = 0, MKI_F16 = 1, MKI_F32 = 2 };
  * sequence number, a fused op's call count). */
 enum mki_err_kind {
     MKI_ERR_NONE = 0, MKI_ERR_TIMEOUT = 1, MKI_ERR_REMOTE = 2,
-    MKI_ERR_PROXY = 3  /* this rank's proxy failed while a kernel pushed */
+    MKI_ERR_PROXY = 3, /* this rank's proxy failed while a kernel pushed */
+    /* bad input only the device can see (every rank finds it alike):
+     * CAPACITY: rank `peer` would receive `expected` rows, more than the
+     * capacity `seen`; BADINDEX: rank `peer`'s index at position `chunk`
+     * is out of range; BADLAYOUT: a layout array (`phase` 0: the row
+     * count, `seen` rows against a capacity of `expected`; 1: position
+     * `chunk` of the rows) is not one a call of the op wrote */
+    MKI_ERR_CAPACITY = 4, MKI_ERR_BADINDEX = 5, MKI_ERR_BADLAYOUT = 6
 };
 struct mki_err_record {
     volatile uint32_t valid;

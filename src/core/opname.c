@@ -14,6 +14,8 @@ static const char *const names[MKI_OP_COUNT][2] = {
     [MKI_OP_AG_GEMM] = {"ag_gemm", "mkAllGatherGemm"},
     [MKI_OP_GEMM_RS] = {"gemm_rs", "mkGemmReduceScatter"},
     [MKI_OP_GEMM_AR] = {"gemm_ar", "mkGemmAllReduce"},
+    [MKI_OP_MOE_DISPATCH] = {"moe_dispatch", "mkMoEDispatch"},
+    [MKI_OP_MOE_COMBINE] = {"moe_combine", "mkMoECombine"},
 };
 
 const char *mki_op_name(enum mki_op op)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # consts.sh - the Fortran module keeps up with mkernel.h: its constants
 # equal the header's (every mkResult_t and mkDataType_t value, the
-# versions, the config magic, the unique id size and MK_SPLIT_NOCOLOR),
+# versions, the config magic, the unique id size, MK_SPLIT_NOCOLOR and the
+# MoE limits MK_MOE_MAX_EXPERTS and MK_MOE_MAX_TOPK),
 # and every function the header declares (MK_API) has an interface bound
 # to it (a new call without its Fortran interface fails here).
 hdr=${top_srcdir:-.}/include/mkernel.h
@@ -39,6 +40,10 @@ cval=$(sed -n 's/^#define MK_UNIQUE_ID_BYTES \([0-9]*\)/\1/p' "$hdr")
 check MK_UNIQUE_ID_BYTES "$cval" "$(fval MK_UNIQUE_ID_BYTES)"
 cval=$(sed -n 's/^#define MK_SPLIT_NOCOLOR (\(-[0-9]*\))/\1/p' "$hdr")
 check MK_SPLIT_NOCOLOR "$cval" "$(fval MK_SPLIT_NOCOLOR)"
+for name in MK_MOE_MAX_EXPERTS MK_MOE_MAX_TOPK; do
+    cval=$(sed -n "s/^#define $name \([0-9]*\)\$/\1/p" "$hdr")
+    check "$name" "$cval" "$(fval "$name")"
+done
 # every MK_API function of the header, declarations joined into one line
 funcs=$(tr '\n' ' ' < "$hdr" | grep -o 'MK_API[^;(]*[^A-Za-z0-9_]mk[A-Za-z0-9_]*(' |
         sed 's/.*[^A-Za-z0-9_]\(mk[A-Za-z0-9_]*\)($/\1/' | sort -u)

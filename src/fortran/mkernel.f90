@@ -82,6 +82,10 @@ module mkernel
     end enum
     public :: mkBfloat16, mkFloat16, mkFloat32, mkNumDataTypes
 
+    ! ---- mixture of experts ---------------------------------------------
+    integer(c_int), parameter, public :: MK_MOE_MAX_EXPERTS = 4096
+    integer(c_int), parameter, public :: MK_MOE_MAX_TOPK = 32
+
     ! ---- communicators --------------------------------------------------
     integer(c_int), parameter, public :: MK_SPLIT_NOCOLOR = -1
     integer, parameter, public :: MK_UNIQUE_ID_BYTES = 128
@@ -102,6 +106,7 @@ module mkernel
     public :: mkMemAlloc, mkMemFree, mkCommRegister, mkCommDeregister
     public :: mkAllGather, mkReduceScatter, mkAllReduce, mkAllToAll
     public :: mkAllGatherGemm, mkGemmReduceScatter, mkGemmAllReduce, mkCommGetInfo
+    public :: mkMoEDispatch, mkMoECombine
     public :: mk_config_initializer, mk_error_string, mk_last_error, mk_comm_info
 
 
@@ -315,6 +320,39 @@ module mkernel
             type(c_ptr), value :: A, B, C
             integer(c_int64_t), value :: m, n, k
             integer(c_int), value :: transB, dtype
+            type(mk_comm), value :: comm
+            type(c_ptr), value :: stream
+        end function
+
+        ! Every array is device memory (type(c_ptr)): x and recv of dtype;
+        ! topk_idx, recv_src, send_rows int32; topk_weights, recv_weights
+        ! float; expert_offsets int64 (experts / nranks + 1 of them).
+        ! recv_src and recv_weights may be c_null_ptr, recv_weights must be
+        ! when topk_weights is.  One node only in this version.
+        integer(c_int) function mkMoEDispatch(x, topk_idx, topk_weights, recv, &
+                recv_weights, recv_src, expert_offsets, send_rows, &
+                tokens, hidden, topk, experts, recv_capacity, dtype, comm, stream) &
+                bind(C, name="mkMoEDispatch")
+            import :: mk_comm, c_int, c_int64_t, c_ptr
+            type(c_ptr), value :: x, topk_idx, topk_weights, recv
+            type(c_ptr), value :: recv_weights, recv_src, expert_offsets, send_rows
+            integer(c_int64_t), value :: tokens, hidden, topk, experts, recv_capacity
+            integer(c_int), value :: dtype
+            type(mk_comm), value :: comm
+            type(c_ptr), value :: stream
+        end function
+
+        ! out (tokens x hidden) receives each token's weighted sum of its
+        ! experts' rows of y; expert_offsets, topk_idx and send_rows are
+        ! those of the dispatch; topk_weights c_null_ptr: weights of 1.
+        integer(c_int) function mkMoECombine(y, expert_offsets, topk_idx, topk_weights, &
+                send_rows, out, tokens, hidden, topk, experts, recv_capacity, &
+                dtype, comm, stream) bind(C, name="mkMoECombine")
+            import :: mk_comm, c_int, c_int64_t, c_ptr
+            type(c_ptr), value :: y, expert_offsets, topk_idx, topk_weights
+            type(c_ptr), value :: send_rows, out
+            integer(c_int64_t), value :: tokens, hidden, topk, experts, recv_capacity
+            integer(c_int), value :: dtype
             type(mk_comm), value :: comm
             type(c_ptr), value :: stream
         end function

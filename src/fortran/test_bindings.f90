@@ -59,6 +59,14 @@ program test_bindings
     call check(mkGemmAllReduce(c_null_ptr, c_null_ptr, c_null_ptr, 8_c_int64_t, 8_c_int64_t, &
                8_c_int64_t, 1, mkBfloat16, none, c_null_ptr) &
                == mkErrInvalidArgument, 'mkGemmAllReduce, null comm')
+    call check(mkMoEDispatch(c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, &
+               c_null_ptr, c_null_ptr, c_null_ptr, 8_c_int64_t, 8_c_int64_t, 2_c_int64_t, &
+               8_c_int64_t, 64_c_int64_t, mkBfloat16, none, c_null_ptr) &
+               == mkErrInvalidArgument, 'mkMoEDispatch, null comm')
+    call check(mkMoECombine(c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, &
+               c_null_ptr, 8_c_int64_t, 8_c_int64_t, 2_c_int64_t, 8_c_int64_t, 64_c_int64_t, &
+               mkFloat32, none, c_null_ptr) == mkErrInvalidArgument, 'mkMoECombine, null comm')
+    call check(MK_MOE_MAX_EXPERTS == 4096 .and. MK_MOE_MAX_TOPK == 32, 'MoE limits')
     call check(mk_comm_info(none, 'allreduce') == '', 'mk_comm_info, null comm: empty')
 
     ! ---- unique id (passed by value) ---------------------------------------
@@ -138,6 +146,7 @@ contains
                    mk_last_error(c))
         r = mkAllReduce(c_null_ptr, c_null_ptr, 1_c_size_t, 7, c, c_null_ptr)
         call check(r /= mkSuccess, 'mkAllReduce of datatype 7: ' // mk_error_string(r))
+        call moe_calls(c, dev)
         r = mkMemAlloc(c, 0_c_size_t, h)
         call check(r /= mkSuccess, 'mkMemAlloc of 0 bytes: ' // mk_error_string(r))
         call check(mkCommDeregister(c, c_null_ptr) /= mkSuccess, 'mkCommDeregister(NULL)')
@@ -157,6 +166,51 @@ contains
         call check(info == '' .and. index(mk_last_error(c), 'no_such_op') > 0, &
                    'mk_comm_info of an unknown op: ' // mk_last_error(c))
     end subroutine data_calls
+
+    ! MoE calls on one rank: null buffers are refused (or, without a GPU,
+    ! the missing GPU), and so is every size out of its range.
+    subroutine moe_calls(c, dev)
+        type(mk_comm), intent(in) :: c
+        integer, intent(in) :: dev
+        integer :: r
+        r = mkMoEDispatch(c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, &
+                          c_null_ptr, c_null_ptr, c_null_ptr, 8_c_int64_t, 8_c_int64_t, &
+                          2_c_int64_t, 4_c_int64_t, 16_c_int64_t, mkBfloat16, c, c_null_ptr)
+        call check(r == mkErrInvalidArgument .or. (dev < 0 .and. r == mkErrUnsupported), &
+                   'mkMoEDispatch of null buffers: ' // mk_error_string(r) // ': ' // &
+                   mk_last_error(c))
+        r = mkMoECombine(c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, &
+                         c_null_ptr, 8_c_int64_t, 8_c_int64_t, 2_c_int64_t, 4_c_int64_t, &
+                         16_c_int64_t, mkFloat16, c, c_null_ptr)
+        call check(r == mkErrInvalidArgument .or. (dev < 0 .and. r == mkErrUnsupported), &
+                   'mkMoECombine of null buffers: ' // mk_error_string(r) // ': ' // &
+                   mk_last_error(c))
+        call moe_bad(c, 7_c_int64_t, 2_c_int64_t, 4_c_int64_t, mkBfloat16, 'hidden = 7')
+        call moe_bad(c, 8_c_int64_t, 0_c_int64_t, 4_c_int64_t, mkBfloat16, 'topk = 0')
+        call moe_bad(c, 8_c_int64_t, int(MK_MOE_MAX_TOPK, c_int64_t) + 1, 4_c_int64_t, &
+                     mkBfloat16, 'topk = MK_MOE_MAX_TOPK + 1')
+        call moe_bad(c, 8_c_int64_t, 2_c_int64_t, 0_c_int64_t, mkBfloat16, 'experts = 0')
+        call moe_bad(c, 8_c_int64_t, 2_c_int64_t, int(MK_MOE_MAX_EXPERTS, c_int64_t) + 1, &
+                     mkBfloat16, 'experts = MK_MOE_MAX_EXPERTS + 1')
+        call moe_bad(c, 8_c_int64_t, 2_c_int64_t, 4_c_int64_t, 7, 'dtype = 7')
+    end subroutine moe_calls
+
+    ! One bad size or dtype: both calls refuse it.
+    subroutine moe_bad(c, hidden, topk, experts, dtype, what)
+        type(mk_comm), intent(in) :: c
+        integer(c_int64_t), intent(in) :: hidden, topk, experts
+        integer, intent(in) :: dtype
+        character(len=*), intent(in) :: what
+        integer :: r
+        r = mkMoEDispatch(c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, &
+                          c_null_ptr, c_null_ptr, c_null_ptr, 8_c_int64_t, hidden, topk, &
+                          experts, 16_c_int64_t, dtype, c, c_null_ptr)
+        call check(r /= mkSuccess, 'mkMoEDispatch with ' // what // ': ' // mk_error_string(r))
+        r = mkMoECombine(c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, &
+                         c_null_ptr, 8_c_int64_t, hidden, topk, experts, 16_c_int64_t, &
+                         dtype, c, c_null_ptr)
+        call check(r /= mkSuccess, 'mkMoECombine with ' // what // ': ' // mk_error_string(r))
+    end subroutine moe_bad
 
     subroutine queries(c)
         type(mk_comm), intent(in) :: c

@@ -43,6 +43,35 @@ mkResult_t mki_err_record_format(const struct mki_err_record *r, char *buf, size
                  r->rank, r->peer, r->channel, r->chunk);
         return mkErrTransport;
     }
+    if (r->kind == MKI_ERR_CAPACITY) {
+        snprintf(buf, len, "%s (call %llu): rank %d would receive %llu rows, more than "
+                 "recv_capacity = %llu; nothing was written on any rank; destroy this "
+                 "communicator and call with recv_capacity >= %llu on every rank", op, call,
+                 r->peer, (unsigned long long)r->expected, (unsigned long long)r->seen,
+                 (unsigned long long)r->expected);
+        return mkErrInvalidArgument;
+    }
+    if (r->kind == MKI_ERR_BADINDEX) {
+        snprintf(buf, len, "%s (call %llu): rank %d's topk_idx[%d] is not an expert id "
+                 "(0 .. experts - 1, or -1 for none); nothing was written on any rank; "
+                 "destroy this communicator", op, call, r->peer, r->chunk);
+        return mkErrInvalidArgument;
+    }
+    if (r->kind == MKI_ERR_BADLAYOUT) {
+        if (r->phase == 0)
+            snprintf(buf, len, "%s (call %llu) on rank %d: expert_offsets gives %lld rows, "
+                     "not within recv_capacity = %llu (or y is NULL with rows to send); pass "
+                     "the expert_offsets of the dispatch these outputs answer; destroy this "
+                     "communicator", op, call, r->rank, (long long)r->seen,
+                     (unsigned long long)r->expected);
+        else
+            snprintf(buf, len, "%s (call %llu) on rank %d: topk_idx / send_rows at position "
+                     "%d (row %lld) are not those of a dispatch (an expert id out of range or "
+                     "a row outside recv_capacity = %llu); destroy this communicator", op,
+                     call, r->rank, r->chunk, (long long)r->seen,
+                     (unsigned long long)r->expected);
+        return mkErrInvalidArgument;
+    }
     if (r->kind == MKI_ERR_TIMEOUT && r->chunk < 0) {
         snprintf(buf, len, "%s (call %llu) on rank %d timed out waiting for rank %d in a "
                  "handshake (channel %d, expected signal 0x%llx, saw 0x%llx): rank %d is "

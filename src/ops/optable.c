@@ -12,12 +12,14 @@ extern const struct mki_op_desc mki_op_coll;     /* coll.c */
 extern const struct mki_op_desc mki_op_ag_gemm;  /* ag_gemm.c */
 extern const struct mki_op_desc mki_op_gemm_rs;  /* gemm_rs.c */
 extern const struct mki_op_desc mki_op_gemm_ar;  /* gemm_rs.c */
+extern const struct mki_op_desc mki_op_moe;      /* moe.c */
 
 const struct mki_op_desc *const mki_op_table[] = {
     &mki_op_coll,
     &mki_op_ag_gemm,
     &mki_op_gemm_rs,
     &mki_op_gemm_ar,
+    &mki_op_moe,
     NULL,
 };
 

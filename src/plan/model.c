@@ -87,6 +87,8 @@ static const unsigned op_movers[MKI_OP_COUNT] = {
     [MKI_OP_AG_GEMM] = MV(MKI_MOVER_CE),
     [MKI_OP_GEMM_RS] = MV(MKI_MOVER_TMA) | MV(MKI_MOVER_REG),
     [MKI_OP_GEMM_AR] = MV(MKI_MOVER_TMA) | MV(MKI_MOVER_REG),
+    [MKI_OP_MOE_DISPATCH] = MV(MKI_MOVER_REG),
+    [MKI_OP_MOE_COMBINE] = MV(MKI_MOVER_REG),
 };
 
 /* ---- names -------------------------------------------------------- */
@@ -119,7 +121,10 @@ unsigned mki_plan_movers(enum mki_op op)
     return (unsigned)op < MKI_OP_COUNT ? op_movers[op] : 0;
 }
 
-int mki_op_has_gemm(enum mki_op op) { return op >= MKI_OP_AG_GEMM; }
+int mki_op_has_gemm(enum mki_op op)
+{
+    return op == MKI_OP_AG_GEMM || op == MKI_OP_GEMM_RS || op == MKI_OP_GEMM_AR;
+}
 #define op_has_gemm mki_op_has_gemm
 static int op_reduces(enum mki_op op)
 {
@@ -174,6 +179,18 @@ static void work_of(const struct mki_model *md, const struct mki_plan_ctx *c,
     case MKI_OP_REDUCESCATTER: coll_bytes(c, mn * e, 0, &intra, &inter); break;
     case MKI_OP_ALLREDUCE: coll_bytes(c, 2 * mn * e, 0, &intra, &inter); break;
     case MKI_OP_ALLTOALL: coll_bytes(c, mn * e, 1, &intra, &inter); break;
+    case MKI_OP_MOE_DISPATCH:
+    case MKI_OP_MOE_COMBINE: {
+        /* k: top-k.  Dispatch: a token once to each rank of its experts,
+         * k experts picked uniformly: L (1 - (1 - 1/L)^k) ranks, the share
+         * (L - 1) / L of them peers; combine: k rows back per token. */
+        double L = c->local_size, miss = 1;
+        for (int64_t i = 0; i < k && L > 1; i++) miss *= 1 - 1 / L;
+        const double peers = L > 1 ? (op == MKI_OP_MOE_DISPATCH ? L * (1 - miss) : (double)k) *
+                                         (L - 1) / L : 0;
+        intra = mn * e * peers;
+        break;
+    }
     case MKI_OP_AG_GEMM:
         coll_bytes(c, (double)m * (double)k * e, 0, &intra, &inter);
         w->gm = m, w->gn = n, w->gk = k;
@@ -520,6 +537,20 @@ mkResult_t mki_plan_model(const struct mki_model *md,
     p.t_unfused_us = unfused_us(md, c, &w, op, budget);
     chunking(md, c, &w, o, &p);
     decide(md, &w, o, &p);
+    if (op == MKI_OP_MOE_DISPATCH || op == MKI_OP_MOE_COMBINE) {
+        /* one kernel whose CTAs take every role in turn (count, send,
+         * unpack; stage, pull): all the SMs of the rank, or MK_SM_SPLIT's
+         * intra count */
+        memset(&p.split, 0, sizeof(p.split));
+        p.split.intra = o && (o->set & MKI_OVR_INTRA) && o->split.intra > 0 ? o->split.intra
+                                                                            : budget;
+        p.ctas = p.split.intra;
+        p.mover = MKI_MOVER_REG;
+        p.fused = 1;
+        snprintf(p.reason, sizeof(p.reason), "one persistent kernel on %d SMs%s", p.ctas,
+                 c->nnodes > 1 ? "; one node only in this version (mkErrUnsupported across "
+                                 "nodes)" : "");
+    }
     *out = p;
     return mkSuccess;
 }

@@ -1,0 +1,123 @@
+/*
+ * moe.h - what src/ops/moe.c (host) and kernels/ops/moe.cu (device) agree
+ * on for mkMoEDispatch and mkMoECombine.  C99 and CUDA C++; no CUDA
+ * headers.
+ *
+ * One node (the ranks of a node reach each other's heaps; local index ==
+ * communicator rank).  Each call is one persistent kernel on every rank.
+ *
+ * Dispatch, call number e (ctl->dcalls + 1, read on the device):
+ *
+ *   count    CTA b takes tokens [T b / G, T (b + 1) / G) and counts, in
+ *            shared memory, the slots per expert, the tokens per
+ *            destination rank and the first bad expert id; its record goes
+ *            to the rank's scratch; a grid barrier (ctl->dbar)
+ *   record   CTA 0 sums the CTAs' records into the rank's record (rows per
+ *            expert, tokens per destination, first bad slot, tokens) and,
+ *            once every peer q released call e - 1 (peer_unpacked[q] >=
+ *            e - 1), stores it in every rank's record block at index
+ *            `me`, then raises rec_tag[me] = e there
+ *   verdict  every CTA waits for every rank's record: all ranks then hold
+ *            the same P records, so every rank finds the same bad id or
+ *            the same rank over recv_capacity, writes its error record and
+ *            stops before it writes anything (no exchange of verdicts)
+ *   send     from the records every rank knows where every row lands:
+ *            expert el of rank d starts at the rows of d's experts before
+ *            it, source s's rows of an expert after the rows of the sources
+ *            before s, and a CTA's after the CTAs before it.  Warp 0 walks
+ *            the CTA's tokens in order (a window of MKI_MOE_WINDOW at a
+ *            time) and gives each (t, j) its row, and each (t, d) its slot
+ *            in d's inbox; then every warp copies: a token of this rank's
+ *            own experts straight into recv (once per slot), another rank's
+ *            once into that rank's inbox slot (rows of the dtype) with its
+ *            metadata (t, the number of rows, each row, j and weight); the
+ *            last CTA raises arrive[me] = e in every peer
+ *   unpack   for each source s (in rank order from me + 1), once arrive[s]
+ *            >= e: the warps of the grid copy each of s's inbox slots into
+ *            its recv rows (a local copy) with recv_src and recv_weights
+ *   finish   the last CTA out (ctl->dexit) resets the counters, sets
+ *            dcalls = e and stores peer_unpacked[me] = e in every rank
+ *
+ * Combine, call number c (ctl->ccalls + 1): every rank first copies y
+ * (expert_offsets[El] rows) into its stage once every peer has pulled call
+ * c - 1 from it (peer_pulled[q] >= c - 1), the last CTA raising
+ * peer_staged[me] = c in every rank; then each warp takes tokens and sums
+ * w_j * y_d[row_j] in fp32, j in order, reading a peer's stage over NVLink
+ * (its own y directly); the last CTA out stores peer_pulled[me] = c in
+ * every rank.  The signals are single-writer words in the reader's
+ * control block, so every wait spins on local memory.
+ */
+#ifndef MKI_OPS_MOE_H
+#define MKI_OPS_MOE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rt/launch.h"
+#include "rt/rt.h"
+
+#define MKI_MOE_THREADS 512
+#define MKI_MOE_WINDOW 64      /* tokens whose rows warp 0 places at once */
+#define MKI_MOE_MAXE 4096      /* MK_MOE_MAX_EXPERTS */
+#define MKI_MOE_MAXK 32        /* MK_MOE_MAX_TOPK */
+/* 32-bit words of one rank's record: rows per expert [E], tokens per
+ * destination [8], first bad slot + 1 (0: none), tokens, 2 spare. */
+#define MKI_MOE_REC_WORDS(E) ((E) + MKI_MAXLOCAL + 4)
+/* 32-bit words of an inbox slot's metadata: t, rows, then topk rows,
+ * topk j's and topk weights (fp32 bits). */
+#define MKI_MOE_META_WORDS(topk) (2 + 3 * (topk))
+
+/* A rank's control block (its heap, zeroed at creation).  Indices are
+ * local ranks (== communicator ranks on one node). */
+struct mki_moe_ctl {
+    uint64_t dcalls, ccalls;            /* calls completed here */
+    uint64_t dbar, dsent, dexit;        /* dispatch: CTAs at the barrier, sent, out */
+    uint64_t cstaged, cexit;            /* combine: CTAs done staging, out */
+    uint64_t spare;
+    uint64_t rec_tag[MKI_MAXLOCAL];     /* call number of rank s's record here */
+    uint64_t arrive[MKI_MAXLOCAL];      /* rank s's rows of that call are in my inbox */
+    uint64_t peer_unpacked[MKI_MAXLOCAL]; /* rank q finished dispatch call n */
+    uint64_t peer_staged[MKI_MAXLOCAL];   /* rank q's stage holds combine call n */
+    uint64_t peer_pulled[MKI_MAXLOCAL];   /* rank q finished pulling combine call n from me */
+};
+
+/* Parameters of one launch (by value, __grid_constant__). */
+struct mki_moe_params {
+    struct mki_rt_dev rt;
+    struct mki_moe_ctl *ctl[MKI_MAXLOCAL]; /* every rank's, mapped */
+    int32_t *rec[MKI_MAXLOCAL];            /* every rank's P records */
+    char *inbox[MKI_MAXLOCAL];             /* cap rows of row_bytes */
+    int32_t *meta[MKI_MAXLOCAL];           /* cap slots of META_WORDS */
+    char *stage[MKI_MAXLOCAL];             /* cap rows of row_bytes */
+    int32_t *scratch;                      /* this rank's: a record per CTA */
+    /* dispatch */
+    const void *x;
+    const int32_t *idx;
+    const float *w;                        /* may be NULL (weights 1) */
+    void *recv;
+    float *recv_w;                         /* may be NULL */
+    int32_t *recv_src;                     /* may be NULL */
+    int64_t *off;                          /* expert_offsets */
+    int32_t *send_rows;
+    /* combine */
+    const void *y;
+    void *out;
+    int64_t tokens, hidden, cap, row_bytes;
+    int32_t topk, experts, el, dtype;
+    int32_t P, me, pad0, pad1;
+};
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* The launch of one call (combine = 0: dispatch); grid: the CTAs the
+ * plan gives (the launch may shrink it to what is co-resident). */
+int mki_moe_describe(const struct mki_moe_params *p, int combine, int grid,
+                     struct mki_launch_desc *d, char *msg, size_t len);
+/* Load the kernels now; 0 or an error with msg set. */
+int mki_moe_preload(char *msg, size_t len);
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MKI_OPS_MOE_H */

@@ -1,0 +1,398 @@
+/*
+ * moe.c - mkMoEDispatch and mkMoECombine: validate -> plan -> launch one
+ * persistent kernel (protocol and device side: kernels/ops/moe.{h,cu}).
+ *
+ * Resources: a control block and the ranks' count records (made with the
+ * communicator: every rank alike), and two banks grown with the shape
+ * (recv_capacity rows): the dispatch's inbox (rows and their metadata)
+ * and the combine's stage.  A local scratch holds a record per CTA.
+ * Nothing here waits for the device (the call numbers live on the
+ * device), so calls may be captured in a CUDA graph.  One node only in
+ * this version: the kernels reach the peers' heaps through CUDA IPC.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+
+#include "mki.h"
+#include "mem/mem.h"
+#include "ops/moe.h"
+#include "ops/op.h"
+#include "plan/plan.h"
+
+#define DISPATCH_FUNC "mkMoEDispatch"
+#define COMBINE_FUNC "mkMoECombine"
+
+struct moe_state {
+    struct mki_shape_cache shapes;
+    struct mki_heap_blk ctl;        /* struct mki_moe_ctl */
+    struct mki_heap_blk rec;        /* P records of MKI_MOE_REC_WORDS(MKI_MOE_MAXE) */
+    struct mki_heap_blk inbox;      /* rows, then metadata */
+    struct mki_heap_blk stage;      /* the combine's rows */
+    int nretired_inbox, nretired_stage;
+    void *scratch;                  /* local: a record per CTA */
+    size_t scratch_bytes;
+    struct mki_op_bufs bufs;
+};
+
+static mkResult_t moe_create(struct mkComm *comm, void **state)
+{
+    if (!comm->dev) return mkSuccess;
+    struct moe_state *g = calloc(1, sizeof(*g));
+    if (!g) return mki_error(comm, mkErrNoMemory, "out of host memory");
+    *state = g;
+    MKI_CHECK(mki_heap_alloc(comm, 0, sizeof(struct mki_moe_ctl), 1,
+                             "the MoE calls' control block", &g->ctl));
+    return mki_heap_alloc(comm, 0,
+                          (uint64_t)comm->dev->nlocal * MKI_MOE_REC_WORDS(MKI_MOE_MAXE) * 4u, 0,
+                          "the MoE calls' count records", &g->rec);
+}
+
+static void moe_destroy(struct mkComm *comm, void *state)
+{
+    struct moe_state *g = state;
+    if (!g) return;
+    if (comm->dev && !comm->dev->aborted) {
+        if (g->scratch) (void)cudaFree(g->scratch);
+        mki_op_bufs_free(&g->bufs);
+    }
+    free(g); /* its heap blocks go with the heap */
+}
+
+static int moe_preload(char *msg, size_t len) { return mki_moe_preload(msg, len); }
+
+const struct mki_op_desc mki_op_moe = {
+    "the MoE calls", NULL, moe_create, moe_destroy, moe_preload,
+};
+
+/* ---- one call --------------------------------------------------------- */
+
+struct moe_call {
+    int combine;
+    const char *func;
+    const void *x, *y;
+    const int32_t *idx;
+    const float *w;
+    void *recv, *out;
+    float *recv_w;
+    int32_t *recv_src, *send_rows;
+    int64_t *off;
+    const int64_t *off_in;          /* combine: the dispatch's expert_offsets */
+    int64_t tokens, hidden, topk, experts, cap;
+    mkDataType_t dtype;
+    int es;
+};
+
+struct moe_shape {
+    int32_t ok, dtype, has_w, pad;
+    int64_t hidden, topk, experts, cap;
+};
+
+static mkResult_t check_sizes(struct mkComm *comm, struct moe_call *c)
+{
+    const char *f = c->func;
+    c->es = mki_dtype_bytes(c->dtype);
+    if (c->es == 0)
+        return mki_error(comm, mkErrInvalidArgument, "%s: dtype = %d is not a mkDataType_t; "
+                         "use mkBfloat16, mkFloat16 or mkFloat32", f, (int)c->dtype);
+    const int P = comm->nranks;
+    if (c->tokens < 0 || c->cap < 0)
+        return mki_error(comm, mkErrInvalidArgument, "%s: tokens = %lld, recv_capacity = "
+                         "%lld; neither may be negative", f, (long long)c->tokens,
+                         (long long)c->cap);
+    if (c->hidden <= 0 || c->hidden % 8 != 0 || c->hidden > (1ll << 24))
+        return mki_error(comm, mkErrInvalidArgument, "%s: hidden = %lld; give a positive "
+                         "multiple of 8 up to 2^24 (rows are moved in 16-byte pieces)", f,
+                         (long long)c->hidden);
+    if (c->topk < 1 || c->topk > MK_MOE_MAX_TOPK)
+        return mki_error(comm, mkErrInvalidArgument, "%s: topk = %lld; give 1 to %d", f,
+                         (long long)c->topk, MK_MOE_MAX_TOPK);
+    if (c->experts < 1 || c->experts > MK_MOE_MAX_EXPERTS || c->experts % P != 0)
+        return mki_error(comm, mkErrInvalidArgument, "%s: experts = %lld; give a multiple of "
+                         "the %d ranks, at most %d (experts are spread evenly over the ranks)",
+                         f, (long long)c->experts, P, MK_MOE_MAX_EXPERTS);
+    if (c->tokens > INT32_MAX / c->topk)
+        return mki_error(comm, mkErrInvalidArgument, "%s: tokens x topk = %lld x %lld is "
+                         "over 2^31 - 1 slots; split the call", f, (long long)c->tokens,
+                         (long long)c->topk);
+    if (c->cap > INT32_MAX / MKI_MAXLOCAL)
+        return mki_error(comm, mkErrInvalidArgument, "%s: recv_capacity = %lld is over "
+                         "%d rows; split the call", f, (long long)c->cap,
+                         INT32_MAX / MKI_MAXLOCAL);
+    if ((double)c->cap * (double)c->hidden * c->es > (double)(1ull << 40) ||
+        (double)c->tokens * (double)c->hidden * c->es > (double)(1ull << 40))
+        return mki_error(comm, mkErrInvalidArgument, "%s: %lld rows of %lld elements is over "
+                         "1 TiB; split the call", f,
+                         (long long)(c->cap > c->tokens ? c->cap : c->tokens),
+                         (long long)c->hidden);
+    const int64_t T = c->tokens;
+    const struct { const char *name; const void *p; int need; } req[] = {
+        {"x", c->x, !c->combine && T > 0},
+        {"topk_idx", c->idx, T > 0},
+        {"send_rows", c->combine ? (const void *)c->send_rows : (const void *)c->send_rows, T > 0},
+        {"expert_offsets", c->combine ? (const void *)c->off_in : (const void *)c->off, 1},
+        {"recv", c->recv, !c->combine && c->cap > 0},
+        {"out", c->out, c->combine && T > 0}};
+    for (unsigned i = 0; i < sizeof(req) / sizeof(req[0]); i++)
+        if (req[i].need && req[i].p == NULL)
+            return mki_error(comm, mkErrInvalidArgument, "%s: %s is NULL; pass device memory",
+                             f, req[i].name);
+    if (!c->combine && c->recv_w && !c->w)
+        return mki_error(comm, mkErrInvalidArgument, "%s: recv_weights is given but "
+                         "topk_weights is NULL; pass both or neither", f);
+    return mkSuccess;
+}
+
+/* Device pointers, alignment, and outputs that overlap anything. */
+static mkResult_t check_device(struct mkComm *comm, const struct moe_call *c)
+{
+    const size_t T = (size_t)c->tokens, K = (size_t)c->topk, cap = (size_t)c->cap;
+    const size_t rb = (size_t)c->hidden * (size_t)c->es;
+    const size_t el = (size_t)(c->experts / comm->nranks);
+    struct { const char *name; const void *p; size_t bytes, align; int out; } a[] = {
+        {"x", c->x, T * rb, 16, 0},
+        {"topk_idx", c->idx, T * K * 4, 4, 0},
+        {"topk_weights", c->w, T * K * 4, 4, 0},
+        {"recv", c->recv, cap * rb, 16, 1},
+        {"recv_weights", c->recv_w, cap * 4, 4, 1},
+        {"recv_src", c->recv_src, cap * 8, 4, 1},
+        {"expert_offsets", c->combine ? (const void *)c->off_in : (const void *)c->off,
+         (el + 1) * 8, 8, !c->combine},
+        {"send_rows", c->send_rows, T * K * 4, 4, !c->combine},
+        {"y", c->y, 16, 16, 0},
+        {"out", c->out, T * rb, 16, 1}};
+    const int n = sizeof(a) / sizeof(a[0]);
+    for (int i = 0; i < n; i++)
+        if (a[i].p && a[i].bytes)
+            MKI_CHECK(mki_check_dev_ptr(comm, c->func, a[i].name, a[i].p, a[i].align));
+    for (int i = 0; i < n; i++) {
+        if (!a[i].out || !a[i].p || !a[i].bytes) continue;
+        for (int j = 0; j < n; j++)
+            if (j != i && mki_overlap(a[i].p, a[i].bytes, a[j].p, a[j].bytes))
+                return mki_error(comm, mkErrInvalidArgument, "%s: %s overlaps %s; every "
+                                 "output needs memory of its own", c->func, a[i].name,
+                                 a[j].name);
+    }
+    return mkSuccess;
+}
+
+static mkResult_t compare_shapes(struct mkComm *comm, const void *records, size_t rec,
+                                 const void *ctx)
+{
+    const struct moe_shape *all = records, *me = &all[comm->rank];
+    (void)rec;
+    for (int r = 0; r < comm->nranks; r++) {
+        const struct moe_shape *s = &all[r];
+        const char *what = s->hidden != me->hidden ? "hidden" : s->topk != me->topk ? "topk"
+                           : s->experts != me->experts ? "experts"
+                           : s->cap != me->cap ? "recv_capacity"
+                           : s->dtype != me->dtype ? "dtype"
+                           : s->has_w != me->has_w ? "topk_weights (NULL on some ranks only)"
+                           : NULL;
+        if (what)
+            return mki_error(comm, mkErrInvalidArgument, "%s: rank %d passed hidden = %lld, "
+                             "topk = %lld, experts = %lld, recv_capacity = %lld, dtype %d but "
+                             "rank %d passed %lld, %lld, %lld, %lld, dtype %d: %s differs; "
+                             "every rank must pass the same (tokens may differ)",
+                             (const char *)ctx, r, (long long)s->hidden, (long long)s->topk,
+                             (long long)s->experts, (long long)s->cap, s->dtype, comm->rank,
+                             (long long)me->hidden, (long long)me->topk,
+                             (long long)me->experts, (long long)me->cap, me->dtype, what);
+    }
+    return mkSuccess;
+}
+
+static mkResult_t agree(struct mkComm *comm, struct moe_state *g, const struct moe_call *c,
+                        mkResult_t local)
+{
+    uint64_t h = 1469598103934665603ull;
+    const int64_t v[7] = {c->hidden, c->topk, c->experts, c->cap, c->dtype, c->w != NULL,
+                          c->combine};
+    for (int i = 0; i < 7; i++) h = mki_hash64(h, (uint64_t)v[i]);
+    struct moe_shape *all = calloc((size_t)comm->nranks, sizeof(*all));
+    if (!all) return mki_error(comm, mkErrNoMemory, "%s: out of host memory", c->func);
+    all[comm->rank] = (struct moe_shape){0, (int32_t)c->dtype, c->w != NULL, 0, c->hidden,
+                                         c->topk, c->experts, c->cap};
+    mkResult_t r = mki_agree_shape(comm, g ? &g->shapes : NULL, c->func, h, all, sizeof(*all),
+                                   local, compare_shapes, c->func);
+    free(all);
+    return r;
+}
+
+/* Before the stage is given back to the heap: every peer has pulled the
+ * last combine from it (this rank's kernels are done: the stream was
+ * synchronized; the peers' may still read). */
+static mkResult_t wait_pulled(struct mki_call *k, struct moe_state *g)
+{
+    struct mkComm *comm = k->comm;
+    if (!g->stage.bytes || k->capturing) return mkSuccess;
+    cudaError_t e = cudaStreamSynchronize(k->stream);
+    struct mki_moe_ctl ctl;
+    const uint64_t t0 = mki_now_ns(), limit = (uint64_t)comm->cfg.timeoutMs * 1000000ull;
+    for (;;) {
+        if (e == cudaSuccess)
+            e = cudaMemcpy(&ctl, mki_heap_ptr(comm, &g->ctl, comm->dev->me), sizeof(ctl),
+                           cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            return mki_error(comm, mkErrCuda, "%s: waiting for earlier calls: %s", k->func,
+                             cudaGetErrorString(e));
+        }
+        int q = 0;
+        while (q < comm->dev->nlocal &&
+               (q == comm->dev->me || ctl.peer_pulled[q] >= ctl.ccalls))
+            q++;
+        if (q == comm->dev->nlocal) return mkSuccess;
+        if (mki_now_ns() - t0 > limit)
+            return mki_error(comm, mkErrTimeout, "%s: rank %d has not finished the last "
+                             "mkMoECombine (it reads this rank's stage, which must grow)",
+                             k->func, comm->dev->comm_rank[q]);
+        const struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static mkResult_t run(struct mki_call *k, struct moe_state *g, struct moe_call *c)
+{
+    struct mkComm *comm = k->comm;
+    const struct mki_devrt *dv = comm->dev;
+    const int P = dv->nlocal;
+    const uint64_t rb = (uint64_t)c->hidden * (uint64_t)c->es;
+    const uint64_t cap = (uint64_t)c->cap ? (uint64_t)c->cap : 1;
+    struct mki_op_plan pl;
+    memset(&pl, 0, sizeof(pl));
+    MKI_CHECK(mki_plan_op(comm, c->combine ? MKI_OP_MOE_COMBINE : MKI_OP_MOE_DISPATCH,
+                          c->tokens > 0 ? c->tokens : 1, c->hidden, c->topk, c->es, &pl));
+    const int grid = pl.ctas > 0 ? pl.ctas : 1;
+    /* the banks: the same size on every rank (the shapes agree) */
+    const uint64_t meta_off = cap * rb;
+    MKI_CHECK(mki_op_bank(k, &g->inbox, meta_off + cap * MKI_MOE_META_WORDS(c->topk) * 4u,
+                          &g->nretired_inbox, "the MoE dispatch's inbox"));
+    if (g->stage.bytes < cap * rb) MKI_CHECK(wait_pulled(k, g));
+    MKI_CHECK(mki_op_bank(k, &g->stage, cap * rb, &g->nretired_stage,
+                          "the MoE combine's stage"));
+    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->scratch, &g->scratch_bytes,
+                         (size_t)grid * MKI_MOE_REC_WORDS(c->experts) * 4u,
+                         "the MoE dispatch's per-CTA counts"));
+    struct mki_moe_params p;
+    memset(&p, 0, sizeof(p));
+    mki_rt_fill(comm, c->combine ? MKI_OP_MOE_COMBINE : MKI_OP_MOE_DISPATCH, &p.rt);
+    for (int l = 0; l < P; l++) {
+        p.ctl[l] = (struct mki_moe_ctl *)mki_heap_ptr(comm, &g->ctl, l);
+        p.rec[l] = (int32_t *)mki_heap_ptr(comm, &g->rec, l);
+        p.inbox[l] = mki_heap_ptr(comm, &g->inbox, l);
+        p.meta[l] = (int32_t *)(p.inbox[l] + meta_off);
+        p.stage[l] = mki_heap_ptr(comm, &g->stage, l);
+    }
+    p.scratch = g->scratch;
+    p.x = c->x;
+    p.idx = c->idx;
+    p.w = c->w;
+    p.recv = c->recv;
+    p.recv_w = c->recv_w;
+    p.recv_src = c->recv_src;
+    p.off = c->combine ? (int64_t *)c->off_in : c->off;
+    p.send_rows = c->send_rows;
+    p.y = c->y;
+    p.out = c->out;
+    p.tokens = c->tokens;
+    p.hidden = c->hidden;
+    p.cap = c->cap;
+    p.row_bytes = (int64_t)rb;
+    p.topk = (int32_t)c->topk;
+    p.experts = (int32_t)c->experts;
+    p.el = (int32_t)(c->experts / comm->nranks);
+    p.dtype = (int32_t)c->dtype;
+    p.P = P;
+    p.me = dv->me;
+    struct mki_launch_desc d;
+    char msg[256];
+    if (mki_moe_describe(&p, c->combine, grid, &d, msg, sizeof(msg)) != 0)
+        return mki_error(comm, mkErrInternal, "%s: %s", c->func, msg);
+    return mki_launch(k, &d);
+}
+
+static mkResult_t call_run(struct mki_call *k, struct moe_call *c)
+{
+    struct mkComm *comm = k->comm;
+    mkResult_t local = check_sizes(comm, c);
+    if (local == mkSuccess) local = k->res;
+    if (local == mkSuccess) local = check_device(comm, c);
+    if (local == mkSuccess && (comm->nnodes != 1 || !comm->dev || comm->dev->nlocal != comm->nranks))
+        local = mki_error(comm, mkErrUnsupported, "%s: the communicator spans %d nodes; this "
+                          "version runs the MoE calls among the ranks of one node (use a "
+                          "communicator of one node, e.g. from mkCommSplit by node)", c->func,
+                          comm->nnodes);
+    for (int l = 0; local == mkSuccess && l < comm->nranks; l++)
+        if (comm->dev->comm_rank[l] != l)
+            local = mki_error(comm, mkErrUnsupported, "%s: the node's local ranks are not in "
+                              "communicator order (local %d is rank %d); split the "
+                              "communicator so that they are", c->func, l,
+                              comm->dev->comm_rank[l]);
+    struct moe_state *g = mki_op_state(comm, &mki_op_moe);
+    /* Every rank takes part in the shape check, even after a local error,
+     * so that no rank is left waiting in it. */
+    MKI_CHECK(agree(comm, g, c, local));
+    return run(k, g, c);
+}
+
+MK_API mkResult_t mkMoEDispatch(const void *x, const int32_t *topk_idx,
+                                const float *topk_weights, void *recv, float *recv_weights,
+                                int32_t *recv_src, int64_t *expert_offsets, int32_t *send_rows,
+                                int64_t tokens, int64_t hidden, int64_t topk, int64_t experts,
+                                int64_t recv_capacity, mkDataType_t dtype, mkComm_t comm,
+                                cudaStream_t stream)
+{
+    struct mki_call kc;
+    MKI_CHECK(mki_call_enter(comm, MKI_OP_MOE_DISPATCH, stream, &kc));
+    struct moe_call c;
+    memset(&c, 0, sizeof(c));
+    c.func = DISPATCH_FUNC;
+    c.x = x;
+    c.idx = topk_idx;
+    c.w = topk_weights;
+    c.recv = recv;
+    c.recv_w = recv_weights;
+    c.recv_src = recv_src;
+    c.off = expert_offsets;
+    c.send_rows = send_rows;
+    c.tokens = tokens;
+    c.hidden = hidden;
+    c.topk = topk;
+    c.experts = experts;
+    c.cap = recv_capacity;
+    c.dtype = dtype;
+    return mki_call_leave(&kc, call_run(&kc, &c));
+}
+
+MK_API mkResult_t mkMoECombine(const void *y, const int64_t *expert_offsets,
+                               const int32_t *topk_idx, const float *topk_weights,
+                               const int32_t *send_rows, void *out, int64_t tokens,
+                               int64_t hidden, int64_t topk, int64_t experts,
+                               int64_t recv_capacity, mkDataType_t dtype, mkComm_t comm,
+                               cudaStream_t stream)
+{
+    struct mki_call kc;
+    MKI_CHECK(mki_call_enter(comm, MKI_OP_MOE_COMBINE, stream, &kc));
+    struct moe_call c;
+    memset(&c, 0, sizeof(c));
+    c.combine = 1;
+    c.func = COMBINE_FUNC;
+    c.y = y;
+    c.off_in = expert_offsets;
+    c.idx = topk_idx;
+    c.w = topk_weights;
+    c.send_rows = (int32_t *)send_rows;
+    c.out = out;
+    c.tokens = tokens;
+    c.hidden = hidden;
+    c.topk = topk;
+    c.experts = experts;
+    c.cap = recv_capacity;
+    c.dtype = dtype;
+    return mki_call_leave(&kc, call_run(&kc, &c));
+}

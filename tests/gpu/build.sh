@@ -2,16 +2,18 @@
 # Builds, on a machine with CUDA (no GPU needed), everything the GPU test
 # scripts run, into build-gpu/: the collectives' tests and benchmark
 # (build-gpu/rt), the GEMM engine's (build-gpu/gemm), mkAllGatherGemm's
-# (build-gpu/agg), mkGemmReduceScatter's (build-gpu/grs), the kill
-# drill (build-gpu/kill).  Then carry build-gpu/rt, build-gpu/gemm and
-# build-gpu/agg (or the subset you run), or only the archive
-# build-gpu/bins.tar.xz, and call tests/gpu/all.sh there.
+# (build-gpu/agg), mkGemmReduceScatter's (build-gpu/grs), mkMoEDispatch
+# and mkMoECombine's (build-gpu/moe), the kill drill (build-gpu/kill).
+# Then carry build-gpu/rt, build-gpu/gemm and build-gpu/agg (or the subset
+# you run), or only the archive build-gpu/bins.tar.xz, and call
+# tests/gpu/all.sh there.
 # Run from the repository root.
 set -eu
 sh tests/gpu/coll_build.sh
 sh kernels/gemm/build.sh
 bash tests/gpu/ag_gemm.sh build
 bash tests/gpu/gemm_rs.sh build
+bash tests/gpu/moe.sh build
 bash tests/gpu/demo.sh build
 bash tests/gpu/net.sh build
 bash tests/gpu/kill.sh build
@@ -19,7 +21,8 @@ bash tests/gpu/kill.sh build
 # unpacks: carry build-gpu/bins.tar.xz alone.
 tar cJf build-gpu/bins.tar.xz build-gpu/rt/test_coll build-gpu/rt/test_scale build-gpu/rt/mkbench_coll \
     build-gpu/agg/test_ag_gemm build-gpu/agg/mkbench_ag_gemm build-gpu/demo/demo \
-    build-gpu/grs/test_gemm_rs build-gpu/grs/mkbench_gemm_rs build-gpu/kill/test_kill $(ls build-gpu/demo/gpu_f 2>/dev/null) \
+    build-gpu/grs/test_gemm_rs build-gpu/grs/mkbench_gemm_rs build-gpu/moe/test_moe build-gpu/moe/mkbench_moe \
+    build-gpu/kill/test_kill $(ls build-gpu/demo/gpu_f 2>/dev/null) \
     build-gpu/net/mkbench_net build-gpu/gemm/test_gemm build-gpu/gemm/bench_gemm \
     build-gpu/gemm/test_gemm_args build-gpu/gemm/gemm.o
 ls -la build-gpu/bins.tar.xz

@@ -58,42 +58,11 @@ unset MK_NODE_SIZE MK_TRANSPORT
 MPI="mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH \
  -x NCCL_NVLS_ENABLE -x CUDA_MODULE_LOADING -x MK_DEBUG -x MK_TIMEOUT_MS -x MK_SM_SPLIT \
  -x MK_SEED -x CUDA_VISIBLE_DEVICES -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY"
-xopt() {
-    local v
-    for v in MK_NODE_SIZE MK_TRANSPORT; do
-        [ -n "${!v:-}" ] && printf ' -x %s' "$v"
-    done
-}
 LOG=$O/$OPN.log
 SUMMARY=$O/$OPN-summary.txt
 : > "$LOG"; : > "$SUMMARY"
-status=0 late=0
-step() { # NAME LIMIT NP ARGS...
-    local name=$1 limit=$2 np=$3; shift 3
-    if [ -n "${MK_GPU_DEADLINE:-}" ] && [ $((MK_GPU_DEADLINE - $(date +%s))) -lt "$limit" ]; then
-        limit=$((MK_GPU_DEADLINE - $(date +%s)))
-    fi
-    if [ "$limit" -lt 10 ]; then
-        printf "%-44s %-7s (out of time)\n" "$name" SKIP >> "$SUMMARY"
-        late=1
-        return
-    fi
-    local t0=$(date +%s) rc res=PASS
-    echo "=== $name (np $np, limit ${limit}s, MK_NODE_SIZE=${MK_NODE_SIZE:-} CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-}): $*" >> "$LOG"
-    # shellcheck disable=SC2046
-    timeout -k 10 "$limit" $MPI $(xopt) -np "$np" "$@" >> "$LOG" 2>&1
-    rc=$?
-    [ $rc -ne 0 ] && res=FAIL && status=1
-    { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && res=TIMEOUT
-    printf "%-44s %-7s %4d s (rc %d)\n" "$name" "$res" $(( $(date +%s) - t0 )) $rc >> "$SUMMARY"
-    local left
-    left=$(pgrep -f "^(\./)?$B/(test_gemm_rs|mkbench_gemm_rs)( |$)" || true)
-    if [ -n "$left" ]; then
-        echo "LEFTOVER after $name: $left" >> "$SUMMARY"
-        status=1
-        for p in $left; do kill -9 "$p" 2>/dev/null; done
-    fi
-}
+PROGS="test_gemm_rs|mkbench_gemm_rs"
+. tests/gpu/steps.sh
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$LOG" 2>&1
 if [ $tests = 1 ] && [ "$ngpu" -ge 2 ]; then

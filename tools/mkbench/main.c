@@ -11,6 +11,9 @@
  *   mkbench gemm_ar [options]   mkGemmAllReduce against cuBLAS + NCCL all-reduce
  *   mkbench gemm_rs [options]   mkGemmReduceScatter against cuBLAS + NCCL
  *                               reduce-scatter (under mpirun)
+ *   mkbench moe [options]       mkMoEDispatch and mkMoECombine against NCCL's
+ *                               all-to-allv with pack/unpack kernels (under
+ *                               mpirun)
  */
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +22,7 @@ int mkb_gemm_main(int argc, char **argv);
 int mkb_ag_gemm_main(int argc, char **argv);
 int mkb_gemm_rs_main(int argc, char **argv);
 int mkb_gemm_ar_main(int argc, char **argv);
+int mkb_moe_main(int argc, char **argv);
 #ifdef MKB_HAVE_COLL
 int mkb_coll_main(int argc, char **argv);
 #endif
@@ -29,6 +33,7 @@ static int usage(void)
                     "       mkbench ag_gemm [options] (under mpirun; --help)\n"
                     "       mkbench gemm_rs [options] (under mpirun; --help)\n"
                     "       mkbench gemm_ar [options] (under mpirun; --help)\n"
+                    "       mkbench moe [options]     (under mpirun; --help)\n"
 #ifdef MKB_HAVE_COLL
                     "       mkbench coll [options]   (mkbench coll --help)\n"
 #endif
@@ -46,6 +51,7 @@ int main(int argc, char **argv)
         return mkb_gemm_rs_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "gemm_ar") == 0)
         return mkb_gemm_ar_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "moe") == 0) return mkb_moe_main(argc - 1, argv + 1);
 #ifdef MKB_HAVE_COLL
     if (strcmp(argv[1], "coll") == 0) return mkb_coll_main(argc - 1, argv + 1);
 #endif

@@ -1,0 +1,1256 @@
+/*
+ * test_moe.cu - mkMoEDispatch and mkMoECombine on the GPU, one process per
+ * rank (mpirun; PMIx bootstrap): 2 GPUs, 1 GPU with 2, 4 or 8 ranks under
+ * MPS.
+ *
+ *   test_moe correct [LIST]  routing cases (below) x bf16, fp16, fp32, each
+ *                            4 times with fresh inputs ("correct 0,3,11":
+ *                            only those cases of the list)
+ *   test_moe stress          100 dispatch + combine pairs of different
+ *                            shapes, routings and dtypes, no host sync
+ *                            between them, every result checked at the end
+ *   test_moe graph           dispatch + the test's expert kernel + combine
+ *                            captured in a CUDA graph, replayed 20 times
+ *                            with fresh inputs (and routing) written into
+ *                            the same buffers, every replay checked
+ *   test_moe overflow        recv_capacity one row short on one rank, an
+ *                            expert id = experts, an expert id = -2: each on
+ *                            a fresh communicator (mkCommSplit), the call
+ *                            returns mkSuccess, every rank's
+ *                            mkCommGetAsyncError then reports
+ *                            mkErrInvalidArgument, nothing written anywhere;
+ *                            the first communicator still works after
+ *   test_moe badinput        arguments the host refuses: the error, its
+ *                            message, nothing written, then a good call
+ *   test_moe nocall          rank 1 skips a dispatch: the others fail with
+ *                            mkErrTimeout naming rank 1 (set MK_TIMEOUT_MS)
+ *   test_moe multinode       virtual nodes (MK_NODE_SIZE=1): both calls
+ *                            return mkErrUnsupported, nothing written, the
+ *                            communicator still healthy
+ *   test_moe time [TxHxExK]  dispatch and combine alone, per-call medians
+ *                            (default 4096x7168x256x8: tokens per rank,
+ *                            hidden, experts, top-k; mkbench moe is the
+ *                            benchmark)
+ *
+ * Every check (on every rank): recv, recv_weights, recv_src, send_rows,
+ * expert_offsets, y and out poisoned before the call (data and floats
+ * 0xFF bytes: NaN in every dtype; int32/int64 arrays 0xA5 bytes, which
+ * -1 is not); expert_offsets exactly; every received row bit for bit (a
+ * copy) at its place (by local expert, then source rank, then (t, j) of
+ * the source); recv_src and recv_weights exactly; the rows of recv past
+ * off[El] still poison; send_rows exactly (the row on the expert's rank).
+ * Then y = round(recv * 0.5 + c(expert)) by a kernel of this test, in
+ * dtype, and mkMoECombine: out against a host sum in double of the same y
+ * values (rebuilt on the host), within the dtype's one rounding (2^-7
+ * bf16, 2^-10 fp16) plus fp32's products and sum ((2 topk + 2) 2^-24:
+ * 1.1e-6 at top-8), relative to the sum of |terms| (fp16: plus 2^-24,
+ * its subnormals' step); a token with no expert exactly 0.  Inputs come from a
+ * hash of (seed, rank, call), so every rank builds every rank's x,
+ * topk_idx and topk_weights and the expected layout without
+ * communicating; the seed is printed (MK_SEED repeats a run).
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "mkernel.h"
+
+static int g_rank, g_n;
+static mkComm_t g_comm;
+static uint64_t g_seed;
+static cudaStream_t g_st;
+
+#define MKT_EXIT_MK 3
+#include "check.h"
+#include "fill.cuh"
+
+/* Poison bytes: data, y, out and recv_weights 0xFF (NaN in bf16, fp16
+ * and fp32); recv_src, send_rows and expert_offsets 0xA5 (not -1, the
+ * value of an empty slot). */
+#define POISON_DATA 0xFF
+#define POISON_INT 0xA5
+
+static const char *dt_name(int dt) { return dt == 0 ? "bf16" : dt == 1 ? "fp16" : "fp32"; }
+static size_t dt_bytes(int dt) { return dt == 2 ? 4 : 2; }
+
+/* ---- values --------------------------------------------------------- */
+
+static uint64_t seed_of(int rank, int call)
+{
+    return g_seed * 1000003ull + (uint64_t)call * 131ull + (uint64_t)rank * 7ull;
+}
+
+__host__ __device__ __forceinline__ float expert_const(int64_t g)
+{
+    return (float)((int)(g % 13) - 6) * 0.0625f; /* exact in every dtype */
+}
+
+__device__ __forceinline__ float ld_dt(const void *p, size_t i, int dt)
+{
+    if (dt == 0) return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    if (dt == 1) return __half2float(((const __half *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+__device__ __forceinline__ void st_dt(void *p, size_t i, float v, int dt)
+{
+    if (dt == 0) ((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
+    else if (dt == 1) ((__half *)p)[i] = __float2half(v);
+    else ((float *)p)[i] = v;
+}
+
+/* x: n elements of dtype dt from (seed, index), in [-1, 1). */
+__global__ void fill_x(void *p, size_t n, uint64_t seed, int dt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        st_dt(p, i, hash_val(seed * 0x9e3779b97f4a7c15ull + i), dt);
+}
+
+/* The experts' outputs: y[i] = round(recv[i] * 0.5 + c(global expert of
+ * row i)) for the rows [0, off[el]) of this rank (row i's expert found in
+ * off); the rows past off[el] are left alone (poison). */
+__global__ void make_y(const void *recv, void *y, const int64_t *off, int64_t el, int64_t cap,
+                       int64_t hidden, int dt, int64_t first_expert)
+{
+    int64_t rows = off[el];
+    if (rows < 0 || rows > cap) rows = 0; /* a wrong layout: the check says so */
+    const size_t n = (size_t)rows * hidden;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const int64_t r = (int64_t)(i / hidden);
+        int64_t lo = 0, hi = el; /* off[lo] <= r < off[hi] */
+        while (hi - lo > 1) {
+            const int64_t mid = (lo + hi) / 2;
+            if (off[mid] <= r) lo = mid;
+            else hi = mid;
+        }
+        st_dt(y, i, ld_dt(recv, i, dt) * 0.5f + expert_const(first_expert + lo), dt);
+    }
+}
+
+/* The host's copies of what the GPU computes. */
+static float round_dt(float v, int dt)
+{
+    if (dt == 0) return __bfloat162float(__float2bfloat16(v));
+    if (dt == 1) return __half2float(__float2half(v));
+    return v;
+}
+
+static uint32_t bits_dt(float v, int dt)
+{
+    if (dt == 0) {
+        __nv_bfloat16 b = __float2bfloat16(v);
+        uint16_t u;
+        memcpy(&u, &b, 2);
+        return u;
+    }
+    if (dt == 1) {
+        __half h = __float2half(v);
+        uint16_t u;
+        memcpy(&u, &h, 2);
+        return u;
+    }
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return u;
+}
+
+static float x_val(int q, int call, size_t i)
+{
+    return hash_val(seed_of(q, call) * 0x9e3779b97f4a7c15ull + i);
+}
+
+static double bits_to_double(const unsigned char *p, int dt)
+{
+    if (dt == 2) {
+        float f;
+        memcpy(&f, p, 4);
+        return f;
+    }
+    uint16_t u;
+    memcpy(&u, p, 2);
+    if (dt == 0) {
+        __nv_bfloat16_raw r;
+        r.x = u;
+        return __bfloat162float(__nv_bfloat16(r));
+    }
+    __half_raw r;
+    r.x = u;
+    return __half2float(__half(r));
+}
+
+/* ---- routing -------------------------------------------------------- */
+
+struct Rng {
+    uint64_t s;
+    uint64_t next()
+    {
+        uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    }
+    uint32_t below(uint64_t n) { return (uint32_t)(next() % n); }
+    double unit() { return (double)(next() >> 11) / 9007199254740992.0; }
+};
+
+enum Kind {
+    UNIFORM, /* top-k of distinct random experts */
+    SKEW,    /* the hot expert in min(1, 0.3 topk) of the tokens: ~30% of
+                the slots where top-k allows it (topk <= 3) */
+    ONE,     /* every token's slot 0 names the hot expert */
+    SPARSE,  /* only experts g % 3 == 0, none of rank 1's: experts and a
+                rank with no rows */
+    HOLES,   /* uniform, then slots of -1 (30%) and every 5th token with no
+                expert at all */
+    DUP,     /* slots drawn with replacement: a token names an expert twice */
+    NONE,    /* every slot -1 */
+    NKINDS
+};
+static const char *kind_name[] = {"uniform", "skewed", "one expert", "sparse",
+                                  "slots of -1", "repeated", "none"};
+
+struct Route {
+    int64_t tokens = 0;
+    std::vector<int32_t> idx; /* tokens * topk */
+    std::vector<float> w;     /* tokens * topk */
+};
+
+/* Rank q's routing of call `call`: the same on every rank. */
+static Route make_route(int kind, int q, int call, int64_t tokens, int64_t topk, int64_t experts,
+                        int64_t hot)
+{
+    Route r;
+    r.tokens = tokens;
+    r.idx.assign((size_t)(tokens * topk), -1);
+    r.w.assign((size_t)(tokens * topk), 0.0f);
+    Rng g{seed_of(q, call) ^ 0x5bd1e995ull * (uint64_t)(kind + 1)};
+    const int64_t el = experts / g_n;
+    std::vector<int32_t> allow;
+    if (kind == SPARSE)
+        for (int64_t e = 0; e < experts; e++)
+            if (e % 3 == 0 && (g_n == 1 || e / el != 1)) allow.push_back((int32_t)e);
+    const int64_t pool = kind == SPARSE ? (int64_t)allow.size() : experts;
+    auto draw = [&](int32_t *slots, int64_t avoid) -> int32_t {
+        for (int tries = 0; tries < 10000; tries++) {
+            const int32_t e = kind == SPARSE ? allow[g.below(allow.size())]
+                                             : (int32_t)g.below((uint64_t)experts);
+            if (e == avoid) continue;
+            bool seen = false;
+            for (int64_t j = 0; j < topk; j++) seen |= slots[j] == e;
+            if (!seen) return e;
+        }
+        return -1; /* the pool is used up: an empty slot */
+    };
+    const double p_hot = std::min(1.0, 0.3 * (double)topk);
+    for (int64_t t = 0; t < tokens; t++) {
+        int32_t *s = &r.idx[(size_t)(t * topk)];
+        for (int64_t j = 0; j < topk; j++)
+            r.w[(size_t)(t * topk + j)] = (float)((g.next() >> 40) + (1u << 22)) / (float)(1u << 24);
+        switch (kind) {
+        case UNIFORM:
+        case SPARSE:
+        case HOLES:
+            for (int64_t j = 0; j < std::min(topk, pool); j++) s[j] = draw(s, -1);
+            if (kind == HOLES) {
+                for (int64_t j = 0; j < topk; j++)
+                    if (t % 5 == 0 || g.unit() < 0.3) s[j] = -1;
+            }
+            break;
+        case SKEW: {
+            const bool with_hot = g.unit() < p_hot;
+            const int64_t jh = with_hot ? (int64_t)g.below((uint64_t)topk) : -1;
+            if (with_hot) s[jh] = (int32_t)hot;
+            for (int64_t j = 0; j < std::min(topk, experts - 1); j++)
+                if (j != jh) s[j] = draw(s, hot);
+            break;
+        }
+        case ONE:
+            s[0] = (int32_t)hot;
+            for (int64_t j = 1; j < std::min(topk, experts); j++) s[j] = draw(s, hot);
+            break;
+        case DUP:
+            for (int64_t j = 0; j < topk; j++) s[j] = (int32_t)g.below((uint64_t)experts);
+            break;
+        default: break; /* NONE */
+        }
+    }
+    return r;
+}
+
+/* What every rank's call must give this rank: the layout of recv (by
+ * local expert, then source rank, then (t, j) of the source) and this
+ * rank's send_rows. */
+struct Expect {
+    std::vector<int64_t> rows; /* per rank */
+    int64_t max_rows = 0, rows_me = 0;
+    std::vector<int64_t> off;       /* El + 1 */
+    std::vector<int32_t> src;       /* 2 per row */
+    std::vector<float> rw;          /* per row */
+    std::vector<int32_t> send_rows; /* this rank's tokens * topk */
+    int64_t cross_rows = 0;         /* unique (t, rank != me) rows this rank sends */
+};
+
+static Expect expect_of(const std::vector<Route> &rt, int64_t topk, int64_t experts)
+{
+    Expect ex;
+    const int64_t el = experts / g_n;
+    std::vector<int64_t> cnt((size_t)experts, 0), cur((size_t)experts, 0);
+    for (int q = 0; q < g_n; q++)
+        for (int32_t g : rt[q].idx)
+            if (g >= 0 && g < experts) cnt[(size_t)g]++;
+    ex.rows.assign((size_t)g_n, 0);
+    for (int d = 0; d < g_n; d++) {
+        int64_t acc = 0;
+        for (int64_t e = 0; e < el; e++) {
+            cur[(size_t)(d * el + e)] = acc;
+            acc += cnt[(size_t)(d * el + e)];
+        }
+        ex.rows[(size_t)d] = acc;
+        ex.max_rows = std::max(ex.max_rows, acc);
+    }
+    ex.rows_me = ex.rows[(size_t)g_rank];
+    ex.off.resize((size_t)el + 1);
+    for (int64_t e = 0; e < el; e++) ex.off[(size_t)e] = cur[(size_t)(g_rank * el + e)];
+    ex.off[(size_t)el] = ex.rows_me;
+    ex.src.assign((size_t)(2 * ex.rows_me), -1);
+    ex.rw.assign((size_t)ex.rows_me, 0.0f);
+    ex.send_rows.assign(rt[(size_t)g_rank].idx.size(), -1);
+    for (int q = 0; q < g_n; q++) {
+        const Route &r = rt[(size_t)q];
+        for (size_t i = 0; i < r.idx.size(); i++) {
+            const int32_t g = r.idx[i];
+            if (g < 0 || g >= experts) continue;
+            const int64_t row = cur[(size_t)g]++;
+            if (q == g_rank) ex.send_rows[i] = (int32_t)row;
+            if (g / el == g_rank) {
+                ex.src[(size_t)(2 * row)] = q;
+                ex.src[(size_t)(2 * row + 1)] = (int32_t)i;
+                ex.rw[(size_t)row] = r.w[i];
+            }
+        }
+    }
+    const Route &me = rt[(size_t)g_rank];
+    for (int64_t t = 0; t < me.tokens; t++) {
+        std::vector<char> to((size_t)g_n, 0);
+        for (int64_t j = 0; j < topk; j++) {
+            const int32_t g = me.idx[(size_t)(t * topk + j)];
+            if (g >= 0 && g < experts) to[(size_t)(g / el)] = 1;
+        }
+        for (int d = 0; d < g_n; d++) ex.cross_rows += d != g_rank && to[(size_t)d];
+    }
+    return ex;
+}
+
+/* ---- one dispatch + combine ------------------------------------------ */
+
+struct Call {
+    std::string name;
+    int dt = 0, call = 0;
+    int64_t hidden = 0, topk = 0, experts = 0, cap = 0;
+    int use_w = 1, use_src = 1, recv_null = 0;
+    std::vector<Route> rt; /* every rank's */
+    Expect ex;
+    void *x = nullptr, *recv = nullptr, *y = nullptr, *out = nullptr;
+    int32_t *idx = nullptr, *rsrc = nullptr, *send_rows = nullptr;
+    float *w = nullptr, *rw = nullptr;
+    int64_t *off = nullptr;
+    int64_t tokens() const { return rt[(size_t)g_rank].tokens; }
+    int64_t el() const { return experts / g_n; }
+    size_t x_bytes() const { return (size_t)(tokens() * hidden) * dt_bytes(dt); }
+    size_t recv_bytes() const { return (size_t)(cap * hidden) * dt_bytes(dt); }
+    size_t slot_count() const { return (size_t)(tokens() * topk); }
+};
+
+static void *dalloc(size_t bytes)
+{
+    void *p;
+    CK(cudaMalloc(&p, std::max<size_t>(bytes, 16)));
+    return p;
+}
+
+static void call_alloc(Call &c)
+{
+    c.x = dalloc(c.x_bytes());
+    c.recv = c.recv_null ? nullptr : dalloc(c.recv_bytes());
+    c.y = dalloc(c.recv_bytes());
+    c.out = dalloc(c.x_bytes());
+    c.idx = (int32_t *)dalloc(c.slot_count() * 4);
+    c.w = (float *)dalloc(c.slot_count() * 4);
+    c.send_rows = (int32_t *)dalloc(c.slot_count() * 4);
+    c.rw = (float *)dalloc((size_t)c.cap * 4);
+    c.rsrc = (int32_t *)dalloc((size_t)c.cap * 8);
+    c.off = (int64_t *)dalloc((size_t)(c.el() + 1) * 8);
+}
+
+static void call_free(Call &c)
+{
+    for (void *p : {c.x, c.recv, c.y, c.out, (void *)c.idx, (void *)c.w, (void *)c.send_rows,
+                    (void *)c.rw, (void *)c.rsrc, (void *)c.off})
+        if (p) CK(cudaFree(p));
+    c.x = c.recv = c.y = c.out = nullptr;
+    c.idx = c.send_rows = c.rsrc = nullptr;
+    c.w = c.rw = nullptr;
+    c.off = nullptr;
+}
+
+/* This rank's x, topk_idx and topk_weights of the call, on g_st. */
+static void call_inputs(Call &c)
+{
+    const Route &r = c.rt[(size_t)g_rank];
+    if (c.tokens() > 0) {
+        fill_x<<<256, 256, 0, g_st>>>(c.x, (size_t)(c.tokens() * c.hidden), seed_of(g_rank, c.call),
+                                      c.dt);
+        CK(cudaGetLastError());
+        CK(cudaMemcpyAsync(c.idx, r.idx.data(), r.idx.size() * 4, cudaMemcpyHostToDevice, g_st));
+        CK(cudaMemcpyAsync(c.w, r.w.data(), r.w.size() * 4, cudaMemcpyHostToDevice, g_st));
+    }
+}
+
+static void call_poison(Call &c)
+{
+    if (c.recv) CK(cudaMemsetAsync(c.recv, POISON_DATA, c.recv_bytes(), g_st));
+    CK(cudaMemsetAsync(c.y, POISON_DATA, c.recv_bytes(), g_st));
+    CK(cudaMemsetAsync(c.out, POISON_DATA, c.x_bytes(), g_st));
+    CK(cudaMemsetAsync(c.rw, POISON_DATA, (size_t)c.cap * 4, g_st));
+    CK(cudaMemsetAsync(c.rsrc, POISON_INT, (size_t)c.cap * 8, g_st));
+    CK(cudaMemsetAsync(c.send_rows, POISON_INT, c.slot_count() * 4, g_st));
+    CK(cudaMemsetAsync(c.off, POISON_INT, (size_t)(c.el() + 1) * 8, g_st));
+}
+
+static mkResult_t call_dispatch(Call &c, mkComm_t comm)
+{
+    return mkMoEDispatch(c.x, c.idx, c.use_w ? c.w : NULL, c.recv, c.use_w ? c.rw : NULL,
+                         c.use_src ? c.rsrc : NULL, c.off, c.send_rows, c.tokens(), c.hidden,
+                         c.topk, c.experts, c.cap, (mkDataType_t)c.dt, comm, g_st);
+}
+
+static void call_y(Call &c)
+{
+    if (!c.recv) return;
+    make_y<<<256, 256, 0, g_st>>>(c.recv, c.y, c.off, c.el(), c.cap, c.hidden, c.dt,
+                                  (int64_t)g_rank * c.el());
+    CK(cudaGetLastError());
+}
+
+static mkResult_t call_combine(Call &c, mkComm_t comm)
+{
+    return mkMoECombine(c.y, c.off, c.idx, c.use_w ? c.w : NULL, c.send_rows, c.out, c.tokens(),
+                        c.hidden, c.topk, c.experts, c.cap, (mkDataType_t)c.dt, comm, g_st);
+}
+
+/* A route's numbers for call c (its dtype, shape, capacity slack). */
+static void call_route(Call &c, int kind, const std::vector<int64_t> &tokens, int64_t hot,
+                       int64_t slack)
+{
+    c.rt.clear();
+    for (int q = 0; q < g_n; q++)
+        c.rt.push_back(make_route(kind, q, c.call, tokens[(size_t)q], c.topk, c.experts, hot));
+    c.ex = expect_of(c.rt, c.topk, c.experts);
+    c.cap = slack < 0 ? 0 : c.ex.max_rows + slack;
+}
+
+/* Host copies of the outputs. */
+struct Got {
+    std::vector<int64_t> off;
+    std::vector<int32_t> send_rows, rsrc;
+    std::vector<float> rw;
+    std::vector<unsigned char> recv, out;
+};
+
+static Got fetch(const Call &c)
+{
+    Got g;
+    g.off.resize((size_t)c.el() + 1);
+    g.send_rows.resize(c.slot_count());
+    g.rsrc.resize((size_t)c.cap * 2);
+    g.rw.resize((size_t)c.cap);
+    g.recv.resize(c.recv ? c.recv_bytes() : 0);
+    g.out.resize(c.x_bytes());
+    CK(cudaMemcpyAsync(g.off.data(), c.off, g.off.size() * 8, cudaMemcpyDeviceToHost, g_st));
+    if (!g.send_rows.empty())
+        CK(cudaMemcpyAsync(g.send_rows.data(), c.send_rows, g.send_rows.size() * 4,
+                           cudaMemcpyDeviceToHost, g_st));
+    if (!g.rsrc.empty())
+        CK(cudaMemcpyAsync(g.rsrc.data(), c.rsrc, g.rsrc.size() * 4, cudaMemcpyDeviceToHost, g_st));
+    if (!g.rw.empty())
+        CK(cudaMemcpyAsync(g.rw.data(), c.rw, g.rw.size() * 4, cudaMemcpyDeviceToHost, g_st));
+    if (!g.recv.empty())
+        CK(cudaMemcpyAsync(g.recv.data(), c.recv, g.recv.size(), cudaMemcpyDeviceToHost, g_st));
+    if (!g.out.empty())
+        CK(cudaMemcpyAsync(g.out.data(), c.out, g.out.size(), cudaMemcpyDeviceToHost, g_st));
+    CK(cudaStreamSynchronize(g_st));
+    return g;
+}
+
+static bool all_bytes(const void *p, size_t n, int byte)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != (unsigned char)byte) return false;
+    return true;
+}
+
+/* The first few differences of a check, each on its own line. */
+__attribute__((format(printf, 3, 4))) static void note(int &shown, const char *what,
+                                                       const char *fmt, ...)
+{
+    if (shown++ >= 6) return;
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    printf("rank %d %s: %s\n", g_rank, what, line);
+}
+
+/* Everything of call c on this rank; a line per call, the first few
+ * differences of each kind before it. */
+static int check_got(const Call &c, const Got &g, const char *what, bool combined)
+{
+    const Expect &ex = c.ex;
+    const int64_t el = c.el(), h = c.hidden, rows = ex.rows_me;
+    const size_t es = dt_bytes(c.dt), row_bytes = (size_t)h * es;
+    int shown = 0;
+    /* expert_offsets */
+    int64_t bad_off = 0;
+    for (int64_t e = 0; e <= el; e++)
+        if (g.off[(size_t)e] != ex.off[(size_t)e]) {
+            bad_off++;
+            note(shown, what, "expert_offsets[%lld] = %lld, expected %lld", (long long)e,
+                 (long long)g.off[(size_t)e], (long long)ex.off[(size_t)e]);
+        }
+    /* send_rows */
+    int64_t bad_send = 0;
+    for (size_t i = 0; i < ex.send_rows.size(); i++)
+        if (g.send_rows[i] != ex.send_rows[i]) {
+            bad_send++;
+            note(shown, what, "send_rows[%zu] (token %lld) = %d, expected %d", i,
+                 (long long)(i / (size_t)c.topk), g.send_rows[i], ex.send_rows[i]);
+        }
+    /* recv: every row a copy of its source row; past off[El], poison */
+    int64_t bad_rows = 0, bad_tail = 0, bad_src = 0, bad_w = 0;
+    if (!c.recv_null) {
+        for (int64_t r = 0; r < rows; r++) {
+            const int q = ex.src[(size_t)(2 * r)];
+            const int64_t t = ex.src[(size_t)(2 * r + 1)] / c.topk;
+            const unsigned char *got = &g.recv[(size_t)r * row_bytes];
+            for (int64_t k = 0; k < h; k++) {
+                const uint32_t want = bits_dt(x_val(q, c.call, (size_t)(t * h + k)), c.dt);
+                uint32_t have = 0;
+                memcpy(&have, got + (size_t)k * es, es);
+                if (have != want) {
+                    bad_rows++;
+                    note(shown, what, "recv row %lld (rank %d token %lld) element %lld differs",
+                         (long long)r, q, (long long)t, (long long)k);
+                    break;
+                }
+            }
+        }
+        for (int64_t r = rows; r < c.cap; r++)
+            if (!all_bytes(&g.recv[(size_t)r * row_bytes], row_bytes, POISON_DATA)) {
+                bad_tail++;
+                note(shown, what, "recv row %lld past off[El] = %lld was written", (long long)r,
+                     (long long)rows);
+            }
+    }
+    if (c.use_src)
+        for (int64_t r = 0; r < std::min(rows, c.cap); r++)
+            if (g.rsrc[(size_t)(2 * r)] != ex.src[(size_t)(2 * r)] ||
+                g.rsrc[(size_t)(2 * r + 1)] != ex.src[(size_t)(2 * r + 1)]) {
+                bad_src++;
+                note(shown, what, "recv_src of row %lld = (%d, %d), expected (%d, %d)",
+                     (long long)r, g.rsrc[(size_t)(2 * r)], g.rsrc[(size_t)(2 * r + 1)],
+                     ex.src[(size_t)(2 * r)], ex.src[(size_t)(2 * r + 1)]);
+            }
+    if (c.use_w)
+        for (int64_t r = 0; r < std::min(rows, c.cap); r++)
+            if (memcmp(&g.rw[(size_t)r], &ex.rw[(size_t)r], 4) != 0) {
+                bad_w++;
+                note(shown, what, "recv_weights[%lld] = %g, expected %g (rank %d slot %d)",
+                     (long long)r, (double)g.rw[(size_t)r], (double)ex.rw[(size_t)r],
+                     ex.src[(size_t)(2 * r)], ex.src[(size_t)(2 * r + 1)]);
+            }
+    /* out: the host's sum in double of the same y values */
+    int64_t bad_out = 0, empty_tokens = 0;
+    double worst = 0; /* |out - ref| / tol */
+    if (combined) {
+        const Route &me = c.rt[(size_t)g_rank];
+        const double rel = (c.dt == 0 ? 1.0 / 128 : c.dt == 1 ? 1.0 / 1024 : 0.0) +
+                           (double)(2 * c.topk + 2) * ldexp(1.0, -24);
+        const double floor_abs = c.dt == 1 ? ldexp(1.0, -24) : 1e-37;
+        for (int64_t t = 0; t < me.tokens; t++) {
+            bool any = false;
+            for (int64_t j = 0; j < c.topk; j++) {
+                const int32_t gx = me.idx[(size_t)(t * c.topk + j)];
+                any |= gx >= 0 && gx < c.experts;
+            }
+            empty_tokens += !any;
+            for (int64_t k = 0; k < h; k++) {
+                const double o = bits_to_double(&g.out[((size_t)t * h + k) * es], c.dt);
+                if (!any) {
+                    if (o != 0.0) {
+                        bad_out++;
+                        note(shown, what, "out[%lld][%lld] = %g for a token with no expert, "
+                             "expected 0", (long long)t, (long long)k, o);
+                    }
+                    continue;
+                }
+                const float xr = round_dt(x_val(g_rank, c.call, (size_t)(t * h + k)), c.dt);
+                double s = 0, sa = 0;
+                for (int64_t j = 0; j < c.topk; j++) {
+                    const int32_t gx = me.idx[(size_t)(t * c.topk + j)];
+                    if (gx < 0 || gx >= c.experts) continue;
+                    const double yv = round_dt(xr * 0.5f + expert_const(gx), c.dt);
+                    const double term = (c.use_w ? (double)me.w[(size_t)(t * c.topk + j)] : 1.0) * yv;
+                    s += term;
+                    sa += fabs(term);
+                }
+                const double tol = rel * sa + floor_abs, err = fabs(o - s);
+                if (!(err <= tol)) {
+                    bad_out++;
+                    note(shown, what, "out[%lld][%lld] = %.9g, expected %.9g (tolerance %.3g)",
+                         (long long)t, (long long)k, o, s, tol);
+                } else if (err / tol > worst) {
+                    worst = err / tol;
+                }
+            }
+        }
+    }
+    const bool ok = !bad_off && !bad_send && !bad_rows && !bad_tail && !bad_src && !bad_w &&
+                    !bad_out;
+    printf("rank %d %-52s %s rows %lld/%lld (cap %lld) offsets %s send_rows %s recv %s%s "
+           "src %s w %s out %s (worst err/tol %.2f, %lld empty tokens)  %s\n",
+           g_rank, what, dt_name(c.dt), (long long)rows, (long long)ex.max_rows,
+           (long long)c.cap, bad_off ? "BAD" : "ok", bad_send ? "BAD" : "ok",
+           bad_rows ? "BAD" : "ok", bad_tail ? " (tail written)" : "",
+           !c.use_src ? "-" : bad_src ? "BAD" : "ok", !c.use_w ? "-" : bad_w ? "BAD" : "ok",
+           !combined ? "-" : bad_out ? "BAD" : "ok", worst, (long long)empty_tokens,
+           ok ? "ok" : "FAIL");
+    return ok ? 0 : 1;
+}
+
+static int call_check(const Call &c, const char *what, bool combined = true)
+{
+    return check_got(c, fetch(c), what, combined);
+}
+
+/* ---- correct --------------------------------------------------------- */
+
+enum { E_NRANKS, E_64, E_MAX }; /* experts = nranks, 64 * nranks, 4096 (the maximum) */
+
+struct Case {
+    const char *name;
+    int64_t hidden, topk;
+    int emode, kind;
+    int64_t tokens;  /* per rank; -1: different on every rank, rank 1 none */
+    int use_w, use_src;
+    int64_t slack;   /* capacity = the largest rank's rows + slack; -1: 0 and recv NULL */
+};
+
+static const Case g_cases[] = {
+    {"0 uniform top-8 of 64P, h 7168", 7168, 8, E_64, UNIFORM, 256, 1, 1, 37},
+    {"1 uniform top-2 of P, h 1032", 1032, 2, E_NRANKS, UNIFORM, 300, 1, 1, 5},
+    {"2 uniform top-1 of P, h 8", 8, 1, E_NRANKS, UNIFORM, 1000, 1, 1, 1},
+    {"3 skewed top-8 of 64P, h 1032", 1032, 8, E_64, SKEW, 400, 1, 1, 9},
+    {"4 skewed top-2 of 64P, h 4096", 4096, 2, E_64, SKEW, 300, 1, 1, 3},
+    {"5 all tokens to one expert, top-1, h 1032", 1032, 1, E_64, ONE, 500, 1, 1, 2},
+    {"6 one expert in every slot 0, top-4, h 520", 520, 4, E_64, ONE, 300, 1, 1, 2},
+    {"7 experts (rank 1) with no tokens, top-4, h 520", 520, 4, E_64, SPARSE, 300, 1, 1, 11},
+    {"8 slots of -1, tokens with none, top-8, h 1032", 1032, 8, E_64, HOLES, 400, 1, 1, 7},
+    {"9 tokens differ, a rank with 0, no w/src, h 7168", 7168, 4, E_64, UNIFORM, -1, 0, 0, 5},
+    {"10 a token names an expert twice, top-2 of P, h 8", 8, 2, E_NRANKS, DUP, 600, 1, 1, 3},
+    {"11 capacity exact, top-8 of 64P, h 256", 256, 8, E_64, UNIFORM, 333, 1, 1, 0},
+    {"12 nothing routed: capacity 0, recv NULL, h 64", 64, 4, E_64, NONE, 100, 0, 0, -1},
+    {"13 top-32 of 4096 experts (the maxima), h 64", 64, 32, E_MAX, UNIFORM, 150, 1, 1, 4},
+};
+static const int g_ncases = (int)(sizeof(g_cases) / sizeof(g_cases[0]));
+
+static int64_t experts_of(int emode)
+{
+    return emode == E_NRANKS ? g_n : emode == E_64 ? 64 * (int64_t)g_n
+                                                   : MK_MOE_MAX_EXPERTS / g_n * g_n;
+}
+
+static std::vector<int64_t> tokens_of(int64_t spec)
+{
+    std::vector<int64_t> t((size_t)g_n, spec);
+    if (spec < 0) /* different on every rank; rank 1: none, rank 2: one */
+        for (int q = 0; q < g_n; q++)
+            t[(size_t)q] = q == 1 ? 0 : q == 2 ? 1 : 200 + 61 * q + (q % 2) * 17;
+    return t;
+}
+
+static void call_of_case(Call &c, const Case &k, int dt, int call)
+{
+    c.name = k.name;
+    c.dt = dt;
+    c.call = call;
+    c.hidden = k.hidden;
+    c.topk = k.topk;
+    c.experts = experts_of(k.emode);
+    c.use_w = k.use_w;
+    c.use_src = k.use_src;
+    c.recv_null = k.slack < 0;
+    const int64_t hot = (int64_t)((uint64_t)call * 7919u % (uint64_t)c.experts);
+    call_route(c, k.kind, tokens_of(k.tokens), hot, k.slack);
+}
+
+/* dispatch, y, combine of call c on g_st */
+static void call_run(Call &c)
+{
+    MK(call_dispatch(c, g_comm));
+    call_y(c);
+    MK(call_combine(c, g_comm));
+}
+
+static int run_correct(const char *only)
+{
+    std::vector<int> pick;
+    if (only) {
+        for (const char *p = only; *p;) {
+            char *e;
+            const long v = strtol(p, &e, 10);
+            if (e == p) break;
+            pick.push_back((int)v);
+            p = *e ? e + 1 : e;
+        }
+    }
+    int bad = 0;
+    for (int i = 0; i < g_ncases; i++) {
+        if (only && std::find(pick.begin(), pick.end(), i) == pick.end()) continue;
+        for (int dt = 0; dt < 3; dt++)
+            for (int rep = 0; rep < 4; rep++) {
+                Call c;
+                call_of_case(c, g_cases[i], dt, 1 + i * 100 + dt * 10 + rep);
+                call_alloc(c);
+                call_inputs(c);
+                call_poison(c);
+                call_run(c);
+                char what[96];
+                snprintf(what, sizeof what, "%s #%d", g_cases[i].name, rep + 1);
+                bad += call_check(c, what);
+                call_free(c);
+            }
+    }
+    return bad;
+}
+
+/* ---- stress ---------------------------------------------------------- */
+
+static int run_stress(void)
+{
+    const int calls = 100;
+    static const int64_t hiddens[] = {8, 520, 1032, 2048, 64, 4096};
+    static const int64_t topks[] = {1, 2, 4, 8, 3};
+    static const int kinds[] = {UNIFORM, SKEW, HOLES, ONE, SPARSE, DUP, UNIFORM};
+    std::vector<Call> cs((size_t)calls);
+    for (int i = 0; i < calls; i++) {
+        Call &c = cs[(size_t)i];
+        c.name = "stress";
+        c.dt = i % 3;
+        c.call = 5000 + i;
+        c.hidden = hiddens[i % 6];
+        c.topk = topks[(i / 3) % 5];
+        c.experts = i % 4 == 3 ? std::max<int64_t>(g_n, c.topk / g_n * g_n + g_n) : 64 * (int64_t)g_n;
+        c.use_w = i % 7 != 5;
+        c.use_src = i % 5 != 4;
+        std::vector<int64_t> tk = tokens_of(i % 6 == 1 ? -1 : 40 + (i * 37) % 300);
+        call_route(c, kinds[i % 7], tk, (int64_t)(i * 131) % c.experts, i % 3 == 0 ? 0 : i % 17);
+        call_alloc(c);
+        call_inputs(c);
+        call_poison(c);
+    }
+    CK(cudaStreamSynchronize(g_st));
+    for (int i = 0; i < calls; i++) call_run(cs[(size_t)i]);
+    CK(cudaStreamSynchronize(g_st));
+    int bad = 0;
+    for (int i = 0; i < calls; i++) {
+        char what[96];
+        snprintf(what, sizeof what, "stress pair %d (h %lld top-%lld E %lld)", i,
+                 (long long)cs[(size_t)i].hidden, (long long)cs[(size_t)i].topk,
+                 (long long)cs[(size_t)i].experts);
+        bad += call_check(cs[(size_t)i], what);
+        call_free(cs[(size_t)i]);
+    }
+    printf("rank %d stress: %d dispatch + combine pairs without a sync, %d bad\n", g_rank, calls,
+           bad);
+    return bad;
+}
+
+/* ---- graph ----------------------------------------------------------- */
+
+static int run_graph(void)
+{
+    const int replays = 20;
+    static const int kinds[] = {UNIFORM, SKEW, HOLES, ONE};
+    Call c;
+    c.name = "graph";
+    c.dt = 0;
+    c.hidden = 1032;
+    c.topk = 4;
+    c.experts = 64 * (int64_t)g_n;
+    const std::vector<int64_t> tk = tokens_of(-1);
+    /* the capacity of every replay's routing */
+    int64_t cap = 0;
+    for (int rep = -1; rep < replays; rep++) {
+        c.call = 9000 + rep;
+        call_route(c, kinds[(rep + 4) % 4], tk, (rep + 1) * 3 % c.experts, 8);
+        cap = std::max(cap, c.cap);
+    }
+    /* one eager call first (the first call of a shape may set things up) */
+    c.call = 8999;
+    call_route(c, UNIFORM, tk, 0, 8);
+    c.cap = cap;
+    call_alloc(c);
+    call_inputs(c);
+    call_poison(c);
+    call_run(c);
+    int bad = call_check(c, "graph: the eager call before the capture");
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(g_st, cudaStreamCaptureModeGlobal));
+    call_run(c);
+    CK(cudaStreamEndCapture(g_st, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int rep = 0; rep < replays; rep++) {
+        c.call = 9000 + rep;
+        call_route(c, kinds[(rep + 4) % 4], tk, (rep + 1) * 3 % c.experts, 8);
+        c.cap = cap;
+        call_inputs(c);
+        call_poison(c);
+        CK(cudaGraphLaunch(exec, g_st));
+        char what[96];
+        snprintf(what, sizeof what, "graph replay %d (%s)", rep, kind_name[kinds[(rep + 4) % 4]]);
+        bad += call_check(c, what);
+    }
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+    call_free(c);
+    printf("rank %d graph: %d replays, %d bad\n", g_rank, replays, bad);
+    return bad;
+}
+
+/* ---- errors found on the device ---------------------------------------- */
+
+/* Everything the call may write still the poison? */
+static int untouched(const Call &c, const char *what)
+{
+    const Got g = fetch(c);
+    const bool r = all_bytes(g.recv.data(), g.recv.size(), POISON_DATA);
+    const bool o = all_bytes(g.off.data(), g.off.size() * 8, POISON_INT);
+    const bool s = all_bytes(g.send_rows.data(), g.send_rows.size() * 4, POISON_INT);
+    const bool src = all_bytes(g.rsrc.data(), g.rsrc.size() * 4, POISON_INT);
+    const bool w = all_bytes(g.rw.data(), g.rw.size() * 4, POISON_DATA);
+    const bool ok = r && o && s && src && w;
+    printf("rank %d %s: recv %s, expert_offsets %s, send_rows %s, recv_src %s, recv_weights %s"
+           "  %s\n", g_rank, what, r ? "untouched" : "WRITTEN", o ? "untouched" : "WRITTEN",
+           s ? "untouched" : "WRITTEN", src ? "untouched" : "WRITTEN",
+           w ? "untouched" : "WRITTEN", ok ? "ok" : "FAIL");
+    return ok ? 0 : 1;
+}
+
+/* Wait (up to ~5 s) for the communicator to report its asynchronous
+ * error. */
+static mkResult_t wait_async_error(mkComm_t comm)
+{
+    mkResult_t ae = mkSuccess;
+    for (int i = 0; i < 100 && ae == mkSuccess; i++) {
+        if (mkCommGetAsyncError(comm, &ae) != mkSuccess) return mkErrInternal;
+        if (ae == mkSuccess) usleep(50000);
+    }
+    return ae;
+}
+
+static int run_overflow(void)
+{
+    int bad = 0;
+    for (int sub = 0; sub < 3; sub++) {
+        mkComm_t comm = NULL;
+        MK(mkCommSplit(g_comm, 0, g_rank, &comm, NULL));
+        Call c;
+        c.dt = sub;
+        c.call = 7000 + sub;
+        c.hidden = 1032;
+        c.topk = 2;
+        c.experts = 64 * (int64_t)g_n;
+        const int hot_rank = g_n - 1;
+        /* every token's slot 0 on the last rank: it receives the most */
+        call_route(c, ONE, tokens_of(200), c.experts - 1, 0);
+        char what[128];
+        long long needed = (long long)c.ex.rows[(size_t)hot_rank];
+        if (sub == 0) {
+            c.cap = needed - 1; /* one row short on the last rank only */
+            bool others_fit = true;
+            for (int d = 0; d < g_n; d++)
+                if (d != hot_rank && c.ex.rows[(size_t)d] > c.cap) others_fit = false;
+            snprintf(what, sizeof what, "overflow: capacity %lld, rank %d needs %lld%s",
+                     (long long)c.cap, hot_rank, needed, others_fit ? "" : " (others too)");
+        } else {
+            /* rank 0's token 5, slot 1: an expert id outside [-1, experts) */
+            const int32_t badid = sub == 1 ? (int32_t)c.experts : -2;
+            if (c.rt[0].tokens > 5) c.rt[0].idx[5 * 2 + 1] = badid;
+            c.cap = c.ex.max_rows + 16;
+            snprintf(what, sizeof what, "overflow: expert id %d on rank 0", (int)badid);
+        }
+        call_alloc(c);
+        call_inputs(c);
+        call_poison(c);
+        CK(cudaStreamSynchronize(g_st));
+        const mkResult_t r = call_dispatch(c, comm);
+        CK(cudaStreamSynchronize(g_st));
+        const mkResult_t ae = r == mkSuccess ? wait_async_error(comm) : r;
+        const char *msg = mkGetLastError(comm);
+        bool ok = r == mkSuccess && ae == mkErrInvalidArgument;
+        if (ok && sub == 0) { /* the message names the rank and the rows it needed */
+            char rk[32], rows[32];
+            snprintf(rk, sizeof rk, "rank %d", hot_rank);
+            snprintf(rows, sizeof rows, "%lld", needed);
+            ok = strstr(msg, rk) != NULL && strstr(msg, rows) != NULL;
+        }
+        printf("rank %d %s: returned %s, async error %s: \"%s\"  %s\n", g_rank, what,
+               mkGetErrorString(r), mkGetErrorString(ae), msg, ok ? "ok" : "FAIL");
+        bad += !ok;
+        bad += untouched(c, what);
+        /* a later call reports the error */
+        const mkResult_t later = call_dispatch(c, comm);
+        if (later != mkErrInvalidArgument) {
+            printf("rank %d %s: a later call returned %s, expected mkErrInvalidArgument  FAIL\n",
+                   g_rank, what, mkGetErrorString(later));
+            bad++;
+        }
+        CK(cudaStreamSynchronize(g_st));
+        const mkResult_t d = mkCommDestroy(comm);
+        if (d != mkSuccess) {
+            printf("rank %d %s: mkCommDestroy returned %s  FAIL\n", g_rank, what,
+                   mkGetErrorString(d));
+            bad++;
+        }
+        call_free(c);
+    }
+    /* the first communicator was not touched by its children's errors */
+    Call c;
+    call_of_case(c, g_cases[3], 0, 7100);
+    call_alloc(c);
+    call_inputs(c);
+    call_poison(c);
+    call_run(c);
+    bad += call_check(c, "overflow: then a good call on the first communicator");
+    call_free(c);
+    return bad;
+}
+
+/* ---- errors found on the host ---------------------------------------- */
+
+static int run_badinput(void)
+{
+    Call c;
+    c.dt = 0;
+    c.call = 6000;
+    c.hidden = 1032;
+    c.topk = 4;
+    c.experts = 64 * (int64_t)g_n;
+    call_route(c, UNIFORM, tokens_of(64), 0, 8);
+    call_alloc(c);
+    call_inputs(c);
+    call_poison(c);
+    CK(cudaStreamSynchronize(g_st));
+    const int64_t T = c.tokens(), H = c.hidden, K = c.topk, E = c.experts, C = c.cap;
+    const mkDataType_t dt = mkBfloat16;
+    std::vector<unsigned char> host_x(c.x_bytes() + 64), host_out(c.x_bytes() + 64);
+    const int64_t e_big = ((int64_t)MK_MOE_MAX_EXPERTS / g_n + 1) * g_n;
+    char *xc = (char *)c.x;
+    struct Bad {
+        const char *what;
+        std::function<mkResult_t()> call;
+        int unsupported_ok; /* mkErrUnsupported is right too */
+    };
+    auto D = [&](const void *x, const int32_t *idx, const float *w, void *recv, float *rw,
+                 int32_t *src, int64_t *off, int32_t *sr, int64_t t, int64_t h, int64_t k,
+                 int64_t e, int64_t cap, mkDataType_t d) {
+        return mkMoEDispatch(x, idx, w, recv, rw, src, off, sr, t, h, k, e, cap, d, g_comm, g_st);
+    };
+    auto Cb = [&](const void *y, const int64_t *off, const int32_t *idx, const float *w,
+                  const int32_t *sr, void *out, int64_t t, int64_t h, int64_t k) {
+        return mkMoECombine(y, off, idx, w, sr, out, t, h, k, E, C, dt, g_comm, g_st);
+    };
+    std::vector<Bad> cases = {
+        {"dispatch: x NULL, tokens > 0", [&] { return D(NULL, c.idx, c.w, c.recv, c.rw, c.rsrc, c.off, c.send_rows, T, H, K, E, C, dt); }, 0},
+        {"dispatch: topk_idx NULL", [&] { return D(c.x, NULL, c.w, c.recv, c.rw, c.rsrc, c.off, c.send_rows, T, H, K, E, C, dt); }, 0},
+        {"dispatch: send_rows NULL", [&] { return D(c.x, c.idx, c.w, c.recv, c.rw, c.rsrc, c.off, NULL, T, H, K, E, C, dt); }, 0},
+        {"dispatch: expert_offsets NULL", [&] { return D(c.x, c.idx, c.w, c.recv, c.rw, c.rsrc, NULL, c.send_rows, T, H, K, E, C, dt); }, 0},
+        {"dispatch: recv NULL, capacity > 0", [&] { return D(c.x, c.idx, c.w, NULL, c.rw, c.rsrc, c.off, c.send_rows, T, H, K, E, C, dt); }, 0},
+        {"dispatch: hidden 0", [&] { return D(c.x, c.idx, c.w, c.recv, c.rw, c.rsrc, c.off, c.send_rows, T, 0, K, E, C, dt); }, 0},
+        {"dispatch: hidden 1030 (not a multiple of 8)", [&] { return D(c.x, c.idx, c.w, c.recv, c.rw, c.rsrc, c.off, c.send_rows, T, 1030, K, E, C, dt); }, 0},
+        {"dispatch: topk 0", [&] { return D(c.x, c.idx, c.w, c.recv, c.rw, c.rsrc, c.off, c.send_rows, T, H, 0, E, C, dt); }, 0},
+        {"dispatch: topk 33", [&] { return D(c.x, c.idx, c.w, c.recv, c.rw, c.rsrc, c.off, c.send_rows, T, H, 33, E, C, dt); }, 0},
+        {"dispatch: experts 0", [&] { return D(c.x, c.idx, c.w, c.recv, c.rw, c.rsrc, c.off, c.send_rows, T, H, K, 0, C, dt); }, 0},
+        {"dispatch: experts > 4096", [&] { return D(c.x, c.idx, c.w, c.recv, c.rw, c.rsrc, c.off, c.send_rows, T, H, K, e_big, C, dt); }, 0},
+        {"dispatch: tokens -1", [&] { return D(c.x, c.idx, c.w, c.recv, c.rw, c.rsrc, c.off, c.send_rows, -1, H, K, E, C, dt); }, 0},
+        {"dispatch: recv_capacity -1", [&] { return D(c.x, c.idx, c.w, c.recv, c.rw, c.rsrc, c.off, c.send_rows, T, H, K, E, -1, dt); }, 0},
+        {"dispatch: x misaligned (x + 2 bytes)", [&] { return D(xc + 2, c.idx, c.w, c.recv, c.rw, c.rsrc, c.off, c.send_rows, T, H, K, E, C, dt); }, 0},
+        {"dispatch: x in host memory (malloc)", [&] { return D(host_x.data(), c.idx, c.w, c.recv, c.rw, c.rsrc, c.off, c.send_rows, T, H, K, E, C, dt); }, 0},
+        {"dispatch: recv_weights without topk_weights", [&] { return D(c.x, c.idx, NULL, c.recv, c.rw, c.rsrc, c.off, c.send_rows, T, H, K, E, C, dt); }, 0},
+        {"dispatch: recv overlaps x", [&] { return D(c.x, c.idx, c.w, c.x, c.rw, c.rsrc, c.off, c.send_rows, T, H, K, E, C, dt); }, 0},
+        {"dispatch: dtype 7", [&] { return D(c.x, c.idx, c.w, c.recv, c.rw, c.rsrc, c.off, c.send_rows, T, H, K, E, C, (mkDataType_t)7); }, 1},
+        {"combine: out NULL, tokens > 0", [&] { return Cb(c.y, c.off, c.idx, c.w, c.send_rows, NULL, T, H, K); }, 0},
+        {"combine: send_rows NULL", [&] { return Cb(c.y, c.off, c.idx, c.w, NULL, c.out, T, H, K); }, 0},
+        {"combine: y misaligned (y + 2 bytes)", [&] { return Cb((char *)c.y + 2, c.off, c.idx, c.w, c.send_rows, c.out, T, H, K); }, 0},
+        {"combine: out in host memory (malloc)", [&] { return Cb(c.y, c.off, c.idx, c.w, c.send_rows, host_out.data(), T, H, K); }, 0},
+        {"combine: hidden 1030", [&] { return Cb(c.y, c.off, c.idx, c.w, c.send_rows, c.out, T, 1030, K); }, 0},
+        {"combine: topk 0", [&] { return Cb(c.y, c.off, c.idx, c.w, c.send_rows, c.out, T, H, 0); }, 0},
+    };
+    if (g_n > 1) /* experts not a multiple of the ranks */
+        cases.push_back({"dispatch: experts = 64 P + 1", [&] { return D(c.x, c.idx, c.w, c.recv, c.rw, c.rsrc, c.off, c.send_rows, T, H, K, E + 1, C, dt); }, 0});
+    int bad = 0;
+    for (const Bad &b : cases) {
+        const mkResult_t r = b.call();
+        const char *msg = mkGetLastError(g_comm);
+        const bool ok = r == mkErrInvalidArgument || (b.unsupported_ok && r == mkErrUnsupported);
+        printf("rank %d bad input, %-46s -> %s: \"%s\"  %s\n", g_rank, b.what,
+               mkGetErrorString(r), msg, ok ? "ok" : "FAIL");
+        bad += !ok;
+    }
+    CK(cudaStreamSynchronize(g_st));
+    bad += untouched(c, "bad input: after every refused call");
+    {
+        std::vector<unsigned char> o(c.x_bytes());
+        CK(cudaMemcpy(o.data(), c.out, o.size(), cudaMemcpyDeviceToHost));
+        const bool ok = all_bytes(o.data(), o.size(), POISON_DATA);
+        printf("rank %d bad input: out %s  %s\n", g_rank, ok ? "untouched" : "WRITTEN",
+               ok ? "ok" : "FAIL");
+        bad += !ok;
+    }
+    /* and the communicator still works */
+    call_run(c);
+    bad += call_check(c, "bad input, then a good call");
+    mkResult_t ae;
+    MK(mkCommGetAsyncError(g_comm, &ae));
+    if (ae != mkSuccess) {
+        printf("rank %d bad input: the communicator reports %s  FAIL\n", g_rank,
+               mkGetErrorString(ae));
+        bad++;
+    }
+    call_free(c);
+    return bad;
+}
+
+/* ---- a rank that never calls --------------------------------------------- */
+
+static int run_nocall(void)
+{
+    Call c;
+    c.dt = 0;
+    c.call = 4000;
+    c.hidden = 2048;
+    c.topk = 4;
+    c.experts = 64 * (int64_t)g_n;
+    call_route(c, UNIFORM, tokens_of(128), 0, 8);
+    call_alloc(c);
+    call_inputs(c);
+    call_run(c);
+    CK(cudaStreamSynchronize(g_st));
+    int bad = 0;
+    if (g_rank != 1) {
+        MK(call_dispatch(c, g_comm));
+        CK(cudaStreamSynchronize(g_st)); /* the kernel gives up at the deadline */
+        mkResult_t ae = mkSuccess;
+        for (int i = 0; i < 200 && ae == mkSuccess; i++) {
+            MK(mkCommGetAsyncError(g_comm, &ae));
+            if (ae == mkSuccess) usleep(50000);
+        }
+        const char *msg = mkGetLastError(g_comm);
+        bad = ae != mkErrTimeout || strstr(msg, "rank 1") == NULL;
+        printf("rank %d nocall: async error %s: \"%s\"  %s\n", g_rank, mkGetErrorString(ae), msg,
+               bad ? "FAIL" : "ok");
+        const mkResult_t rr = call_dispatch(c, g_comm);
+        if (rr != mkErrTimeout) {
+            printf("rank %d nocall: a later call returned %s, expected mkErrTimeout FAIL\n",
+                   g_rank, mkGetErrorString(rr));
+            bad = 1;
+        }
+    } else {
+        const char *t = getenv("MK_TIMEOUT_MS");
+        sleep((t ? atoi(t) / 1000 : 20) + 3);
+        printf("rank 1 nocall: skipped the dispatch\n");
+    }
+    return bad;
+}
+
+/* ---- ranks on several nodes ------------------------------------------- */
+
+static int run_multinode(void)
+{
+    int nodes = 1;
+    MK(mkCommNodeCount(g_comm, &nodes));
+    if (nodes < 2) {
+        printf("rank %d multinode: %d node; run with MK_NODE_SIZE=1  FAIL\n", g_rank, nodes);
+        return 1;
+    }
+    Call c;
+    call_of_case(c, g_cases[1], 0, 3000);
+    call_alloc(c);
+    call_inputs(c);
+    call_poison(c);
+    CK(cudaStreamSynchronize(g_st));
+    int bad = 0;
+    mkResult_t r = call_dispatch(c, g_comm);
+    printf("rank %d multinode (%d nodes): dispatch -> %s: \"%s\"  %s\n", g_rank, nodes,
+           mkGetErrorString(r), mkGetLastError(g_comm), r == mkErrUnsupported ? "ok" : "FAIL");
+    bad += r != mkErrUnsupported;
+    r = call_combine(c, g_comm);
+    printf("rank %d multinode (%d nodes): combine -> %s: \"%s\"  %s\n", g_rank, nodes,
+           mkGetErrorString(r), mkGetLastError(g_comm), r == mkErrUnsupported ? "ok" : "FAIL");
+    bad += r != mkErrUnsupported;
+    CK(cudaStreamSynchronize(g_st));
+    bad += untouched(c, "multinode: after both calls");
+    /* the communicator is still healthy: an all-reduce of the ranks */
+    float *d;
+    CK(cudaMalloc(&d, 4 * sizeof(float)));
+    float h[4] = {1.0f, (float)g_rank, 0, 0};
+    CK(cudaMemcpyAsync(d, h, sizeof(h), cudaMemcpyHostToDevice, g_st));
+    MK(mkAllReduce(d, d, 4, mkFloat32, g_comm, g_st));
+    CK(cudaMemcpyAsync(h, d, sizeof(h), cudaMemcpyDeviceToHost, g_st));
+    CK(cudaStreamSynchronize(g_st));
+    CK(cudaFree(d));
+    mkResult_t ae;
+    MK(mkCommGetAsyncError(g_comm, &ae));
+    const bool ok = h[0] == (float)g_n && h[1] == (float)(g_n * (g_n - 1) / 2) && ae == mkSuccess;
+    printf("rank %d multinode: then mkAllReduce %s, async error %s  %s\n", g_rank,
+           h[0] == (float)g_n ? "right" : "WRONG", mkGetErrorString(ae), ok ? "ok" : "FAIL");
+    bad += !ok;
+    call_free(c);
+    return bad;
+}
+
+/* ---- time ------------------------------------------------------------- */
+
+static double median_ms(std::vector<float> &v)
+{
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+static int run_time(const char *spec)
+{
+    long long T = 4096, H = 7168, E = 256, K = 8;
+    if (spec && sscanf(spec, "%lldx%lldx%lldx%lld", &T, &H, &E, &K) != 4) return 1;
+    if (E % g_n) {
+        fprintf(stderr, "test_moe time: experts %lld not a multiple of %d ranks\n", E, g_n);
+        return 1;
+    }
+    Call c;
+    c.dt = 0;
+    c.call = 2000;
+    c.hidden = H;
+    c.topk = K;
+    c.experts = E;
+    call_route(c, UNIFORM, tokens_of(T), 0, 0);
+    call_alloc(c);
+    call_inputs(c);
+    call_run(c); /* y from this call's recv; the timed combines reuse it */
+    CK(cudaStreamSynchronize(g_st));
+    const int iters = 20, warm = 5;
+    std::vector<cudaEvent_t> ev(2 * iters);
+    for (auto &e : ev) CK(cudaEventCreate(&e));
+    std::vector<float> t[2];
+    for (int round = 0; round < 3; round++)
+        for (int what = 0; what < 2; what++) {
+            for (int i = 0; i < warm + iters; i++) {
+                if (i >= warm) CK(cudaEventRecord(ev[2 * (i - warm)], g_st));
+                if (what == 0) MK(call_dispatch(c, g_comm));
+                else MK(call_combine(c, g_comm));
+                if (i >= warm) CK(cudaEventRecord(ev[2 * (i - warm) + 1], g_st));
+            }
+            CK(cudaStreamSynchronize(g_st));
+            for (int i = 0; i < iters; i++) {
+                float ms;
+                CK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
+                t[what].push_back(ms);
+            }
+        }
+    const double d = median_ms(t[0]), cb = median_ms(t[1]);
+    const double bytes = (double)c.ex.cross_rows * H * 2;
+    printf("rank %d time %lld tokens x hidden %lld, %lld experts, top-%lld, bf16: rows here %lld "
+           "(largest %lld); dispatch %.3f ms (%.1f GB/s of unique rows to other ranks), combine "
+           "%.3f ms\n", g_rank, T, H, E, K, (long long)c.ex.rows_me, (long long)c.ex.max_rows, d,
+           bytes / (d * 1e-3) / 1e9, cb);
+    for (auto &e : ev) CK(cudaEventDestroy(e));
+    call_free(c);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, nullptr, _IOLBF, 0);
+    const char *mode = argc > 1 ? argv[1] : "correct";
+    const char *env = getenv("MK_SEED");
+    g_seed = env ? strtoull(env, nullptr, 0) : (uint64_t)time(nullptr);
+    mkConfig_t cfg = MK_CONFIG_INITIALIZER;
+    MK(mkCommInit(&g_comm, &cfg));
+    MK(mkCommRank(g_comm, &g_rank));
+    MK(mkCommSize(g_comm, &g_n));
+    int dev = 0;
+    MK(mkCommCuDevice(g_comm, &dev));
+    CK(cudaSetDevice(dev));
+    CK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
+    /* every rank must use the same seed: rank 0's, through an all-reduce
+     * (the value summed with zeros elsewhere) */
+    {
+        float *sd;
+        CK(cudaMalloc(&sd, 2 * sizeof(float)));
+        float h[2] = {g_rank == 0 ? (float)(g_seed % 1000000) : 0.0f, 0.0f};
+        CK(cudaMemcpy(sd, h, sizeof(h), cudaMemcpyHostToDevice));
+        MK(mkAllReduce(sd, sd, 2, mkFloat32, g_comm, g_st));
+        CK(cudaMemcpyAsync(h, sd, sizeof(h), cudaMemcpyDeviceToHost, g_st));
+        CK(cudaStreamSynchronize(g_st));
+        g_seed = (uint64_t)h[0];
+        CK(cudaFree(sd));
+    }
+    if (g_rank == 0)
+        printf("test_moe %s: seed %llu (MK_SEED=%llu repeats it), %d ranks\n", mode,
+               (unsigned long long)g_seed, (unsigned long long)g_seed, g_n);
+    int bad = 0;
+    if (!strcmp(mode, "correct")) bad = run_correct(argc > 2 ? argv[2] : NULL);
+    else if (!strcmp(mode, "stress")) bad = run_stress();
+    else if (!strcmp(mode, "graph")) bad = run_graph();
+    else if (!strcmp(mode, "overflow")) bad = run_overflow();
+    else if (!strcmp(mode, "badinput")) bad = run_badinput();
+    else if (!strcmp(mode, "nocall")) bad = g_n < 2 ? 1 : run_nocall();
+    else if (!strcmp(mode, "multinode")) bad = run_multinode();
+    else if (!strcmp(mode, "time")) bad = run_time(argc > 2 ? argv[2] : NULL);
+    else {
+        fprintf(stderr, "unknown mode %s\n", mode);
+        return 2;
+    }
+    if (strcmp(mode, "nocall")) { /* the communicator ends healthy */
+        mkResult_t ae;
+        MK(mkCommGetAsyncError(g_comm, &ae));
+        if (ae != mkSuccess) {
+            printf("rank %d %s: the communicator reports %s: %s  FAIL\n", g_rank, mode,
+                   mkGetErrorString(ae), mkGetLastError(g_comm));
+            bad++;
+        }
+    }
+    printf("rank %d/%d on device %d: %s %s\n", g_rank, g_n, dev, mode, bad ? "FAIL" : "PASS");
+    fflush(stdout);
+    if (!strcmp(mode, "nocall")) {
+        (void)mkCommAbort(g_comm);
+        _exit(bad ? 1 : 0);
+    }
+    MK(mkCommDestroy(g_comm));
+    return bad ? 1 : 0;
+}

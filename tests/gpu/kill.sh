@@ -1,7 +1,8 @@
 #!/bin/bash
 # The kill drill on the GPU machine (issue 23): one rank SIGKILLed in the
-# middle of a stream of all-reduces, mkAllGatherGemm and
-# mkGemmReduceScatter calls; every survivor must report mkErrRemote naming
+# middle of a stream of all-reduces, mkAllGatherGemm, mkGemmReduceScatter,
+# mkGemmAllReduce and mkMoEDispatch + mkMoECombine calls (the MoE pair on
+# one node only); every survivor must report mkErrRemote naming
 # it within 1.0 s with MK_TIMEOUT_MS = 60000, drain and exit cleanly.
 # 2 ranks on 2 GPUs where there are two; 2, 4 and 8 ranks on one GPU under
 # MPS; 4 ranks as 2 virtual nodes of 2 (socket transport).
@@ -67,7 +68,7 @@ step() { # NAME LIMIT ARGS...
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$ngpu" -ge 2 ]; then
     export CUDA_VISIBLE_DEVICES=0,1
-    for op in allreduce ag_gemm gemm_rs gemm_ar; do
+    for op in allreduce ag_gemm gemm_rs gemm_ar moe; do
         step "2gpu kill: $op" 60 $B/test_kill $op 2 1
     done
 fi
@@ -90,6 +91,9 @@ for op in allreduce ag_gemm gemm_rs gemm_ar; do
     mps "1gpu x4 MPS kill: $op" 60 $B/test_kill $op 4 2
     MK_NODE_SIZE=2 MK_TRANSPORT=socket mps "1gpu x4 MPS 2x2 kill: $op" 60 $B/test_kill $op 4 3
 done
+# the MoE calls run on one node only: no virtual nodes
+mps "1gpu x2 MPS kill: moe" 60 $B/test_kill moe 2 1
+mps "1gpu x4 MPS kill: moe" 60 $B/test_kill moe 4 2
 mps "1gpu x8 MPS kill: allreduce" 90 $B/test_kill allreduce 8 5
 mps "1gpu x8 MPS kill: gemm_rs" 90 $B/test_kill gemm_rs 8 0
 unset CUDA_VISIBLE_DEVICES CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY

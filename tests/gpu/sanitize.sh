@@ -14,7 +14,8 @@
 # mkGemmReduceScatter and mkAllGatherGemm at one rank; with two GPUs also
 # two ranks under mpirun, each rank under its own sanitizer: the
 # collectives, the fused mkAllGatherGemm and mkGemmReduceScatter at one
-# small shape each.  synccheck takes the GEMM engine and the one-rank
+# small shape each, mkMoEDispatch + mkMoECombine (memcheck, synccheck and
+# racecheck: three routing cases of test_moe).  synccheck takes the GEMM engine and the one-rank
 # mkGemmReduceScatter, racecheck the collectives (see below why not the
 # GEMM engine).
 # A step passes when the tool says "ERROR SUMMARY: 0 errors" and the
@@ -126,6 +127,9 @@ if [ "$ngpu" -ge 2 ]; then
     step "2gpu synccheck: gemm_ar 1001x1304x520, 24x1024 K-slices" 180 2 synccheck build-gpu/grs/test_gemm_rs ar-correct 28
     step "2gpu memcheck: gemm_rs 24x1024 K-slices" 120 2 memcheck build-gpu/grs/test_gemm_rs correct 8
     step "2gpu racecheck: collectives" 240 2 racecheck:--report-api-errors,no build-gpu/rt/test_coll correct 65536
+    step "2gpu memcheck: moe h 520/1032, dup experts" 180 2 memcheck build-gpu/moe/test_moe correct 7,8,10
+    step "2gpu synccheck: moe h 520/1032, dup experts" 180 2 synccheck build-gpu/moe/test_moe correct 7,8,10
+    step "2gpu racecheck: moe h 520" 240 2 racecheck build-gpu/moe/test_moe correct 7
 else
     printf "%-44s %-7s (%d GPU: two ranks need two GPUs, the tool refuses MPS)\n" "2gpu steps" SKIP "$ngpu" >> "$SUMMARY"
 fi

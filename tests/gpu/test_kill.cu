@@ -5,7 +5,9 @@
  * ring, not a deadline), its stream drains, and it destroys and exits
  * cleanly.
  *
- *   test_kill OP NRANKS [VICTIM]    OP: allreduce | ag_gemm | gemm_rs | gemm_ar
+ *   test_kill OP NRANKS [VICTIM]    OP: allreduce | ag_gemm | gemm_rs | gemm_ar | moe
+ *
+ * moe: a mkMoEDispatch + mkMoECombine pair per call (one node only).
  *
  * The program starts its own ranks (fork after mkGetUniqueId): a launcher
  * such as mpirun would end the whole job when a rank dies by a signal.
@@ -70,7 +72,7 @@ __global__ void fill(__nv_bfloat16 *p, size_t n, uint32_t seed)
     }
 }
 
-enum Op { ALLREDUCE, AG_GEMM, GEMM_RS, GEMM_AR };
+enum Op { ALLREDUCE, AG_GEMM, GEMM_RS, GEMM_AR, MOE };
 static Op g_op;
 
 /* Shapes large enough that a call takes a fraction of a millisecond. */
@@ -79,7 +81,22 @@ static const int64_t M_RANK = 1024, N = 2048, K = 2048;
 struct Bufs {
     __nv_bfloat16 *a, *b, *c, *ga;
     size_t c_elems;
+    /* moe: x is a (M_RANK tokens of K), out is c; recv in ga */
+    int32_t *idx, *src, *rows;
+    float *w, *rw;
+    int64_t *off;
 };
+
+/* moe: top-4 of 8 experts per rank, every token's slots on distinct experts. */
+static const int64_t MOE_TOPK = 4;
+__global__ void route(int32_t *idx, float *w, int64_t n, int64_t experts, int rank)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        idx[i] = (int32_t)((i / MOE_TOPK * 5 + i % MOE_TOPK + rank) % experts);
+        w[i] = 0.25f;
+    }
+}
 
 static mkResult_t call(const Bufs &bf, int nranks, mkComm_t comm, cudaStream_t st)
 {
@@ -92,6 +109,14 @@ static mkResult_t call(const Bufs &bf, int nranks, mkComm_t comm, cudaStream_t s
     case GEMM_AR:
         return mkGemmAllReduce(bf.a, bf.b, bf.c, M_RANK * nranks, N, K, 1, mkBfloat16, comm,
                                st);
+    case MOE: {
+        const int64_t cap = M_RANK * nranks * MOE_TOPK, E = 8 * (int64_t)nranks;
+        mkResult_t r = mkMoEDispatch(bf.a, bf.idx, bf.w, bf.ga, bf.rw, bf.src, bf.off, bf.rows,
+                                     M_RANK, K, MOE_TOPK, E, cap, mkBfloat16, comm, st);
+        if (r != mkSuccess) return r;
+        return mkMoECombine(bf.ga, bf.off, bf.idx, bf.w, bf.rows, bf.c, M_RANK, K, MOE_TOPK, E,
+                            cap, mkBfloat16, comm, st);
+    }
     default:
         return mkGemmReduceScatter(bf.a, bf.b, bf.c, NULL, M_RANK * nranks, N, K,
                                    1, mkBfloat16, comm, st);
@@ -113,13 +138,24 @@ static int rank_main(int rank, int nranks, int victim, mkUniqueId id)
     case ALLREDUCE: a_elems = c_elems = (size_t)4 << 20; break;
     case AG_GEMM: a_elems = (size_t)M_RANK * K; c_elems = (size_t)M_RANK * nranks * N; break;
     case GEMM_AR: a_elems = (size_t)M_RANK * nranks * K; c_elems = (size_t)M_RANK * nranks * N; break;
+    case MOE: a_elems = (size_t)M_RANK * K; c_elems = (size_t)M_RANK * K; break;
     default: a_elems = (size_t)M_RANK * nranks * K; c_elems = (size_t)M_RANK * N; break;
     }
     bf.c_elems = c_elems;
     CK(cudaMalloc(&bf.a, a_elems * 2));
     CK(cudaMalloc(&bf.b, (size_t)N * K * 2));
     CK(cudaMalloc(&bf.c, c_elems * 2));
-    CK(cudaMalloc(&bf.ga, (size_t)M_RANK * nranks * K * 2));
+    CK(cudaMalloc(&bf.ga, (size_t)M_RANK * nranks * K * 2 * (g_op == MOE ? MOE_TOPK : 1)));
+    if (g_op == MOE) {
+        const size_t slots = (size_t)M_RANK * MOE_TOPK, cap = slots * nranks;
+        CK(cudaMalloc(&bf.idx, slots * 4));
+        CK(cudaMalloc(&bf.w, slots * 4));
+        CK(cudaMalloc(&bf.rows, slots * 4));
+        CK(cudaMalloc(&bf.rw, cap * 4));
+        CK(cudaMalloc(&bf.src, cap * 8));
+        CK(cudaMalloc(&bf.off, (8 + 1) * 8));
+        route<<<64, 256, 0, st>>>(bf.idx, bf.w, (int64_t)slots, 8 * (int64_t)nranks, rank);
+    }
     fill<<<256, 256, 0, st>>>(bf.a, a_elems, 11u + rank);
     fill<<<256, 256, 0, st>>>(bf.b, (size_t)N * K, 7u);
     CK(cudaGetLastError());
@@ -211,12 +247,13 @@ static int rank_main(int rank, int nranks, int victim, mkUniqueId id)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: test_kill allreduce|ag_gemm|gemm_rs|gemm_ar NRANKS [VICTIM]\n");
+        fprintf(stderr, "usage: test_kill allreduce|ag_gemm|gemm_rs|gemm_ar|moe NRANKS [VICTIM]\n");
         return 2;
     }
     g_op = !strcmp(argv[1], "allreduce") ? ALLREDUCE
          : !strcmp(argv[1], "ag_gemm")   ? AG_GEMM
          : !strcmp(argv[1], "gemm_ar")   ? GEMM_AR
+         : !strcmp(argv[1], "moe")       ? MOE
                                          : GEMM_RS;
     if (g_op == GEMM_RS && strcmp(argv[1], "gemm_rs")) {
         fprintf(stderr, "test_kill: unknown op %s\n", argv[1]);

@@ -44,6 +44,13 @@
  * rounding at the end gives the same bits as the host's integer sum
  * rounded once.  Up to 2048 elements of each C are checked (all of a small
  * one), at positions drawn from the call's seed.
+ *
+ * And, where the communicator is one node, mkMoEDispatch + mkMoECombine
+ * pairs (about one call in nine): 0 to 96 tokens per rank, top-1 to
+ * top-8 of P to 8 P experts with empty slots, hidden 8 to 520, every
+ * dtype, capacity exactly the rows needed or up to 3 more; the layout
+ * checked exactly, sampled rows and outputs by value (exact: see
+ * mcall).
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -383,6 +390,216 @@ static int gcheck(const gcall &g, const uint16_t *host)
     return 1;
 }
 
+/* ---- the MoE calls in the soak ------------------------------------------ */
+
+/* One mkMoEDispatch + mkMoECombine pair (one node only): every rank's
+ * tokens, routing, weights and x come from (seed, rank), so every rank
+ * knows the whole layout.  x is q / 16 with |q| <= 2 and the weights
+ * 2^-2 .. 2; the combine gets recv itself as y, so out[t] = x[t] times the
+ * sum of t's weights: exact in fp32 and in every dtype. */
+struct mcall {
+    int dt;
+    int64_t hidden, topk, experts, cap;
+    uint64_t seed;
+};
+
+static int64_t mtokens(const mcall &m, int r) { return (int64_t)(qval(m.seed, r, 1u << 30, 48) + 48); }
+/* Expert of rank r's slot i (-1: none, about one in eight). */
+static int32_t mexpert(const mcall &m, int r, uint64_t i)
+{
+    const int v = qval(m.seed ^ 0x77ull, r, i, 64) + 64; /* 0 .. 128 */
+    return v < 16 ? -1 : (int32_t)((uint64_t)v * 2654435761u % (uint64_t)m.experts);
+}
+static float mweight(const mcall &m, int r, uint64_t i)
+{
+    return ldexpf(1.0f, qval(m.seed ^ 0x99ull, r, i, 2) > 0 ? 1 : qval(m.seed ^ 0x99ull, r, i, 2));
+}
+
+__global__ void mroute(int32_t *idx, float *w, int64_t n, int64_t experts, uint64_t seed, int r)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int v = qval(seed ^ 0x77ull, r, (uint64_t)i, 64) + 64;
+        idx[i] = v < 16 ? -1 : (int32_t)((uint64_t)v * 2654435761u % (uint64_t)experts);
+        const int e = qval(seed ^ 0x99ull, r, (uint64_t)i, 2);
+        w[i] = ldexpf(1.0f, e > 0 ? 1 : e);
+    }
+}
+
+/* Rows every rank receives, and (for this rank) the source rank and slot
+ * of each of its rows and the row of each of its own slots. */
+struct mlayout {
+    std::vector<int64_t> rows, off;
+    std::vector<int32_t> src, send_rows;
+};
+
+static mlayout mlayout_of(const mcall &m)
+{
+    mlayout L;
+    const int64_t el = m.experts / g_n;
+    std::vector<int64_t> cnt((size_t)m.experts, 0), cur((size_t)m.experts, 0);
+    for (int r = 0; r < g_n; r++)
+        for (int64_t i = 0; i < mtokens(m, r) * m.topk; i++) {
+            const int32_t e = mexpert(m, r, (uint64_t)i);
+            if (e >= 0) cnt[(size_t)e]++;
+        }
+    L.rows.assign((size_t)g_n, 0);
+    for (int d = 0; d < g_n; d++)
+        for (int64_t e = 0; e < el; e++) {
+            cur[(size_t)(d * el + e)] = L.rows[(size_t)d];
+            L.rows[(size_t)d] += cnt[(size_t)(d * el + e)];
+        }
+    for (int64_t e = 0; e <= el; e++)
+        L.off.push_back(e < el ? cur[(size_t)(g_rank * el + e)] : L.rows[(size_t)g_rank]);
+    L.src.assign((size_t)(2 * L.rows[(size_t)g_rank]), -1);
+    L.send_rows.assign((size_t)(mtokens(m, g_rank) * m.topk), -1);
+    for (int r = 0; r < g_n; r++)
+        for (int64_t i = 0; i < mtokens(m, r) * m.topk; i++) {
+            const int32_t e = mexpert(m, r, (uint64_t)i);
+            if (e < 0) continue;
+            const int64_t row = cur[(size_t)e]++;
+            if (r == g_rank) L.send_rows[(size_t)i] = (int32_t)row;
+            if (e / el == g_rank) L.src[(size_t)(2 * row)] = r, L.src[(size_t)(2 * row + 1)] = (int32_t)i;
+        }
+    return L;
+}
+
+static mcall soak_moe(uint64_t *st)
+{
+    static const int64_t hs[] = {8, 64, 520};
+    static const int64_t ks[] = {1, 2, 4, 8};
+    static const int64_t es[] = {1, 2, 8};
+    mcall m;
+    m.dt = (int)(soak_rng_fwd(st) % 3);
+    m.hidden = soak_pick(st, hs, 3);
+    m.topk = soak_pick(st, ks, 4);
+    m.experts = g_n * soak_pick(st, es, 3);
+    m.seed = soak_rng_fwd(st);
+    int64_t most = 0;
+    for (int64_t r : mlayout_of(m).rows) most = r > most ? r : most;
+    m.cap = most + (int64_t)(soak_rng_fwd(st) % 4); /* now and then exactly enough */
+    return m;
+}
+
+/* Where a pair's buffers sit: inputs in send, outputs in recv (each
+ * 256-byte aligned); poisoned outputs; the two calls. */
+struct mbufs {
+    char *x, *recv, *out;
+    int32_t *idx, *src, *rows;
+    float *w, *rw;
+    int64_t *off;
+};
+
+static mbufs mplace(const mcall &m, char *send, char *recv)
+{
+    const size_t es = (size_t)esize(m.dt), T = (size_t)mtokens(m, g_rank), K = (size_t)m.topk;
+    const size_t cap = (size_t)m.cap, rb = (size_t)m.hidden * es, el = (size_t)(m.experts / g_n);
+    auto up = [](size_t b) { return (b + 255) / 256 * 256; };
+    mbufs b;
+    b.x = send;
+    b.idx = (int32_t *)(send + up(T * rb));
+    b.w = (float *)((char *)b.idx + up(T * K * 4));
+    b.recv = recv;
+    b.rw = (float *)(recv + up(cap * rb));
+    b.src = (int32_t *)((char *)b.rw + up(cap * 4));
+    b.off = (int64_t *)((char *)b.src + up(cap * 8));
+    b.rows = (int32_t *)((char *)b.off + up((el + 1) * 8));
+    b.out = (char *)b.rows + up(T * K * 4);
+    return b;
+}
+
+static mkResult_t mcall_run(const mcall &m, char *send, char *recv)
+{
+    const mbufs b = mplace(m, send, recv);
+    const int64_t T = mtokens(m, g_rank);
+    const size_t es = (size_t)esize(m.dt);
+    if (T > 0) {
+        fill_kernel<<<64, 256, 0, g_st>>>(b.x, (uint64_t)(T * m.hidden), m.dt, m.seed, g_rank, 2);
+        mroute<<<16, 256, 0, g_st>>>(b.idx, b.w, T * m.topk, m.experts, m.seed, g_rank);
+    }
+    CK(cudaMemsetAsync(recv, 0xff, (size_t)(b.out - recv) + (size_t)T * m.hidden * es, g_st));
+    CK(cudaGetLastError());
+    const mkDataType_t t = (mkDataType_t)m.dt;
+    mkResult_t r = mkMoEDispatch(b.x, b.idx, b.w, b.recv, b.rw, b.src, b.off, b.rows, T, m.hidden,
+                                 m.topk, m.experts, m.cap, t, g_comm, g_st);
+    if (r != mkSuccess) return r;
+    /* y = recv: out[t] = x[t] * (sum of t's weights) */
+    return mkMoECombine(b.recv, b.off, b.idx, b.w, b.rows, b.out, T, m.hidden, m.topk, m.experts,
+                        m.cap, t, g_comm, g_st);
+}
+
+/* The layout exactly; recv_weights, up to 256 received rows and up to
+ * 2048 elements of out by value; 1 when wrong (and a line saying how). */
+static int mcheck(const mcall &m, char *send, char *recv, uint8_t *host)
+{
+    const mbufs b = mplace(m, send, recv);
+    const mlayout L = mlayout_of(m);
+    const int64_t T = mtokens(m, g_rank), rows = L.rows[(size_t)g_rank], el = m.experts / g_n;
+    const size_t es = (size_t)esize(m.dt), rb = (size_t)m.hidden * es;
+    const char *what = nullptr;
+    long at = -1;
+    std::vector<int64_t> off((size_t)el + 1);
+    std::vector<int32_t> src((size_t)(2 * rows)), sr((size_t)(T * m.topk));
+    std::vector<float> rw((size_t)rows);
+    CK(cudaMemcpy(off.data(), b.off, off.size() * 8, cudaMemcpyDeviceToHost));
+    if (rows) CK(cudaMemcpy(src.data(), b.src, src.size() * 4, cudaMemcpyDeviceToHost));
+    if (rows) CK(cudaMemcpy(rw.data(), b.rw, rw.size() * 4, cudaMemcpyDeviceToHost));
+    if (T) CK(cudaMemcpy(sr.data(), b.rows, sr.size() * 4, cudaMemcpyDeviceToHost));
+    if (off != L.off) what = "expert_offsets";
+    for (size_t i = 0; !what && i < src.size(); i++)
+        if (src[i] != L.src[i]) what = "recv_src", at = (long)i / 2;
+    for (size_t i = 0; !what && i < sr.size(); i++)
+        if (sr[i] != L.send_rows[i]) what = "send_rows", at = (long)i;
+    for (int64_t i = 0; !what && i < rows; i++)
+        if (rw[(size_t)i] != mweight(m, L.src[(size_t)(2 * i)], (uint64_t)L.src[(size_t)(2 * i + 1)]))
+            what = "recv_weights", at = (long)i;
+    uint64_t h = m.seed;
+    for (int n = 0; !what && rows && n < 256; n++) {
+        const int64_t i = rows <= 256 ? n : (int64_t)(soak_rng_fwd(&h) % (uint64_t)rows);
+        if (i >= rows) break;
+        CK(cudaMemcpy(host, b.recv + (size_t)i * rb, rb, cudaMemcpyDeviceToHost));
+        const int s = L.src[(size_t)(2 * i)];
+        const int64_t t = L.src[(size_t)(2 * i + 1)] / m.topk;
+        for (int64_t j = 0; j < m.hidden && !what; j++) {
+            const uint32_t want = bits_of(qval(m.seed, s, (uint64_t)(t * m.hidden + j), 2), m.dt);
+            uint32_t got = 0;
+            memcpy(&got, host + (size_t)j * es, es);
+            if (got != want) what = "recv", at = (long)i;
+        }
+    }
+    if (!what && T) {
+        CK(cudaMemcpy(host, b.out, (size_t)T * rb, cudaMemcpyDeviceToHost));
+        const uint64_t total = (uint64_t)(T * m.hidden), nchk = total < 2048 ? total : 2048;
+        for (uint64_t x = 0; x < nchk && !what; x++) {
+            const uint64_t e = nchk == total ? x : soak_rng_fwd(&h) % total;
+            const int64_t t = (int64_t)(e / (uint64_t)m.hidden);
+            float ws = 0;
+            for (int64_t j = 0; j < m.topk; j++)
+                if (mexpert(m, g_rank, (uint64_t)(t * m.topk + j)) >= 0)
+                    ws += mweight(m, g_rank, (uint64_t)(t * m.topk + j));
+            const float v = (float)qval(m.seed, g_rank, e, 2) / 16.0f * ws;
+            uint32_t want = 0, got = 0;
+            if (m.dt == mkFloat32) {
+                memcpy(&want, &v, 4);
+            } else if (m.dt == mkFloat16) { /* v has at most 8 significant bits: exact */
+                const __half hv = __float2half_rn(v);
+                memcpy(&want, &hv, 2);
+            } else {
+                const __nv_bfloat16 bv = __float2bfloat16_rn(v);
+                memcpy(&want, &bv, 2);
+            }
+            memcpy(&got, host + e * es, es);
+            if (got != want) what = "out", at = (long)t;
+        }
+    }
+    if (!what) return 0;
+    printf("FAIL rank %d: moe %s hidden %lld top-%lld of %lld experts, %lld tokens, capacity "
+           "%lld: %s wrong at %ld\n", g_rank, dt_names[m.dt], (long long)m.hidden,
+           (long long)m.topk, (long long)m.experts, (long long)T, (long long)m.cap, what, at);
+    fflush(stdout);
+    return 1;
+}
+
 /* ---- soak -------------------------------------------------------------- */
 
 static uint64_t soak_rng(uint64_t *st) { return soak_rng_fwd(st); }
@@ -430,9 +647,18 @@ static int run_soak(double seconds, uint64_t seed)
             void *cp;
             MK(gcall_run(g, pool[0][0], pool[0][1], &cp));
         }
+    /* the MoE calls (one node only): the largest capacity, row and top-k
+     * (their heap banks) and the most experts (the per-CTA counts) */
+    int nodes = 0;
+    MK(mkCommNodeCount(g_comm, &nodes));
+    const int moe_ok = nodes == 1;
+    if (moe_ok) {
+        const mcall m = {mkFloat32, 520, 8, 8 * (int64_t)g_n, (int64_t)g_n * 96 * 8 + 3, 1};
+        MK(mcall_run(m, pool[0][0], pool[0][1]));
+    }
     CK(cudaStreamSynchronize(g_st));
     uint64_t st = seed;
-    long calls = 0, batches = 0, graphs = 0, zero = 0, wrong = 0, fusedn = 0;
+    long calls = 0, batches = 0, graphs = 0, zero = 0, wrong = 0, fusedn = 0, moen = 0;
     const double t0 = (double)clock_gettime_ns() / 1e9;
     for (;;) {
         int go = g_rank == 0 ? (double)clock_gettime_ns() / 1e9 - t0 < seconds : 0;
@@ -445,15 +671,30 @@ static int run_soak(double seconds, uint64_t seed)
         const int registered = (int)(soak_rng(&st) & 1), graph = (soak_rng(&st) % 4) == 0;
         config cs[SOAK_BATCH];
         gcall gs[SOAK_BATCH];
-        int fused[SOAK_BATCH];
+        mcall mcs[SOAK_BATCH];
+        int fused[SOAK_BATCH]; /* 1: a fused GEMM, 2: a MoE pair */
         uint64_t seeds[SOAK_BATCH];
         void *outs[SOAK_BATCH];
         cudaGraph_t g = nullptr;
         if (graph) CK(cudaStreamBeginCapture(g_st, cudaStreamCaptureModeThreadLocal));
         for (int i = 0; i < n; i++) {
             config &c = cs[i];
-            const int kind = (int)(soak_rng(&st) % 8); /* 6, 7: a fused GEMM */
-            fused[i] = kind >= 6;
+            const int kind = (int)(soak_rng(&st) % (moe_ok ? 9 : 8)); /* 6, 7: a fused GEMM; 8: MoE */
+            fused[i] = kind == 8 ? 2 : kind >= 6;
+            if (fused[i] == 2) {
+                mcs[i] = soak_moe(&st);
+                const mkResult_t r = mcall_run(mcs[i], pool[registered][0] + (size_t)i * slot,
+                                               pool[registered][1] + (size_t)i * slot);
+                if (r != mkSuccess) {
+                    printf("FAIL rank %d: soak batch %ld call %d (moe %s hidden %lld top-%lld of "
+                           "%lld%s): %s\n", g_rank, batches, i, dt_names[mcs[i].dt],
+                           (long long)mcs[i].hidden, (long long)mcs[i].topk,
+                           (long long)mcs[i].experts, graph ? " captured" : "",
+                           mkGetLastError(g_comm));
+                    return 1;
+                }
+                continue;
+            }
             if (fused[i]) {
                 gs[i] = soak_gemm(&st, kind == 6 ? GRS : GAR);
                 const mkResult_t r = gcall_run(gs[i], pool[registered][0] + (size_t)i * slot,
@@ -498,7 +739,11 @@ static int run_soak(double seconds, uint64_t seed)
         for (int i = 0; i < n; i++) {
             const config &c = cs[i];
             int w;
-            if (fused[i]) {
+            if (fused[i] == 2) {
+                w = mcheck(mcs[i], pool[registered][0] + (size_t)i * slot,
+                           pool[registered][1] + (size_t)i * slot, host);
+                moen++;
+            } else if (fused[i]) {
                 int64_t off, rows;
                 grows(gs[i], &off, &rows);
                 const size_t bytes = (size_t)rows * gs[i].n * 2;
@@ -533,8 +778,9 @@ static int run_soak(double seconds, uint64_t seed)
         for (int j = 0; j < 2; j++) CK(cudaFree(pool[k][j]));
     CK(cudaFreeHost(host));
     printf("%s rank %d: soak %.0f s: %ld calls checked in %ld batches (%ld in CUDA graphs, %ld "
-           "of count 0, %ld fused GEMMs), %ld wrong\n", wrong ? "FAIL" : "DONE", g_rank, seconds,
-           calls, batches, graphs, zero, fusedn, wrong);
+           "of count 0, %ld fused GEMMs, %ld MoE dispatch + combine pairs), %ld wrong\n",
+           wrong ? "FAIL" : "DONE", g_rank, seconds, calls, batches, graphs, zero, fusedn, moen,
+           wrong);
     return wrong ? 1 : 0;
 }
 

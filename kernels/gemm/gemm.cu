@@ -228,6 +228,159 @@ extern "C" int mki_gemm(const mki_gemm_args *a, char *msg, size_t len)
                       : launch_default<false, false>(p, plan.grid, s, msg, len);
 }
 
+/* ---- the grouped GEMM ---------------------------------------------------- */
+
+namespace mki {
+namespace gemm {
+
+/* table[0]: the 128-row blocks in use (offsets[groups] / 128, 0 when the
+ * offsets are bad), table[1]: 1 when they are, table[2 + mb]: the group of
+ * block mb. */
+__global__ void group_table_kernel(const int64_t *off, int64_t groups, int64_t rows,
+                                   int32_t *table)
+{
+    __shared__ int bad;
+    if (threadIdx.x == 0) bad = 0;
+    __syncthreads();
+    for (int64_t g = threadIdx.x; g <= groups; g += blockDim.x) {
+        const int64_t o = off[g];
+        if (o % MKI_GEMM_GROUP_ALIGN != 0 || o > rows || (g == 0 && o != 0) ||
+            (g > 0 && o < off[g - 1]))
+            bad = 1;
+    }
+    __syncthreads();
+    const int64_t nblk = (rows + BM - 1) / BM;
+    for (int64_t mb = threadIdx.x; mb < nblk; mb += blockDim.x) {
+        /* the last group whose first row is <= the block's */
+        int64_t lo = 0, hi = groups - 1;
+        const int64_t r = mb * BM;
+        while (lo < hi) {
+            const int64_t mid = (lo + hi + 1) / 2;
+            if (off[mid] <= r) lo = mid;
+            else hi = mid - 1;
+        }
+        table[2 + mb] = (int32_t)lo;
+    }
+    if (threadIdx.x == 0) {
+        table[0] = bad ? 0 : (int32_t)(off[groups] / BM);
+        table[1] = bad;
+    }
+}
+
+/* The engine's default path with the units of the blocks in use only (the
+ * others cost a tile() call each: m_blk past M, no k-block) and each
+ * unit's B tile taken from its group's matrix. */
+struct GroupedHooks {
+    static constexpr bool kWaitA = false;
+    static constexpr bool kSignal = false;
+    static constexpr bool kBRow = true;
+    const int32_t *table;
+    int brows; /* rows of B per group: n (transB) or k */
+    __device__ __forceinline__ TileCoord tile(const GemmParams &p, int i) const
+    {
+        const int blocks = __ldg(table);
+        TileCoord t;
+        if (i >= mki_gemm_num_units(blocks, p.num_n_blk, p.cluster_m)) {
+            t.m_blk = p.num_m_blk; /* past M: never stored */
+            t.n_blk = 0;
+            t.kb0 = 0;
+            t.kb1 = 0;
+            return t;
+        }
+        mki_gemm_unit_of(i, blocks, p.num_n_blk, p.group_m, p.cluster_m, &t.m_blk, &t.n_blk);
+        return t;
+    }
+    __device__ __forceinline__ int b_row(const GemmParams &, TileCoord t) const
+    {
+        return __ldg(table + 2 + t.m_blk) * brows;
+    }
+    __device__ __forceinline__ void wait_a(const GemmParams &, TileCoord, int) const {}
+    __device__ __forceinline__ EpiTarget target(const GemmParams &p, TileCoord t) const
+    {
+        return DefaultHooks{}.target(p, t);
+    }
+    __device__ __forceinline__ void after_store(const GemmParams &, TileCoord) const {}
+};
+
+template <bool kF16, bool kTransB>
+int launch_grouped(const GemmParams &p, const GroupedHooks &h, int grid, cudaStream_t s,
+                   char *msg, size_t len)
+{
+    return launch<kF16, kTransB>(p, h, grid, p.cluster_m, s, msg, len);
+}
+
+} // namespace gemm
+} // namespace mki
+
+extern "C" int mki_gemm_grouped(const mki_gemm_grouped_args *g, char *msg, size_t len)
+{
+    if (!g || g->groups < 1 || g->groups > (1 << 20) || g->rows < 0 ||
+        g->rows % MKI_GEMM_GROUP_ALIGN != 0 || !g->offsets || !g->table) {
+        snprintf(msg, len, "gemm grouped: groups (%lld) must be 1 .. 2^20, rows (%lld) a "
+                 "multiple of %d, offsets and table device memory",
+                 g ? (long long)g->groups : 0LL, g ? (long long)g->rows : 0LL,
+                 MKI_GEMM_GROUP_ALIGN);
+        return MKI_GEMM_ERR_INVALID;
+    }
+    if (!g->trans_b && g->k % BK != 0) {
+        snprintf(msg, len, "gemm grouped: k = %lld with B not transposed must be a multiple of "
+                 "%d (a k-block of one group must not reach the next group's rows)",
+                 (long long)g->k, BK);
+        return MKI_GEMM_ERR_INVALID;
+    }
+    if ((double)g->groups * (double)(g->trans_b ? g->n : g->k) > 2147483647.0) {
+        snprintf(msg, len, "gemm grouped: groups x %s = %lld x %lld rows of B is over 2^31",
+                 g->trans_b ? "n" : "k", (long long)g->groups,
+                 (long long)(g->trans_b ? g->n : g->k));
+        return MKI_GEMM_ERR_INVALID;
+    }
+    /* the plain GEMM of all rows with group 0's B validates and plans */
+    mki_gemm_args a;
+    memset(&a, 0, sizeof(a));
+    a.m = g->rows;
+    a.n = g->n;
+    a.k = g->k;
+    a.a = g->a;
+    a.b = g->b;
+    a.d = g->d;
+    a.in_type = g->in_type;
+    a.out_type = g->out_type;
+    a.trans_b = g->trans_b;
+    a.alpha = 1.0f;
+    a.num_ctas = g->num_ctas;
+    a.stream = g->stream;
+    mki_gemm_plan plan;
+    GemmParams p;
+    int r = prepare(&a, &plan, &p, msg, len);
+    if (r || plan.noop) return r;
+    if (plan.epi_direct) {
+        snprintf(msg, len, "gemm grouped: D must take TMA stores (16-byte aligned, n x the "
+                 "element size a multiple of 16 bytes)");
+        return MKI_GEMM_ERR_UNSUPPORTED;
+    }
+    /* B: every group's matrix, stacked */
+    if (g->trans_b)
+        r = encode_2d(&p.tm_b, g->b, g->in_type, (uint64_t)g->k, (uint64_t)(g->groups * g->n),
+                      (uint64_t)g->k, BK, BN / 2, msg, len);
+    else
+        r = encode_2d(&p.tm_b, g->b, g->in_type, (uint64_t)g->n, (uint64_t)(g->groups * g->k),
+                      (uint64_t)g->n, 64, BK, msg, len);
+    if (r) return r;
+    cudaStream_t s = (cudaStream_t)g->stream;
+    group_table_kernel<<<1, 256, 0, s>>>(g->offsets, g->groups, g->rows, g->table);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return cuda_fail(e, "launching the group table kernel", msg, len);
+    GroupedHooks h;
+    h.table = g->table;
+    h.brows = (int)(g->trans_b ? g->n : g->k);
+    const bool f16 = g->in_type == MKI_DT_F16;
+    if (f16)
+        return g->trans_b ? launch_grouped<true, true>(p, h, plan.grid, s, msg, len)
+                          : launch_grouped<true, false>(p, h, plan.grid, s, msg, len);
+    return g->trans_b ? launch_grouped<false, true>(p, h, plan.grid, s, msg, len)
+                      : launch_grouped<false, false>(p, h, plan.grid, s, msg, len);
+}
+
 template <bool kF16, bool kTransB, int kCM>
 static cudaError_t preload_cm()
 {

@@ -59,6 +59,11 @@
  *                        parameters or global memory, e.g. a member of a
  *                        __grid_constant__ hooks struct. A fused kernel
  *                        reads its own rows straight from the caller's A.
+ *   b_row(p, u)          kBRow hooks only (optional member): rows of p.tm_b
+ *                        to skip for unit u's B tile (a grouped GEMM's group
+ *                        g: g x N with transB, g x K without); asked with
+ *                        the unit as tile() gave it (its first M-block), so
+ *                        both CTAs of a pair load the same tile.
  *   target(p, t)         where the tile goes (hook 3): TMA store through any
  *                        tensor map (local D, a peer's buffer), TMA add into
  *                        an fp32 staging bank, or direct stores to a pointer;
@@ -261,6 +266,15 @@ template <typename H, typename = void> struct HooksHaveASrc {
 };
 template <typename H> struct HooksHaveASrc<H, decltype((void)H::kASrc)> {
     static constexpr bool value = H::kASrc;
+};
+/* Hooks that declare `static constexpr bool kBRow = true` move each unit's
+ * B tile down the rows of p.tm_b (b_row): a grouped GEMM stacks its
+ * groups' B matrices in one map. */
+template <typename H, typename = void> struct HooksHaveBRow {
+    static constexpr bool value = false;
+};
+template <typename H> struct HooksHaveBRow<H, decltype((void)H::kBRow)> {
+    static constexpr bool value = H::kBRow;
 };
 /* Hooks that declare `static constexpr bool kSideWork = true` get the
  * producer warpgroup's idle threads (side_work). */
@@ -596,7 +610,8 @@ __device__ __forceinline__ void producer(const GemmParams &p, const Hooks &h, in
 {
     int stage = 0, phase = 0;
     for (int i = unit0; i < p.num_units; i += nunits_step) {
-        TileCoord tc = my_tile<kCM>(h.tile(p, i), crank);
+        const TileCoord unit = h.tile(p, i);
+        TileCoord tc = my_tile<kCM>(unit, crank);
         /* The pair's second tile may lie past M: load real rows anyway (the
          * result is discarded) so every barrier sees the same bytes. */
         const bool real = tc.m_blk < p.num_m_blk;
@@ -604,6 +619,11 @@ __device__ __forceinline__ void producer(const GemmParams &p, const Hooks &h, in
         const CUtensorMap *amap = &p.tm_a;
         int arow = m_load * BM;
         if constexpr (HooksHaveASrc<Hooks>::value) amap = h.a_src(p, m_load, &arow);
+        /* B's rows (a grouped GEMM's group): asked for the unit, so that the
+         * two CTAs of a pair load halves of the same tile */
+        int bn = 0, bk = 0;
+        if constexpr (HooksHaveBRow<Hooks>::value)
+            if (unit.m_blk < p.num_m_blk) (trans_b ? bn : bk) = h.b_row(p, unit);
         const int kb_end = tc.kb1 < 0 ? p.num_k_blk : tc.kb1;
         for (int kb = tc.kb0; kb < kb_end; ++kb) {
             if constexpr (Hooks::kWaitA) {
@@ -622,24 +642,24 @@ __device__ __forceinline__ void producer(const GemmParams &p, const Hooks &h, in
 #pragma unroll
                     for (int j = 0; j < 2; ++j)
                         tma_load_2d(sb + j * (kBBytes / 2), &p.tm_b, kb * BK,
-                                    tc.n_blk * BN + j * (BN / 2), &full[stage]);
+                                    bn + tc.n_blk * BN + j * (BN / 2), &full[stage]);
                 } else {
 #pragma unroll
                     for (int j = 0; j < BN / 64; ++j)
-                        tma_load_2d(sb + j * 8192, &p.tm_b, tc.n_blk * BN + j * 64, kb * BK,
-                                    &full[stage]);
+                        tma_load_2d(sb + j * 8192, &p.tm_b, tc.n_blk * BN + j * 64,
+                                    bk + kb * BK, &full[stage]);
                 }
             } else {
                 /* this CTA's half of B, to both CTAs */
                 if (trans_b) {
                     tma_load_2d_mc(sb + crank * (kBBytes / 2), &p.tm_b, kb * BK,
-                                   tc.n_blk * BN + crank * (BN / 2), &full[stage], 0x3);
+                                   bn + tc.n_blk * BN + crank * (BN / 2), &full[stage], 0x3);
                 } else {
 #pragma unroll
                     for (int jj = 0; jj < 2; ++jj) {
                         const int j = 2 * crank + jj;
-                        tma_load_2d_mc(sb + j * 8192, &p.tm_b, tc.n_blk * BN + j * 64, kb * BK,
-                                       &full[stage], 0x3);
+                        tma_load_2d_mc(sb + j * 8192, &p.tm_b, tc.n_blk * BN + j * 64,
+                                       bk + kb * BK, &full[stage], 0x3);
                     }
                 }
             }

@@ -2,6 +2,7 @@
  * compute, bf16 out), interleaved in one run.
  *
  *   gemm [--quick] [--shapes MxNxK,...] [--ctas N] [--group M] [--cluster 1|2] [--transb 0|1] [--reps N]
+ *   gemm --grouped [GxMgxNxK,...]   the grouped GEMM (run_grouped below)
  *   (--group: M-blocks per L2 band of the tile order; --cluster: CTAs sharing B
  *   tiles; 0 = engine default for both)
  *
@@ -131,10 +132,162 @@ static std::vector<Shape> parse_shapes(const char *spec)
     return v;
 }
 
+/* ---- grouped: mki_gemm_grouped against cuBLAS ------------------------------ */
+
+/* G groups of Mg rows (a multiple of MKI_GEMM_GROUP_ALIGN), each its own
+ * N x K weights (transB), bf16: ours (one launch with the group table
+ * kernel before it), cublasGemmGroupedBatchedEx (one group of G problems),
+ * and one cublasGemmEx of all G Mg rows against one B (the same flops, no
+ * grouping: the bar the issue sets).  Taking turns, medians of reps, one
+ * input set (the weights alone pass the L2 at these sizes). */
+struct GShape {
+    long long g, mg, n, k;
+};
+
+static std::vector<GShape> parse_gshapes(const char *spec)
+{
+    std::vector<GShape> v;
+    std::string s(spec);
+    size_t pos = 0;
+    while (pos < s.size()) {
+        size_t end = s.find(',', pos);
+        std::string item = s.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+        GShape sh = {0, 0, 0, 0};
+        if (sscanf(item.c_str(), "%lldx%lldx%lldx%lld", &sh.g, &sh.mg, &sh.n, &sh.k) == 4)
+            v.push_back(sh);
+        if (end == std::string::npos) break;
+        pos = end + 1;
+    }
+    return v;
+}
+
+static int run_grouped(const char *spec, int reps, int warm)
+{
+    std::vector<GShape> shapes = {{8, 2048, 4096, 7168}, {4, 4096, 14336, 4096},
+                                  {128, 256, 4096, 7168}, {32, 512, 2048, 7168}};
+    if (spec && *spec) shapes = parse_gshapes(spec);
+    char dev[128], dir[512], path[600], msg[512];
+    mkb_device_name(dev, sizeof dev, NULL, 0);
+    mkb_results_dir(dir, sizeof dir);
+    if (mki_gemm_preload(msg, sizeof msg)) { fprintf(stderr, "%s\n", msg); return 2; }
+    cublasHandle_t h;
+    CKB(cublasCreate(&h));
+    cudaStream_t stream;
+    MKB_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    CKB(cublasSetStream(h, stream));
+    mkb_json js;
+    snprintf(path, sizeof path, "%s/gemm-grouped.json", dir);
+    if (mkb_json_open(&js, path)) return 2;
+    std::vector<cudaEvent_t> ev(4 * (warm + reps));
+    for (auto &e : ev) MKB_CHECK(cudaEventCreate(&e));
+    printf("grouped GEMM bf16, %s, transB=1, medians of %d reps (ms)\n", dev, reps);
+    printf("%-26s %9s %10s %9s %8s %8s\n", "G x Mg x N x K", "ours_ms", "cub_group", "cub_one",
+           "vs_grp", "vs_one");
+    for (const GShape &s : shapes) {
+        if (s.mg % MKI_GEMM_GROUP_ALIGN != 0 || s.g < 1) {
+            fprintf(stderr, "grouped: Mg = %lld must be a multiple of %d\n", s.mg,
+                    MKI_GEMM_GROUP_ALIGN);
+            return 2;
+        }
+        const long long rows = s.g * s.mg;
+        void *a, *b, *d;
+        int64_t *off;
+        int32_t *tab;
+        MKB_CHECK(cudaMalloc(&a, 2ull * rows * s.k));
+        MKB_CHECK(cudaMalloc(&b, 2ull * s.g * s.n * s.k));
+        MKB_CHECK(cudaMalloc(&d, 2ull * rows * s.n));
+        MKB_CHECK(cudaMalloc(&off, sizeof(int64_t) * (s.g + 1)));
+        MKB_CHECK(cudaMalloc(&tab, sizeof(int32_t) * MKI_GEMM_GROUP_TABLE(rows)));
+        fill_random<<<2048, 256>>>((__nv_bfloat16 *)a, rows * s.k, 0x77ull + s.g);
+        fill_random<<<2048, 256>>>((__nv_bfloat16 *)b, s.g * s.n * s.k, 0x99ull + s.n);
+        MKB_CHECK(cudaGetLastError());
+        std::vector<int64_t> hoff(s.g + 1);
+        for (long long q = 0; q <= s.g; ++q) hoff[q] = q * s.mg;
+        MKB_CHECK(cudaMemcpy(off, hoff.data(), sizeof(int64_t) * (s.g + 1), cudaMemcpyHostToDevice));
+        /* cuBLAS's pointer arrays (device) and sizes (host) */
+        std::vector<const void *> pa(s.g), pb(s.g);
+        std::vector<void *> pd(s.g);
+        for (long long q = 0; q < s.g; ++q) {
+            pa[q] = (const char *)a + 2ull * q * s.mg * s.k;
+            pb[q] = (const char *)b + 2ull * q * s.n * s.k;
+            pd[q] = (char *)d + 2ull * q * s.mg * s.n;
+        }
+        void **dpa, **dpb, **dpd;
+        MKB_CHECK(cudaMalloc(&dpa, sizeof(void *) * s.g));
+        MKB_CHECK(cudaMalloc(&dpb, sizeof(void *) * s.g));
+        MKB_CHECK(cudaMalloc(&dpd, sizeof(void *) * s.g));
+        MKB_CHECK(cudaMemcpy(dpa, pa.data(), sizeof(void *) * s.g, cudaMemcpyHostToDevice));
+        MKB_CHECK(cudaMemcpy(dpb, pb.data(), sizeof(void *) * s.g, cudaMemcpyHostToDevice));
+        MKB_CHECK(cudaMemcpy(dpd, pd.data(), sizeof(void *) * s.g, cudaMemcpyHostToDevice));
+        cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+        int mm = (int)s.n, nn = (int)s.mg, kk = (int)s.k, lda = (int)s.k, ldb = (int)s.k,
+            ldc = (int)s.n, gsz = (int)s.g;
+        const float one = 1.0f, zero = 0.0f;
+        mki_gemm_grouped_args g;
+        memset(&g, 0, sizeof g);
+        g.rows = rows; g.n = s.n; g.k = s.k; g.groups = s.g;
+        g.a = a; g.b = b; g.d = d; g.offsets = off; g.table = tab;
+        g.in_type = MKI_DT_BF16; g.out_type = MKI_DT_BF16; g.trans_b = 1; g.stream = stream;
+        std::vector<double> to, tg, t1;
+        for (int r = 0; r < warm + reps; ++r) {
+            MKB_CHECK(cudaEventRecord(ev[4 * r], stream));
+            if (mki_gemm_grouped(&g, msg, sizeof msg)) { fprintf(stderr, "%s\n", msg); return 2; }
+            MKB_CHECK(cudaEventRecord(ev[4 * r + 1], stream));
+            /* row-major D_q = A_q B_q^T  <=>  column-major D_q^T = B_q A_q^T */
+            CKB(cublasGemmGroupedBatchedEx(h, &ta, &tb, &mm, &nn, &kk, &one, (const void *const *)dpb,
+                                           CUDA_R_16BF, &ldb, (const void *const *)dpa, CUDA_R_16BF,
+                                           &lda, &zero, dpd, CUDA_R_16BF, &ldc, 1, &gsz,
+                                           CUBLAS_COMPUTE_32F));
+            MKB_CHECK(cudaEventRecord(ev[4 * r + 2], stream));
+            CKB(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)s.n, (int)rows, (int)s.k, &one, b,
+                             CUDA_R_16BF, (int)s.k, a, CUDA_R_16BF, (int)s.k, &zero, d,
+                             CUDA_R_16BF, (int)s.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+            MKB_CHECK(cudaEventRecord(ev[4 * r + 3], stream));
+        }
+        MKB_CHECK(cudaStreamSynchronize(stream));
+        MKB_CHECK(cudaGetLastError());
+        for (int r = warm; r < warm + reps; ++r) {
+            float x, y, z;
+            MKB_CHECK(cudaEventElapsedTime(&x, ev[4 * r], ev[4 * r + 1]));
+            MKB_CHECK(cudaEventElapsedTime(&y, ev[4 * r + 1], ev[4 * r + 2]));
+            MKB_CHECK(cudaEventElapsedTime(&z, ev[4 * r + 2], ev[4 * r + 3]));
+            to.push_back(x); tg.push_back(y); t1.push_back(z);
+        }
+        const double mo = mkb_median(to.data(), (int)to.size());
+        const double mg = mkb_median(tg.data(), (int)tg.size());
+        const double m1 = mkb_median(t1.data(), (int)t1.size());
+        char shape[64];
+        snprintf(shape, sizeof shape, "%lldx%lldx%lldx%lld", s.g, s.mg, s.n, s.k);
+        printf("%-26s %9.3f %10.3f %9.3f %8.3f %8.3f\n", shape, mo, mg, m1, mg / mo, m1 / mo);
+        fflush(stdout);
+        mkb_record rec;
+        memset(&rec, 0, sizeof rec);
+        rec.op = "gemm_grouped"; rec.dtype = "bf16"; rec.baseline = "cublas_grouped_batched";
+        rec.world_size = 1; rec.nodes = 1;
+        rec.m = rows; rec.n = s.n; rec.k = s.k;
+        rec.ours_ms = mo; rec.baseline_ms = mg; rec.limit_ms = -1;
+        rec.flops = 2.0 * rows * s.n * s.k;
+        snprintf(rec.sm_split, sizeof rec.sm_split, "grouped");
+        char extra[160];
+        snprintf(extra, sizeof extra, "\"groups\": %lld, \"rows_per_group\": %lld, "
+                 "\"one_gemm_ms\": %.6f", s.g, s.mg, m1);
+        rec.extra = extra;
+        mkb_json_add(&js, &rec);
+        MKB_CHECK(cudaFree(a)); MKB_CHECK(cudaFree(b)); MKB_CHECK(cudaFree(d));
+        MKB_CHECK(cudaFree(off)); MKB_CHECK(cudaFree(tab));
+        MKB_CHECK(cudaFree(dpa)); MKB_CHECK(cudaFree(dpb)); MKB_CHECK(cudaFree(dpd));
+    }
+    mkb_json_close(&js);
+    printf("results: %s/gemm-grouped.json\n", dir);
+    cublasDestroy(h);
+    return 0;
+}
+
 extern "C" int mkb_gemm_main(int argc, char **argv)
 {
     int reps = 30, warm = 5, transb = 1, ctas_all = -1, group_m = 0, cluster_m = 0;
     bool quick = false;
+    const char *grouped = nullptr;
     std::vector<Shape> shapes = {
         {8192, 8192, 8192, 0, "square"},
         {16384, 8192, 8192, 0, "main"},
@@ -161,8 +314,10 @@ extern "C" int mkb_gemm_main(int argc, char **argv)
         else if (!strcmp(argv[i], "--group") && i + 1 < argc) group_m = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--cluster") && i + 1 < argc) cluster_m = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = parse_shapes(argv[++i]);
-        else { fprintf(stderr, "usage: %s [--quick] [--shapes MxNxK,..] [--ctas N] [--group M] [--cluster 1|2] [--transb 0|1] [--reps N]\n", argv[0]); return 2; }
+        else if (!strcmp(argv[i], "--grouped")) grouped = i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : "";
+        else { fprintf(stderr, "usage: %s [--quick] [--shapes MxNxK,..] [--ctas N] [--group M] [--cluster 1|2] [--transb 0|1] [--reps N] [--grouped [GxMgxNxK,..]]\n", argv[0]); return 2; }
     }
+    if (grouped) return run_grouped(grouped, quick ? 10 : reps, warm);
     if (quick) { reps = 20; warm = 3; }
     g_group_m = group_m;
     g_cluster_m = cluster_m;

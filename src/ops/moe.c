@@ -234,9 +234,12 @@ static mkResult_t wait_pulled(struct mki_call *k, struct moe_state *g)
     struct mki_moe_ctl ctl;
     const uint64_t t0 = mki_now_ns(), limit = (uint64_t)comm->cfg.timeoutMs * 1000000ull;
     for (;;) {
+        /* on the runtime's private stream: a plain cudaMemcpy would also
+         * wait for the caller's other blocking streams */
         if (e == cudaSuccess)
-            e = cudaMemcpy(&ctl, mki_heap_ptr(comm, &g->ctl, comm->dev->me), sizeof(ctl),
-                           cudaMemcpyDeviceToHost);
+            e = cudaMemcpyAsync(&ctl, mki_heap_ptr(comm, &g->ctl, comm->dev->me), sizeof(ctl),
+                                cudaMemcpyDeviceToHost, comm->dev->side);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(comm->dev->side);
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
             return mki_error(comm, mkErrCuda, "%s: waiting for earlier calls: %s", k->func,

@@ -233,71 +233,135 @@ extern "C" int mki_gemm(const mki_gemm_args *a, char *msg, size_t len)
 namespace mki {
 namespace gemm {
 
-/* table[0]: the 128-row blocks in use (offsets[groups] / 128, 0 when the
- * offsets are bad), table[1]: 1 when they are, table[2 + mb]: the group of
- * block mb. */
-__global__ void group_table_kernel(const int64_t *off, int64_t groups, int64_t rows,
-                                   int32_t *table)
+/* table[0]: the tiles in use (0 when the offsets are bad), table[1]: 1
+ * when they are, table[2 + 2 i], table[3 + 2 i]: the group of tile i and
+ * its 128-row block inside the group; tiles go group after group. */
+struct GroupTableArgs {
+    const int64_t *off;
+    int64_t groups, rows;
+    int32_t *table;
+    const uint64_t *halt;
+};
+
+__global__ void __launch_bounds__(1024) group_table_kernel(const GroupTableArgs ga)
 {
     __shared__ int bad;
-    if (threadIdx.x == 0) bad = 0;
+    __shared__ int32_t first[MKI_GEMM_MAX_GROUPS + 1]; /* each group's first tile */
+    __shared__ int32_t part[1024];
+    const int64_t *off = ga.off;
+    const int G = (int)ga.groups;
+    const int tid = threadIdx.x, nt = blockDim.x;
+    if (tid == 0) {
+        bad = 0;
+        if (ga.halt && (((volatile const uint64_t *)ga.halt)[0] != 0 ||
+                        ((volatile const uint64_t *)ga.halt)[1] != 0))
+            bad = 2; /* an error before: the offsets may be stale */
+    }
     __syncthreads();
-    for (int64_t g = threadIdx.x; g <= groups; g += blockDim.x) {
+    for (int g = tid; g <= G && bad != 2; g += nt) {
         const int64_t o = off[g];
-        if (o % MKI_GEMM_GROUP_ALIGN != 0 || o > rows || (g == 0 && o != 0) ||
-            (g > 0 && o < off[g - 1]))
-            bad = 1;
+        if (o < 0 || o > ga.rows || (g == 0 && o != 0) || (g > 0 && o < off[g - 1])) bad = 1;
     }
     __syncthreads();
-    const int64_t nblk = (rows + BM - 1) / BM;
-    for (int64_t mb = threadIdx.x; mb < nblk; mb += blockDim.x) {
-        /* the last group whose first row is <= the block's */
-        int64_t lo = 0, hi = groups - 1;
-        const int64_t r = mb * BM;
-        while (lo < hi) {
-            const int64_t mid = (lo + hi + 1) / 2;
-            if (off[mid] <= r) lo = mid;
-            else hi = mid - 1;
+    if (bad == 2) {
+        if (tid == 0) {
+            ga.table[0] = 0;
+            ga.table[1] = 2;
         }
-        table[2 + mb] = (int32_t)lo;
+        return;
     }
-    if (threadIdx.x == 0) {
-        table[0] = bad ? 0 : (int32_t)(off[groups] / BM);
-        table[1] = bad;
+    /* tiles per group, scanned: each thread a contiguous run of groups */
+    const int per = (G + nt - 1) / nt, g0 = min(G, tid * per), g1 = min(G, g0 + per);
+    int32_t sum = 0;
+    for (int g = g0; g < g1; g++) {
+        const int64_t r = off[g + 1] - off[g];
+        first[g] = sum;
+        sum += r > 0 ? (int32_t)((r + BM - 1) / BM) : 0;
+    }
+    part[tid] = sum;
+    __syncthreads();
+    if (tid == 0) {
+        int32_t run = 0;
+        for (int i = 0; i < nt; i++) {
+            const int32_t v = part[i];
+            part[i] = run;
+            run += v;
+        }
+        first[G] = run;
+    }
+    __syncthreads();
+    for (int g = g0; g < g1; g++) first[g] += part[tid];
+    __syncthreads();
+    if (!bad)
+        for (int g = 0; g < G; g++) { /* groups in turn, their tiles by all threads */
+            const int32_t n = first[g + 1] - first[g];
+            for (int j = tid; j < n; j += nt) {
+                ga.table[2 + 2 * (first[g] + j)] = g;
+                ga.table[3 + 2 * (first[g] + j)] = j;
+            }
+        }
+    if (tid == 0) {
+        ga.table[0] = bad ? 0 : first[G];
+        ga.table[1] = bad;
     }
 }
 
-/* The engine's default path with the units of the blocks in use only (the
- * others cost a tile() call each: m_blk past M, no k-block) and each
- * unit's B tile taken from its group's matrix. */
+/* Units are the tiles in use (groups in turn), one per CTA (no pairs: two
+ * tiles sharing a B tile would have to be of one group); the others cost a
+ * tile() call each (an M-block past M, no k-block).  A tile's A rows start
+ * at its group's first row plus 128 per block, its B tile is its group's,
+ * and the group's last tile is stored row by row up to the group's end. */
 struct GroupedHooks {
     static constexpr bool kWaitA = false;
     static constexpr bool kSignal = false;
     static constexpr bool kBRow = true;
+    static constexpr bool kASrc = true;
     const int32_t *table;
+    const int64_t *off;
     int brows; /* rows of B per group: n (transB) or k */
     __device__ __forceinline__ TileCoord tile(const GemmParams &p, int i) const
     {
-        const int blocks = __ldg(table);
+        const int tiles = __ldg(table);
         TileCoord t;
-        if (i >= mki_gemm_num_units(blocks, p.num_n_blk, p.cluster_m)) {
+        if (i >= tiles * p.num_n_blk) {
             t.m_blk = p.num_m_blk; /* past M: never stored */
             t.n_blk = 0;
             t.kb0 = 0;
             t.kb1 = 0;
             return t;
         }
-        mki_gemm_unit_of(i, blocks, p.num_n_blk, p.group_m, p.cluster_m, &t.m_blk, &t.n_blk);
+        mki_gemm_unit_of(i, tiles, p.num_n_blk, p.group_m, 1, &t.m_blk, &t.n_blk);
         return t;
+    }
+    __device__ __forceinline__ int group_of(int m_blk) const { return __ldg(table + 2 + 2 * m_blk); }
+    __device__ __forceinline__ int64_t first_row(int m_blk) const
+    {
+        return __ldg(off + group_of(m_blk)) + (int64_t)__ldg(table + 3 + 2 * m_blk) * BM;
+    }
+    __device__ __forceinline__ const CUtensorMap *a_src(const GemmParams &p, int m_blk,
+                                                         int *row) const
+    {
+        *row = m_blk < __ldg(table) ? (int)first_row(m_blk) : 0;
+        return &p.tm_a;
     }
     __device__ __forceinline__ int b_row(const GemmParams &, TileCoord t) const
     {
-        return __ldg(table + 2 + t.m_blk) * brows;
+        return t.m_blk < __ldg(table) ? group_of(t.m_blk) * brows : 0;
     }
     __device__ __forceinline__ void wait_a(const GemmParams &, TileCoord, int) const {}
     __device__ __forceinline__ EpiTarget target(const GemmParams &p, TileCoord t) const
     {
-        return DefaultHooks{}.target(p, t);
+        const int g = group_of(t.m_blk);
+        const int64_t r0 = first_row(t.m_blk), rem = __ldg(off + g + 1) - r0;
+        EpiTarget e;
+        e.row0 = (int)r0;
+        e.col0 = t.n_blk * BN;
+        e.ptr = p.d;
+        e.ld = p.ldd;
+        e.tmap = &p.tm_d;
+        e.mode = rem >= BM ? EPI_TMA_STORE : EPI_DIRECT;
+        if (rem < BM) e.rows = (int)rem;
+        return e;
     }
     __device__ __forceinline__ void after_store(const GemmParams &, TileCoord) const {}
 };
@@ -312,14 +376,17 @@ int launch_grouped(const GemmParams &p, const GroupedHooks &h, int grid, cudaStr
 } // namespace gemm
 } // namespace mki
 
-extern "C" int mki_gemm_grouped(const mki_gemm_grouped_args *g, char *msg, size_t len)
+/* Checks, plans, and fills the GEMM's parameters (B: every group's matrix,
+ * stacked) and hooks; 0 or an error with msg set; *noop when nothing to
+ * compute. */
+static int grouped_prepare(const mki_gemm_grouped_args *g, mki_gemm_plan *plan, GemmParams *p,
+                           GroupedHooks *h, char *msg, size_t len)
 {
-    if (!g || g->groups < 1 || g->groups > (1 << 20) || g->rows < 0 ||
-        g->rows % MKI_GEMM_GROUP_ALIGN != 0 || !g->offsets || !g->table) {
-        snprintf(msg, len, "gemm grouped: groups (%lld) must be 1 .. 2^20, rows (%lld) a "
-                 "multiple of %d, offsets and table device memory",
-                 g ? (long long)g->groups : 0LL, g ? (long long)g->rows : 0LL,
-                 MKI_GEMM_GROUP_ALIGN);
+    if (!g || g->groups < 1 || g->groups > MKI_GEMM_MAX_GROUPS || g->rows < 0 ||
+        g->rows > (1ll << 30) || !g->offsets || !g->table) {
+        snprintf(msg, len, "gemm grouped: groups (%lld) must be 1 .. %d, rows (%lld) 0 .. 2^30, "
+                 "offsets and table device memory", g ? (long long)g->groups : 0LL,
+                 MKI_GEMM_MAX_GROUPS, g ? (long long)g->rows : 0LL);
         return MKI_GEMM_ERR_INVALID;
     }
     if (!g->trans_b && g->k % BK != 0) {
@@ -348,31 +415,87 @@ extern "C" int mki_gemm_grouped(const mki_gemm_grouped_args *g, char *msg, size_
     a.trans_b = g->trans_b;
     a.alpha = 1.0f;
     a.num_ctas = g->num_ctas;
+    a.cluster_m = 1; /* a pair's two tiles could be of two groups */
     a.stream = g->stream;
-    mki_gemm_plan plan;
-    GemmParams p;
-    int r = prepare(&a, &plan, &p, msg, len);
-    if (r || plan.noop) return r;
-    if (plan.epi_direct) {
+    int r = prepare(&a, plan, p, msg, len);
+    if (r || plan->noop) return r;
+    if (plan->epi_direct) {
         snprintf(msg, len, "gemm grouped: D must take TMA stores (16-byte aligned, n x the "
                  "element size a multiple of 16 bytes)");
         return MKI_GEMM_ERR_UNSUPPORTED;
     }
-    /* B: every group's matrix, stacked */
     if (g->trans_b)
-        r = encode_2d(&p.tm_b, g->b, g->in_type, (uint64_t)g->k, (uint64_t)(g->groups * g->n),
+        r = encode_2d(&p->tm_b, g->b, g->in_type, (uint64_t)g->k, (uint64_t)(g->groups * g->n),
                       (uint64_t)g->k, BK, BN / 2, msg, len);
     else
-        r = encode_2d(&p.tm_b, g->b, g->in_type, (uint64_t)g->n, (uint64_t)(g->groups * g->k),
+        r = encode_2d(&p->tm_b, g->b, g->in_type, (uint64_t)g->n, (uint64_t)(g->groups * g->k),
                       (uint64_t)g->n, 64, BK, msg, len);
     if (r) return r;
+    /* tiles are numbered over the groups: at most one partial tile each */
+    p->num_m_blk = (int)(g->rows / BM + g->groups);
+    p->m = p->num_m_blk * BM; /* the direct epilogue's row bound: never reached */
+    set_cluster(*p, 1);
+    h->table = g->table;
+    h->off = g->offsets;
+    h->brows = (int)(g->trans_b ? g->n : g->k);
+    return MKI_GEMM_OK;
+}
+
+template <bool kF16, bool kTransB>
+static const void *grouped_kernel_for(int cm)
+{
+    return cm == 2 ? (const void *)gemm_kernel<kF16, kTransB, 2, GroupedHooks>
+                   : (const void *)gemm_kernel<kF16, kTransB, 1, GroupedHooks>;
+}
+
+static const void *grouped_kernel(bool f16, bool tb, int cm)
+{
+    return f16 ? (tb ? grouped_kernel_for<true, true>(cm) : grouped_kernel_for<true, false>(cm))
+               : (tb ? grouped_kernel_for<false, true>(cm) : grouped_kernel_for<false, false>(cm));
+}
+
+extern "C" int mki_gemm_grouped_describe(const mki_gemm_grouped_args *g,
+                                         struct mki_launch_desc *table,
+                                         struct mki_launch_desc *gemm, char *msg, size_t len)
+{
+    mki_gemm_plan plan;
+    GemmParams p;
+    GroupedHooks h;
+    memset(table, 0, offsetof(struct mki_launch_desc, param));
+    memset(gemm, 0, offsetof(struct mki_launch_desc, param));
+    int r = grouped_prepare(g, &plan, &p, &h, msg, len);
+    if (r || plan.noop) return r;
+    const GroupTableArgs ga = {g->offsets, g->groups, g->rows, g->table, g->halt};
+    table->fn = (const void *)group_table_kernel;
+    table->grid = 1;
+    table->block = 1024;
+    table->cluster = 1;
+    table->exact = 1;
+    gemm->fn = grouped_kernel(g->in_type == MKI_DT_F16, g->trans_b != 0, p.cluster_m);
+    gemm->grid = (unsigned)plan.grid;
+    gemm->block = kThreads;
+    gemm->cluster = (unsigned)p.cluster_m;
+    gemm->smem = kSmemBytes;
+    if (mki_launch_arg(table, &ga, sizeof(ga)) || mki_launch_arg(gemm, &p, sizeof(p)) ||
+        mki_launch_arg(gemm, &h, sizeof(h))) {
+        snprintf(msg, len, "gemm grouped: kernel parameters do not fit the launch descriptor");
+        return MKI_GEMM_ERR_INVALID;
+    }
+    return MKI_GEMM_OK;
+}
+
+extern "C" int mki_gemm_grouped(const mki_gemm_grouped_args *g, char *msg, size_t len)
+{
+    mki_gemm_plan plan;
+    GemmParams p;
+    GroupedHooks h;
+    int r = grouped_prepare(g, &plan, &p, &h, msg, len);
+    if (r || plan.noop) return r;
     cudaStream_t s = (cudaStream_t)g->stream;
-    group_table_kernel<<<1, 256, 0, s>>>(g->offsets, g->groups, g->rows, g->table);
+    const GroupTableArgs ga = {g->offsets, g->groups, g->rows, g->table, g->halt};
+    group_table_kernel<<<1, 1024, 0, s>>>(ga);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return cuda_fail(e, "launching the group table kernel", msg, len);
-    GroupedHooks h;
-    h.table = g->table;
-    h.brows = (int)(g->trans_b ? g->n : g->k);
     const bool f16 = g->in_type == MKI_DT_F16;
     if (f16)
         return g->trans_b ? launch_grouped<true, true>(p, h, plan.grid, s, msg, len)
@@ -392,11 +515,29 @@ static cudaError_t preload_cm()
     return e;
 }
 
+template <bool kF16, bool kTransB, int kCM>
+static cudaError_t preload_grouped_cm()
+{
+    cudaFuncAttributes at;
+    cudaError_t e = cudaFuncGetAttributes(&at, gemm_kernel<kF16, kTransB, kCM, GroupedHooks>);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(gemm_kernel<kF16, kTransB, kCM, GroupedHooks>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    return e;
+}
+
 template <bool kF16, bool kTransB>
 static cudaError_t preload_one()
 {
     cudaError_t e = preload_cm<kF16, kTransB, 1>();
-    return e == cudaSuccess ? preload_cm<kF16, kTransB, 2>() : e;
+    if (e == cudaSuccess) e = preload_cm<kF16, kTransB, 2>();
+    if (e == cudaSuccess) e = preload_grouped_cm<kF16, kTransB, 1>();
+    if (e == cudaSuccess) e = preload_grouped_cm<kF16, kTransB, 2>();
+    if (e == cudaSuccess) {
+        cudaFuncAttributes at;
+        e = cudaFuncGetAttributes(&at, group_table_kernel);
+    }
+    return e;
 }
 
 extern "C" int mki_gemm_preload(char *msg, size_t len)

@@ -92,24 +92,27 @@ int mki_gemm(const mki_gemm_args *args, char *msg, size_t msg_len);
 /* A grouped GEMM: D_g = A_g op(B_g) for groups g = 0 .. groups - 1 in one
  * persistent launch, the groups' rows known only on the device.  Group g
  * owns rows [offsets[g], offsets[g + 1]) of A (rows x k) and of D
- * (rows x n); every offset is a multiple of MKI_GEMM_GROUP_ALIGN (so that
- * no tile, nor the pair of tiles that share a B tile, straddles two
- * groups: the rows between one group's end and the next multiple are
- * computed from whatever A holds there and stored into D), offsets[0] = 0,
- * non-decreasing, offsets[groups] <= rows.  B holds the groups' matrices
- * one after the other: transB: groups x (n x k), else groups x (k x n),
- * and then k must be a multiple of 64 (a k-block never reads the next
- * group's rows).  table: device scratch of MKI_GEMM_GROUP_TABLE(rows)
- * int32, written by a small kernel before the GEMM (the group of every
- * 128-row block); offsets that break the rules make it compute nothing
- * and set table[1] = 1.  Asynchronous on args->stream. */
-#define MKI_GEMM_GROUP_ALIGN 256
-#define MKI_GEMM_GROUP_TABLE(rows) (2 + ((rows) + 127) / 128)
+ * (rows x n): offsets[0] = 0, non-decreasing, offsets[groups] <= rows,
+ * groups <= MKI_GEMM_MAX_GROUPS.  B holds the groups' matrices one after
+ * the other: transB: groups x (n x k), else groups x (k x n), and then k
+ * must be a multiple of 64 (a k-block never reads the next group's rows).
+ * Each group's rows are tiled on their own (its last tile stored row by
+ * row up to the group's end; rows of D past offsets[groups] untouched).
+ * table: device scratch of MKI_GEMM_GROUP_TABLE(rows, groups) int32,
+ * written by a one-CTA kernel before the GEMM (the group and the block of
+ * every tile); offsets that break the rules make it compute nothing and
+ * set table[1] = 1.  Asynchronous on args->stream. */
+#define MKI_GEMM_MAX_GROUPS 4096
+#define MKI_GEMM_GROUP_TABLE(rows, groups) (2 + 2 * ((rows) / 128 + (groups)))
 typedef struct {
     int64_t rows, n, k, groups;
     const void *a, *b;
     void *d;
     const int64_t *offsets;        /* device: groups + 1 */
+    const uint64_t *halt;          /* device, may be NULL: two words; either
+                                    * nonzero when the table kernel runs (an
+                                    * error recorded before it): compute
+                                    * nothing, table[1] = 2 */
     int32_t *table;                /* device scratch */
     mki_dtype_t in_type, out_type;
     int trans_b;
@@ -117,6 +120,11 @@ typedef struct {
     void *stream;                  /* cudaStream_t */
 } mki_gemm_grouped_args;
 int mki_gemm_grouped(const mki_gemm_grouped_args *args, char *msg, size_t msg_len);
+/* The same as two launches for the library's one launch path: the table
+ * kernel (grid 1) and the GEMM; table->fn is NULL when there is nothing
+ * to compute.  args->stream is ignored. */
+int mki_gemm_grouped_describe(const mki_gemm_grouped_args *args, struct mki_launch_desc *table,
+                              struct mki_launch_desc *gemm, char *msg, size_t msg_len);
 
 /* Loads every GEMM kernel now (CUDA's lazy loading can deadlock a launch
  * while another stream spins on a flag: call this at communicator init). */

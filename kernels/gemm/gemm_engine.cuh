@@ -171,7 +171,8 @@ enum EpiMode { EPI_TMA_STORE = 0, EPI_TMA_ADD = 1, EPI_DIRECT = 2, EPI_NONE = 3 
  * EPI_TMA_ADD adds with cp.reduce.async.bulk (use an fp32 map for an fp32
  * staging bank: one rounding, at the owner). EPI_DIRECT: ptr/ld of a
  * row-major matrix of out_type; rows >= p.m or cols >= p.n of the problem
- * are skipped. EPI_NONE: the tile is computed and dropped
+ * are skipped, and rows of the tile from `rows` on when it is set (a
+ * grouped GEMM's last tile of a group). EPI_NONE: the tile is computed and dropped
  * (a padding tile of a fused kernel's schedule; nothing is stored, no
  * hook runs). out_type (mki_dtype_t; -1: p.out_type) is the type the
  * tile is stored as: a fused kernel stores some tiles as fp32 partial
@@ -183,6 +184,7 @@ struct EpiTarget {
     void *ptr;
     long long ld;
     int out_type = -1;
+    int rows = -1; /* EPI_DIRECT: rows of the tile to store (-1: up to p.m) */
 };
 
 /* ---------------------------------------------------------------- PTX */
@@ -461,7 +463,7 @@ __device__ __forceinline__ void direct_chunk(const float (&acc)[128], const Gemm
         uint32_t v = *reinterpret_cast<const uint32_t *>(buf + r * 128 +
                                                          ((((byte >> 4) ^ (r & 7))) << 4) +
                                                          (byte & 15));
-        if (tr + lr >= p.m)
+        if (tr + lr >= p.m || (e.rows >= 0 && lr >= e.rows))
             continue;
         const long long o = (long long)(e.row0 + lr) * e.ld + (e.col0 + lc);
         T *d = (T *)e.ptr + o;

@@ -686,24 +686,25 @@ static void test_bank_add(void)
 
 /* ------------------------------------------------------- grouped GEMM */
 
-/* mki_gemm_grouped: groups of random rows (0, a multiple of the alignment,
- * odd), their offsets rounded up to MKI_GEMM_GROUP_ALIGN, B stacked;
- * every group's real rows against its own reference product; the padding
- * rows past the last group untouched (poison); then offsets that break the
- * rules: nothing written, table[1] = 1. */
+/* mki_gemm_grouped: groups of random rows (0, 1, 128, 256, odd), packed,
+ * B stacked; every group's rows against its own reference product (a
+ * group's last tile must not write into the next group: its rows are
+ * checked too); the rows past the last group untouched (poison); then
+ * offsets that break the rules: nothing written, table[1] = 1. */
 static void test_grouped_case(int groups, long long n, long long k, int trans_b, mki_dtype_t it,
                               mki_dtype_t ot, int num_ctas)
 {
-    const long long A = MKI_GEMM_GROUP_ALIGN;
+    const long long A = 128;
     std::vector<long long> rows(groups), off(groups + 1, 0);
     unsigned long long h = g_seed ^ (0x9e37ull * (unsigned)groups) ^ (unsigned long long)n;
     for (int g = 0; g < groups; ++g) {
         h = h * 6364136223846793005ull + 1442695040888963407ull;
         const int pick = (int)((h >> 33) % 6);
-        rows[g] = pick == 0 ? 0 : pick == 1 ? A : pick == 2 ? 1 : (long long)((h >> 40) % 700);
-        off[g + 1] = off[g] + (rows[g] + A - 1) / A * A;
+        rows[g] = pick == 0 ? 0 : pick == 1 ? A : pick == 2 ? 1 : pick == 3 ? 2 * A
+                                                                : (long long)((h >> 40) % 700);
+        off[g + 1] = off[g] + rows[g];
     }
-    const long long cap = off[groups] + A; /* one spare block: must stay poison */
+    const long long cap = off[groups] + 77; /* spare rows: must stay poison */
     const size_t ie = mki_dtype_size(it), oe = mki_dtype_size(ot);
     void *da, *db, *dd;
     int64_t *doff;
@@ -713,7 +714,7 @@ static void test_grouped_case(int groups, long long n, long long k, int trans_b,
     CK(cudaMalloc(&db, (size_t)(brows * bcols) * ie));
     CK(cudaMalloc(&dd, (size_t)(cap * n) * oe));
     CK(cudaMalloc(&doff, sizeof(int64_t) * (groups + 1)));
-    CK(cudaMalloc(&tab, sizeof(int32_t) * MKI_GEMM_GROUP_TABLE(cap)));
+    CK(cudaMalloc(&tab, sizeof(int32_t) * MKI_GEMM_GROUP_TABLE(cap, groups)));
     fill(da, it, cap, k, k);
     fill(db, it, brows, bcols, bcols);
     std::vector<int64_t> hoff(off.begin(), off.end());
@@ -755,16 +756,16 @@ static void test_grouped_case(int groups, long long n, long long k, int trans_b,
     }
     /* the spare block past the last group: never written */
     {
-        std::vector<unsigned char> tail((size_t)(A * n) * oe);
+        std::vector<unsigned char> tail((size_t)(77 * n) * oe);
         CK(cudaMemcpy(tail.data(), (const char *)dd + (size_t)(off[groups] * n) * oe, tail.size(),
                       cudaMemcpyDeviceToHost));
         long long touched = 0;
         for (unsigned char c : tail) touched += c != 0xff;
         report("grouped: rows past the last group untouched", touched == 0, 0, 0, 0, touched);
     }
-    /* offsets off the alignment: nothing computed, the table says why */
+    /* offsets that decrease: nothing computed, the table says why */
     {
-        hoff[1] = hoff[1] + 8;
+        hoff[groups] = -1;
         CK(cudaMemcpy(doff, hoff.data(), sizeof(int64_t) * (groups + 1), cudaMemcpyHostToDevice));
         CK(cudaMemset(dd, 0xff, (size_t)(cap * n) * oe));
         int r = mki_gemm_grouped(&g, msg, sizeof msg);
@@ -775,7 +776,7 @@ static void test_grouped_case(int groups, long long n, long long k, int trans_b,
         CK(cudaMemcpy(all_d.data(), dd, all_d.size(), cudaMemcpyDeviceToHost));
         long long touched = 0;
         for (unsigned char c : all_d) touched += c != 0xff;
-        report("grouped: misaligned offsets compute nothing", r == MKI_GEMM_OK && t2[0] == 0 &&
+        report("grouped: bad offsets compute nothing", r == MKI_GEMM_OK && t2[0] == 0 &&
                t2[1] == 1 && touched == 0, 0, 0, 0, touched);
     }
     (void)all;
@@ -798,10 +799,10 @@ static void test_grouped(bool quick)
     /* rules the host checks */
     mki_gemm_grouped_args g;
     memset(&g, 0, sizeof g);
-    g.rows = 300; /* not a multiple of the alignment */
+    g.rows = 300;
     g.n = 64;
     g.k = 64;
-    g.groups = 1;
+    g.groups = MKI_GEMM_MAX_GROUPS + 1; /* too many */
     g.a = g.b = (void *)16;
     g.d = (void *)4096;
     g.offsets = (const int64_t *)64;
@@ -809,8 +810,9 @@ static void test_grouped(bool quick)
     g.trans_b = 1;
     char msg[256] = "";
     int r = mki_gemm_grouped(&g, msg, sizeof msg);
-    report("grouped: rows off the alignment refused", r == MKI_GEMM_ERR_INVALID &&
-           strstr(msg, "multiple") != nullptr, 0, 0, 0, 0);
+    report("grouped: too many groups refused", r == MKI_GEMM_ERR_INVALID &&
+           strstr(msg, "groups") != nullptr, 0, 0, 0, 0);
+    g.groups = 1;
     g.rows = 256;
     g.trans_b = 0;
     g.k = 100;

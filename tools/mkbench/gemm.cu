@@ -134,7 +134,7 @@ static std::vector<Shape> parse_shapes(const char *spec)
 
 /* ---- grouped: mki_gemm_grouped against cuBLAS ------------------------------ */
 
-/* G groups of Mg rows (a multiple of MKI_GEMM_GROUP_ALIGN), each its own
+/* G groups of Mg rows, each its own
  * N x K weights (transB), bf16: ours (one launch with the group table
  * kernel before it), cublasGemmGroupedBatchedEx (one group of G problems),
  * and one cublasGemmEx of all G Mg rows against one B (the same flops, no
@@ -184,9 +184,9 @@ static int run_grouped(const char *spec, int reps, int warm)
     printf("%-26s %9s %10s %9s %8s %8s\n", "G x Mg x N x K", "ours_ms", "cub_group", "cub_one",
            "vs_grp", "vs_one");
     for (const GShape &s : shapes) {
-        if (s.mg % MKI_GEMM_GROUP_ALIGN != 0 || s.g < 1) {
-            fprintf(stderr, "grouped: Mg = %lld must be a multiple of %d\n", s.mg,
-                    MKI_GEMM_GROUP_ALIGN);
+        if (s.mg < 1 || s.g < 1 || s.g > MKI_GEMM_MAX_GROUPS) {
+            fprintf(stderr, "grouped: G = %lld, Mg = %lld: give 1 .. %d groups of 1 or more rows\n",
+                    s.g, s.mg, MKI_GEMM_MAX_GROUPS);
             return 2;
         }
         const long long rows = s.g * s.mg;
@@ -197,7 +197,7 @@ static int run_grouped(const char *spec, int reps, int warm)
         MKB_CHECK(cudaMalloc(&b, 2ull * s.g * s.n * s.k));
         MKB_CHECK(cudaMalloc(&d, 2ull * rows * s.n));
         MKB_CHECK(cudaMalloc(&off, sizeof(int64_t) * (s.g + 1)));
-        MKB_CHECK(cudaMalloc(&tab, sizeof(int32_t) * MKI_GEMM_GROUP_TABLE(rows)));
+        MKB_CHECK(cudaMalloc(&tab, sizeof(int32_t) * MKI_GEMM_GROUP_TABLE(rows, s.g)));
         fill_random<<<2048, 256>>>((__nv_bfloat16 *)a, rows * s.k, 0x77ull + s.g);
         fill_random<<<2048, 256>>>((__nv_bfloat16 *)b, s.g * s.n * s.k, 0x99ull + s.n);
         MKB_CHECK(cudaGetLastError());

@@ -341,6 +341,30 @@ MK_API mkResult_t mkMoECombine(const void *y, const int64_t *expert_offsets,
                                mkDataType_t dtype, mkComm_t comm,
                                cudaStream_t stream);
 
+/*
+ * mkMoEDispatchGemm: mkMoEDispatch and each local expert's GEMM in one
+ * call: y_e = recv_e op(W_e) for the rows recv_e that local expert e
+ * received (recv itself stays inside the library).  W: this rank's El
+ * experts' weights one after the other: transW = 1, El x (n x hidden)
+ * row-major (stored Linear weights); transW = 0, El x (hidden x n), hidden
+ * then a multiple of 64.  y: recv_capacity x n of dtype, its rows where
+ * mkMoEDispatch would put the rows of recv (expert_offsets, recv_src,
+ * recv_weights and send_rows as it writes them), so that
+ * mkMoECombine(y, expert_offsets, ..., n, ...) brings the outputs back.
+ * bf16 or fp16 (fp32: mkErrUnsupported); n a multiple of 8; one node.
+ * This version runs the dispatch kernel and then one grouped GEMM on
+ * stream.
+ */
+MK_API mkResult_t mkMoEDispatchGemm(const void *x, const int32_t *topk_idx,
+                                    const float *topk_weights, const void *W,
+                                    void *y, float *recv_weights, int32_t *recv_src,
+                                    int64_t *expert_offsets, int32_t *send_rows,
+                                    int64_t tokens, int64_t hidden, int64_t n,
+                                    int64_t topk, int64_t experts,
+                                    int64_t recv_capacity, int transW,
+                                    mkDataType_t dtype, mkComm_t comm,
+                                    cudaStream_t stream);
+
 /* ------------------------------------------------------------------ */
 /* Topology and plans                                                  */
 /* ------------------------------------------------------------------ */
@@ -348,7 +372,8 @@ MK_API mkResult_t mkMoECombine(const void *y, const int64_t *expert_offsets,
  * What mkinfo prints, as text: this host's GPUs, links, NICs and NUMA
  * nodes, every rank's node, GPU and path from this rank, and, when op is
  * not NULL ("allgather", "reducescatter", "allreduce", "alltoall",
- * "ag_gemm", "gemm_rs", "gemm_ar", "moe_dispatch", "moe_combine"), the
+ * "ag_gemm", "gemm_rs", "gemm_ar", "moe_dispatch", "moe_combine",
+ * "moe_dispatch_gemm"), the
  * plan of that operation for the global shape m x n x k of datatype (the
  * MoE calls: tokens x hidden x top-k).  With buf == NULL, *size receives
  * the bytes needed (terminating NUL included); otherwise *size is buf's

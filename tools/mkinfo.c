@@ -185,8 +185,8 @@ static int plan_option(int argc, char **argv, int *i, struct plan_args *pa)
     if (!strcmp(o, "--op")) {
         if (!v || mki_op_from_name(v) < 0) {
             fprintf(stderr, "mkinfo: --op takes allgather, reducescatter, "
-                    "allreduce, alltoall, ag_gemm, gemm_rs, gemm_ar, moe_dispatch or\n"
-                    "         moe_combine\n");
+                    "allreduce, alltoall, ag_gemm, gemm_rs, gemm_ar, moe_dispatch,\n"
+                    "         moe_combine or moe_dispatch_gemm\n");
             return -1;
         }
         pa->op = v;

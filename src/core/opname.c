@@ -16,6 +16,7 @@ static const char *const names[MKI_OP_COUNT][2] = {
     [MKI_OP_GEMM_AR] = {"gemm_ar", "mkGemmAllReduce"},
     [MKI_OP_MOE_DISPATCH] = {"moe_dispatch", "mkMoEDispatch"},
     [MKI_OP_MOE_COMBINE] = {"moe_combine", "mkMoECombine"},
+    [MKI_OP_MOE_DISPATCH_GEMM] = {"moe_dispatch_gemm", "mkMoEDispatchGemm"},
 };
 
 const char *mki_op_name(enum mki_op op)

@@ -106,7 +106,7 @@ module mkernel
     public :: mkMemAlloc, mkMemFree, mkCommRegister, mkCommDeregister
     public :: mkAllGather, mkReduceScatter, mkAllReduce, mkAllToAll
     public :: mkAllGatherGemm, mkGemmReduceScatter, mkGemmAllReduce, mkCommGetInfo
-    public :: mkMoEDispatch, mkMoECombine
+    public :: mkMoEDispatch, mkMoECombine, mkMoEDispatchGemm
     public :: mk_config_initializer, mk_error_string, mk_last_error, mk_comm_info
 
 
@@ -338,6 +338,24 @@ module mkernel
             type(c_ptr), value :: recv_weights, recv_src, expert_offsets, send_rows
             integer(c_int64_t), value :: tokens, hidden, topk, experts, recv_capacity
             integer(c_int), value :: dtype
+            type(mk_comm), value :: comm
+            type(c_ptr), value :: stream
+        end function
+
+        ! mkMoEDispatch and every local expert's GEMM: y (recv_capacity x n
+        ! of dtype) receives each expert's rows times its weights W (El x
+        ! (n x hidden) with transW = 1, El x (hidden x n) with transW = 0),
+        ! in the layout mkMoEDispatch gives recv.  bf16 or fp16 only; one
+        ! node only in this version.
+        integer(c_int) function mkMoEDispatchGemm(x, topk_idx, topk_weights, W, y, &
+                recv_weights, recv_src, expert_offsets, send_rows, tokens, hidden, n, &
+                topk, experts, recv_capacity, transW, dtype, comm, stream) &
+                bind(C, name="mkMoEDispatchGemm")
+            import :: mk_comm, c_int, c_int64_t, c_ptr
+            type(c_ptr), value :: x, topk_idx, topk_weights, W, y
+            type(c_ptr), value :: recv_weights, recv_src, expert_offsets, send_rows
+            integer(c_int64_t), value :: tokens, hidden, n, topk, experts, recv_capacity
+            integer(c_int), value :: transW, dtype
             type(mk_comm), value :: comm
             type(c_ptr), value :: stream
         end function

@@ -66,6 +66,10 @@ program test_bindings
     call check(mkMoECombine(c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, &
                c_null_ptr, 8_c_int64_t, 8_c_int64_t, 2_c_int64_t, 8_c_int64_t, 64_c_int64_t, &
                mkFloat32, none, c_null_ptr) == mkErrInvalidArgument, 'mkMoECombine, null comm')
+    call check(mkMoEDispatchGemm(c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, &
+               c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, 8_c_int64_t, 64_c_int64_t, &
+               8_c_int64_t, 2_c_int64_t, 8_c_int64_t, 512_c_int64_t, 1, mkBfloat16, none, &
+               c_null_ptr) == mkErrInvalidArgument, 'mkMoEDispatchGemm, null comm')
     call check(MK_MOE_MAX_EXPERTS == 4096 .and. MK_MOE_MAX_TOPK == 32, 'MoE limits')
     call check(mk_comm_info(none, 'allreduce') == '', 'mk_comm_info, null comm: empty')
 
@@ -185,6 +189,13 @@ contains
         call check(r == mkErrInvalidArgument .or. (dev < 0 .and. r == mkErrUnsupported), &
                    'mkMoECombine of null buffers: ' // mk_error_string(r) // ': ' // &
                    mk_last_error(c))
+        r = mkMoEDispatchGemm(c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, &
+                              c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, 8_c_int64_t, &
+                              64_c_int64_t, 8_c_int64_t, 2_c_int64_t, 4_c_int64_t, &
+                              512_c_int64_t, 1, mkBfloat16, c, c_null_ptr)
+        call check(r == mkErrInvalidArgument .or. (dev < 0 .and. r == mkErrUnsupported), &
+                   'mkMoEDispatchGemm of null buffers: ' // mk_error_string(r) // ': ' // &
+                   mk_last_error(c))
         call moe_bad(c, 7_c_int64_t, 2_c_int64_t, 4_c_int64_t, mkBfloat16, 'hidden = 7')
         call moe_bad(c, 8_c_int64_t, 0_c_int64_t, 4_c_int64_t, mkBfloat16, 'topk = 0')
         call moe_bad(c, 8_c_int64_t, int(MK_MOE_MAX_TOPK, c_int64_t) + 1, 4_c_int64_t, &
@@ -193,6 +204,18 @@ contains
         call moe_bad(c, 8_c_int64_t, 2_c_int64_t, int(MK_MOE_MAX_EXPERTS, c_int64_t) + 1, &
                      mkBfloat16, 'experts = MK_MOE_MAX_EXPERTS + 1')
         call moe_bad(c, 8_c_int64_t, 2_c_int64_t, 4_c_int64_t, 7, 'dtype = 7')
+        ! mkMoEDispatchGemm's own rules (no tokens, so that no buffer but
+        ! expert_offsets is needed before them)
+        call gemm_bad(c, dev, 64_c_int64_t, 7_c_int64_t, 1, mkBfloat16, mkErrInvalidArgument, &
+                      'n = 7')
+        call gemm_bad(c, dev, 64_c_int64_t, 0_c_int64_t, 1, mkBfloat16, mkErrInvalidArgument, &
+                      'n = 0')
+        call gemm_bad(c, dev, 64_c_int64_t, 8_c_int64_t, 2, mkBfloat16, mkErrInvalidArgument, &
+                      'transW = 2')
+        call gemm_bad(c, dev, 8_c_int64_t, 8_c_int64_t, 0, mkBfloat16, mkErrInvalidArgument, &
+                      'transW = 0')
+        call gemm_bad(c, dev, 64_c_int64_t, 8_c_int64_t, 1, mkFloat32, mkErrUnsupported, &
+                      'mkFloat32')
     end subroutine moe_calls
 
     ! One bad size or dtype: both calls refuse it.
@@ -210,7 +233,34 @@ contains
                          c_null_ptr, 8_c_int64_t, hidden, topk, experts, 16_c_int64_t, &
                          dtype, c, c_null_ptr)
         call check(r /= mkSuccess, 'mkMoECombine with ' // what // ': ' // mk_error_string(r))
+        r = mkMoEDispatchGemm(c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, &
+                              c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, 8_c_int64_t, &
+                              hidden, 8_c_int64_t, topk, experts, 512_c_int64_t, 1, dtype, c, &
+                              c_null_ptr)
+        call check(r /= mkSuccess, 'mkMoEDispatchGemm with ' // what // ': ' // &
+                   mk_error_string(r))
     end subroutine moe_bad
+
+    ! One bad n, transW or dtype of mkMoEDispatchGemm: refused with code
+    ! want, the detail naming it (key), or, without a GPU, for the GPU.
+    subroutine gemm_bad(c, dev, hidden, n, transW, dtype, want, key)
+        type(mk_comm), intent(in) :: c
+        integer, intent(in) :: dev
+        integer(c_int64_t), intent(in) :: hidden, n
+        integer, intent(in) :: transW, dtype, want
+        character(len=*), intent(in) :: key
+        integer(c_int64_t), target :: off(5)
+        integer :: r
+        r = mkMoEDispatchGemm(c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, &
+                              c_null_ptr, c_null_ptr, c_loc(off), c_null_ptr, 0_c_int64_t, &
+                              hidden, n, 2_c_int64_t, 4_c_int64_t, 512_c_int64_t, transW, &
+                              dtype, c, c_null_ptr)
+        call check((r == want .and. index(mk_last_error(c), key) > 0) .or. &
+                   (dev < 0 .and. r == mkErrUnsupported .and. &
+                    index(mk_last_error(c), 'GPU') > 0), &
+                   'mkMoEDispatchGemm with ' // key // ': ' // mk_error_string(r) // ': ' // &
+                   mk_last_error(c))
+    end subroutine gemm_bad
 
     subroutine queries(c)
         type(mk_comm), intent(in) :: c

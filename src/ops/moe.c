@@ -18,6 +18,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "gemm.h"
 #include "mki.h"
 #include "mem/mem.h"
 #include "ops/moe.h"
@@ -26,6 +27,7 @@
 
 #define DISPATCH_FUNC "mkMoEDispatch"
 #define COMBINE_FUNC "mkMoECombine"
+#define DGEMM_FUNC "mkMoEDispatchGemm"
 
 struct moe_state {
     struct mki_shape_cache shapes;
@@ -36,6 +38,10 @@ struct moe_state {
     int nretired_inbox, nretired_stage;
     void *scratch;                  /* local: a record per CTA */
     size_t scratch_bytes;
+    void *rows;                     /* mkMoEDispatchGemm: the received rows */
+    size_t rows_bytes;
+    void *table;                    /* mkMoEDispatchGemm: the grouped GEMM's table */
+    size_t table_bytes;
     struct mki_op_bufs bufs;
 };
 
@@ -58,6 +64,8 @@ static void moe_destroy(struct mkComm *comm, void *state)
     if (!g) return;
     if (comm->dev && !comm->dev->aborted) {
         if (g->scratch) (void)cudaFree(g->scratch);
+        if (g->rows) (void)cudaFree(g->rows);
+        if (g->table) (void)cudaFree(g->table);
         mki_op_bufs_free(&g->bufs);
     }
     free(g); /* its heap blocks go with the heap */
@@ -73,6 +81,11 @@ const struct mki_op_desc mki_op_moe = {
 
 struct moe_call {
     int combine;
+    int gemm;                       /* mkMoEDispatchGemm */
+    const void *w_mat;              /* its weights */
+    int64_t n;                      /* its output columns */
+    void *y_out;                    /* its output (y, as the caller gave it) */
+    int trans_w;
     const char *func;
     const void *x, *y;
     const int32_t *idx;
@@ -88,8 +101,8 @@ struct moe_call {
 };
 
 struct moe_shape {
-    int32_t ok, dtype, has_w, pad;
-    int64_t hidden, topk, experts, cap;
+    int32_t ok, dtype, has_w, trans_w;
+    int64_t hidden, topk, experts, cap, n;
 };
 
 static mkResult_t check_sizes(struct mkComm *comm, struct moe_call *c)
@@ -135,7 +148,7 @@ static mkResult_t check_sizes(struct mkComm *comm, struct moe_call *c)
         {"topk_idx", c->idx, T > 0},
         {"send_rows", c->combine ? (const void *)c->send_rows : (const void *)c->send_rows, T > 0},
         {"expert_offsets", c->combine ? (const void *)c->off_in : (const void *)c->off, 1},
-        {"recv", c->recv, !c->combine && c->cap > 0},
+        {"recv", c->recv, !c->combine && !c->gemm && c->cap > 0},
         {"out", c->out, c->combine && T > 0}};
     for (unsigned i = 0; i < sizeof(req) / sizeof(req[0]); i++)
         if (req[i].need && req[i].p == NULL)
@@ -144,6 +157,35 @@ static mkResult_t check_sizes(struct mkComm *comm, struct moe_call *c)
     if (!c->combine && c->recv_w && !c->w)
         return mki_error(comm, mkErrInvalidArgument, "%s: recv_weights is given but "
                          "topk_weights is NULL; pass both or neither", f);
+    if (!c->gemm) return mkSuccess;
+    const int64_t el = c->experts / P;
+    if (c->n <= 0 || c->n % 8 != 0 || c->n > (1ll << 24))
+        return mki_error(comm, mkErrInvalidArgument, "%s: n = %lld; give a positive multiple "
+                         "of 8 up to 2^24 (the output rows are stored in 16-byte pieces)", f,
+                         (long long)c->n);
+    if (c->trans_w != 0 && c->trans_w != 1)
+        return mki_error(comm, mkErrInvalidArgument, "%s: transW = %d; give 1 (W holds n x "
+                         "hidden per expert) or 0 (hidden x n)", f, c->trans_w);
+    if (!c->trans_w && c->hidden % 64 != 0)
+        return mki_error(comm, mkErrInvalidArgument, "%s: hidden = %lld with transW = 0 must be "
+                         "a multiple of 64 (pass the weights as n x hidden, transW = 1)", f,
+                         (long long)c->hidden);
+    if (c->dtype == mkFloat32)
+        return mki_error(comm, mkErrUnsupported, "%s: dtype mkFloat32: the GEMM takes "
+                         "mkBfloat16 or mkFloat16", f);
+    if ((double)el * (double)c->n * (double)c->hidden * c->es > (double)(1ull << 40) ||
+        (double)c->cap * (double)c->n * c->es > (double)(1ull << 40) ||
+        (double)el * (double)(c->trans_w ? c->n : c->hidden) > 2147483647.0)
+        return mki_error(comm, mkErrInvalidArgument, "%s: %lld experts of %lld x %lld weights, "
+                         "or %lld rows of %lld outputs, is too large; split the call", f,
+                         (long long)el, (long long)c->n, (long long)c->hidden,
+                         (long long)c->cap, (long long)c->n);
+    if (c->w_mat == NULL)
+        return mki_error(comm, mkErrInvalidArgument, "%s: W is NULL; pass the local experts' "
+                         "weights", f);
+    if (c->cap > 0 && c->y == NULL)
+        return mki_error(comm, mkErrInvalidArgument, "%s: y is NULL; pass device memory of "
+                         "recv_capacity x n elements", f);
     return mkSuccess;
 }
 
@@ -163,7 +205,8 @@ static mkResult_t check_device(struct mkComm *comm, const struct moe_call *c)
         {"expert_offsets", c->combine ? (const void *)c->off_in : (const void *)c->off,
          (el + 1) * 8, 8, !c->combine},
         {"send_rows", c->send_rows, T * K * 4, 4, !c->combine},
-        {"y", c->y, 16, 16, 0},
+        {"y", c->y, c->gemm ? cap * (size_t)c->n * (size_t)c->es : 16, 16, c->gemm},
+        {"W", c->w_mat, (size_t)(c->experts / comm->nranks) * (size_t)c->n * rb, 16, 0},
         {"out", c->out, T * rb, 16, 1}};
     const int n = sizeof(a) / sizeof(a[0]);
     for (int i = 0; i < n; i++)
@@ -192,6 +235,8 @@ static mkResult_t compare_shapes(struct mkComm *comm, const void *records, size_
                            : s->cap != me->cap ? "recv_capacity"
                            : s->dtype != me->dtype ? "dtype"
                            : s->has_w != me->has_w ? "topk_weights (NULL on some ranks only)"
+                           : s->n != me->n ? "n"
+                           : s->trans_w != me->trans_w ? "transW"
                            : NULL;
         if (what)
             return mki_error(comm, mkErrInvalidArgument, "%s: rank %d passed hidden = %lld, "
@@ -210,13 +255,13 @@ static mkResult_t agree(struct mkComm *comm, struct moe_state *g, const struct m
                         mkResult_t local)
 {
     uint64_t h = 1469598103934665603ull;
-    const int64_t v[7] = {c->hidden, c->topk, c->experts, c->cap, c->dtype, c->w != NULL,
-                          c->combine};
-    for (int i = 0; i < 7; i++) h = mki_hash64(h, (uint64_t)v[i]);
+    const int64_t v[10] = {c->hidden, c->topk, c->experts, c->cap, c->dtype, c->w != NULL,
+                           c->combine, c->gemm, c->n, c->trans_w};
+    for (int i = 0; i < 10; i++) h = mki_hash64(h, (uint64_t)v[i]);
     struct moe_shape *all = calloc((size_t)comm->nranks, sizeof(*all));
     if (!all) return mki_error(comm, mkErrNoMemory, "%s: out of host memory", c->func);
-    all[comm->rank] = (struct moe_shape){0, (int32_t)c->dtype, c->w != NULL, 0, c->hidden,
-                                         c->topk, c->experts, c->cap};
+    all[comm->rank] = (struct moe_shape){0, (int32_t)c->dtype, c->w != NULL, c->trans_w,
+                                         c->hidden, c->topk, c->experts, c->cap, c->n};
     mkResult_t r = mki_agree_shape(comm, g ? &g->shapes : NULL, c->func, h, all, sizeof(*all),
                                    local, compare_shapes, c->func);
     free(all);
@@ -259,6 +304,50 @@ static mkResult_t wait_pulled(struct mki_call *k, struct moe_state *g)
     }
 }
 
+/* mkMoEDispatchGemm's second launch: every local expert's rows (as the
+ * dispatch laid them out and wrote expert_offsets) times its weights, one
+ * grouped GEMM on the engine within the rank's SMs. */
+static mkResult_t run_gemm(struct mki_call *k, struct moe_state *g, const struct moe_call *c,
+                           const struct mki_op_plan *pl)
+{
+    struct mkComm *comm = k->comm;
+    const int64_t rows = c->cap;
+    if (rows == 0) return mkSuccess; /* nothing can be received */
+    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->table, &g->table_bytes,
+                         sizeof(int32_t) *
+                             (size_t)MKI_GEMM_GROUP_TABLE(rows, c->experts / comm->nranks),
+                         "the MoE GEMM's table of groups"));
+    mki_gemm_grouped_args ga;
+    memset(&ga, 0, sizeof(ga));
+    ga.rows = rows;
+    ga.n = c->n;
+    ga.k = c->hidden;
+    ga.groups = c->experts / comm->nranks;
+    ga.a = g->rows;
+    ga.b = c->w_mat;
+    ga.d = c->y_out;
+    ga.offsets = c->off;
+    ga.table = g->table;
+    ga.in_type = (mki_dtype_t)c->dtype;
+    ga.out_type = (mki_dtype_t)c->dtype;
+    ga.trans_b = c->trans_w;
+    /* this rank's abort and claim words: after a dispatch that stopped
+     * (capacity, bad ids, a peer), expert_offsets are stale: no GEMM */
+    ga.halt = (const uint64_t *)(comm->dev->heap.seg[0].base + MKI_CTL_ABORT);
+    _Static_assert(MKI_CTL_CLAIM == MKI_CTL_ABORT + 8, "halt: the abort word, then the claim");
+    ga.num_ctas = pl->sm_budget > 0 ? pl->sm_budget : 0;
+    struct mki_launch_desc dt, dg;
+    char msg[512];
+    const int rc = mki_gemm_grouped_describe(&ga, &dt, &dg, msg, sizeof(msg));
+    if (rc != MKI_GEMM_OK)
+        return mki_error(comm, rc == MKI_GEMM_ERR_INVALID ? mkErrInvalidArgument
+                         : rc == MKI_GEMM_ERR_UNSUPPORTED ? mkErrUnsupported : mkErrCuda,
+                         "%s: %s", c->func, msg);
+    if (!dt.fn) return mkSuccess;
+    MKI_CHECK(mki_launch(k, &dt));
+    return mki_launch(k, &dg);
+}
+
 static mkResult_t run(struct mki_call *k, struct moe_state *g, struct moe_call *c)
 {
     struct mkComm *comm = k->comm;
@@ -268,8 +357,10 @@ static mkResult_t run(struct mki_call *k, struct moe_state *g, struct moe_call *
     const uint64_t cap = (uint64_t)c->cap ? (uint64_t)c->cap : 1;
     struct mki_op_plan pl;
     memset(&pl, 0, sizeof(pl));
-    MKI_CHECK(mki_plan_op(comm, c->combine ? MKI_OP_MOE_COMBINE : MKI_OP_MOE_DISPATCH,
-                          c->tokens > 0 ? c->tokens : 1, c->hidden, c->topk, c->es, &pl));
+    const enum mki_op op = c->combine ? MKI_OP_MOE_COMBINE
+                           : c->gemm  ? MKI_OP_MOE_DISPATCH_GEMM : MKI_OP_MOE_DISPATCH;
+    MKI_CHECK(mki_plan_op(comm, op, c->tokens > 0 ? c->tokens : 1, c->hidden, c->topk, c->es,
+                          &pl));
     const int grid = pl.ctas > 0 ? pl.ctas : 1;
     /* the banks: the same size on every rank (the shapes agree) */
     const uint64_t meta_off = cap * rb;
@@ -283,7 +374,7 @@ static mkResult_t run(struct mki_call *k, struct moe_state *g, struct moe_call *
                          "the MoE dispatch's per-CTA counts"));
     struct mki_moe_params p;
     memset(&p, 0, sizeof(p));
-    mki_rt_fill(comm, c->combine ? MKI_OP_MOE_COMBINE : MKI_OP_MOE_DISPATCH, &p.rt);
+    mki_rt_fill(comm, op, &p.rt);
     for (int l = 0; l < P; l++) {
         p.ctl[l] = (struct mki_moe_ctl *)mki_heap_ptr(comm, &g->ctl, l);
         p.rec[l] = (int32_t *)mki_heap_ptr(comm, &g->rec, l);
@@ -312,11 +403,19 @@ static mkResult_t run(struct mki_call *k, struct moe_state *g, struct moe_call *
     p.dtype = (int32_t)c->dtype;
     p.P = P;
     p.me = dv->me;
+    if (c->gemm) {
+        /* the received rows stay here: local, read by this rank's GEMM only */
+        MKI_CHECK(mki_op_buf(k, &g->bufs, &g->rows, &g->rows_bytes, (size_t)(cap * rb),
+                             "the MoE GEMM's received rows"));
+        p.recv = g->rows;
+    }
     struct mki_launch_desc d;
-    char msg[256];
+    char msg[512];
     if (mki_moe_describe(&p, c->combine, grid, &d, msg, sizeof(msg)) != 0)
         return mki_error(comm, mkErrInternal, "%s: %s", c->func, msg);
-    return mki_launch(k, &d);
+    MKI_CHECK(mki_launch(k, &d));
+    if (!c->gemm) return mkSuccess;
+    return run_gemm(k, g, c, &pl);
 }
 
 static mkResult_t call_run(struct mki_call *k, struct moe_call *c)
@@ -396,6 +495,41 @@ MK_API mkResult_t mkMoECombine(const void *y, const int64_t *expert_offsets,
     c.topk = topk;
     c.experts = experts;
     c.cap = recv_capacity;
+    c.dtype = dtype;
+    return mki_call_leave(&kc, call_run(&kc, &c));
+}
+
+MK_API mkResult_t mkMoEDispatchGemm(const void *x, const int32_t *topk_idx,
+                                    const float *topk_weights, const void *W, void *y,
+                                    float *recv_weights, int32_t *recv_src,
+                                    int64_t *expert_offsets, int32_t *send_rows, int64_t tokens,
+                                    int64_t hidden, int64_t n, int64_t topk, int64_t experts,
+                                    int64_t recv_capacity, int transW, mkDataType_t dtype,
+                                    mkComm_t comm, cudaStream_t stream)
+{
+    struct mki_call kc;
+    MKI_CHECK(mki_call_enter(comm, MKI_OP_MOE_DISPATCH_GEMM, stream, &kc));
+    struct moe_call c;
+    memset(&c, 0, sizeof(c));
+    c.gemm = 1;
+    c.func = DGEMM_FUNC;
+    c.x = x;
+    c.idx = topk_idx;
+    c.w = topk_weights;
+    c.w_mat = W;
+    c.y = y;
+    c.y_out = y;
+    c.recv_w = recv_weights;
+    c.recv_src = recv_src;
+    c.off = expert_offsets;
+    c.send_rows = send_rows;
+    c.tokens = tokens;
+    c.hidden = hidden;
+    c.n = n;
+    c.topk = topk;
+    c.experts = experts;
+    c.cap = recv_capacity;
+    c.trans_w = transW;
     c.dtype = dtype;
     return mki_call_leave(&kc, call_run(&kc, &c));
 }

@@ -89,6 +89,7 @@ static const unsigned op_movers[MKI_OP_COUNT] = {
     [MKI_OP_GEMM_AR] = MV(MKI_MOVER_TMA) | MV(MKI_MOVER_REG),
     [MKI_OP_MOE_DISPATCH] = MV(MKI_MOVER_REG),
     [MKI_OP_MOE_COMBINE] = MV(MKI_MOVER_REG),
+    [MKI_OP_MOE_DISPATCH_GEMM] = MV(MKI_MOVER_REG),
 };
 
 /* ---- names -------------------------------------------------------- */
@@ -180,13 +181,14 @@ static void work_of(const struct mki_model *md, const struct mki_plan_ctx *c,
     case MKI_OP_ALLREDUCE: coll_bytes(c, 2 * mn * e, 0, &intra, &inter); break;
     case MKI_OP_ALLTOALL: coll_bytes(c, mn * e, 1, &intra, &inter); break;
     case MKI_OP_MOE_DISPATCH:
+    case MKI_OP_MOE_DISPATCH_GEMM:
     case MKI_OP_MOE_COMBINE: {
         /* k: top-k.  Dispatch: a token once to each rank of its experts,
          * k experts picked uniformly: L (1 - (1 - 1/L)^k) ranks, the share
          * (L - 1) / L of them peers; combine: k rows back per token. */
         double L = c->local_size, miss = 1;
         for (int64_t i = 0; i < k && L > 1; i++) miss *= 1 - 1 / L;
-        const double peers = L > 1 ? (op == MKI_OP_MOE_DISPATCH ? L * (1 - miss) : (double)k) *
+        const double peers = L > 1 ? (op != MKI_OP_MOE_COMBINE ? L * (1 - miss) : (double)k) *
                                          (L - 1) / L : 0;
         intra = mn * e * peers;
         break;
@@ -537,7 +539,7 @@ mkResult_t mki_plan_model(const struct mki_model *md,
     p.t_unfused_us = unfused_us(md, c, &w, op, budget);
     chunking(md, c, &w, o, &p);
     decide(md, &w, o, &p);
-    if (op == MKI_OP_MOE_DISPATCH || op == MKI_OP_MOE_COMBINE) {
+    if (op == MKI_OP_MOE_DISPATCH || op == MKI_OP_MOE_COMBINE || op == MKI_OP_MOE_DISPATCH_GEMM) {
         /* one kernel whose CTAs take every role in turn (count, send,
          * unpack; stage, pull): all the SMs of the rank, or MK_SM_SPLIT's
          * intra count */

@@ -108,12 +108,15 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
                       "the counts, send each token once per destination rank (16-byte register "
                       "stores into its inbox), unpack into recv by expert\n", p->ctas,
                       MKI_MOE_THREADS);
+    if (p->op == MKI_OP_MOE_DISPATCH_GEMM)
+        mki_sb_printf(sb, "  kernel    %d CTAs of %d threads: the dispatch, then one grouped GEMM "
+                      "(the engine) over the local experts' rows\n", p->ctas, MKI_MOE_THREADS);
     if (p->op == MKI_OP_MOE_COMBINE)
         mki_sb_printf(sb, "  kernel    %d CTAs of %d threads: stage y for the peers, then a warp "
                       "per token pulls its top-k rows and sums them in fp32\n", p->ctas,
                       MKI_MOE_THREADS);
     if (p->op != MKI_OP_GEMM_RS && p->op != MKI_OP_GEMM_AR && p->op != MKI_OP_MOE_DISPATCH &&
-        p->op != MKI_OP_MOE_COMBINE)
+        p->op != MKI_OP_MOE_COMBINE && p->op != MKI_OP_MOE_DISPATCH_GEMM)
         mki_sb_printf(sb, "  chunk     %" PRId64 " rows, %zu bytes\n",
                       p->chunk_rows, p->chunk_bytes);
     mki_sb_printf(sb, "  traffic   %.1f MiB intra, %.1f MiB inter per rank; "
@@ -186,7 +189,8 @@ static mkResult_t info_text(mkComm_t comm, const char *op, int64_t m, int64_t n,
     if (id < 0)
         return mki_error(comm, mkErrInvalidArgument, "mkCommGetInfo: op \"%s\""
                          " is not one of allgather, reducescatter, allreduce, "
-                         "alltoall, ag_gemm, gemm_rs, gemm_ar, moe_dispatch, moe_combine", op);
+                         "alltoall, ag_gemm, gemm_rs, gemm_ar, moe_dispatch, moe_combine, "
+                         "moe_dispatch_gemm", op);
     struct mki_op_plan p;
     MKI_CHECK(mki_plan_op(comm, (enum mki_op)id, m, n, k, elem, &p));
     mki_plan_print(sb, mki_plan_context(comm), &p);

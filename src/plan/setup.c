@@ -330,7 +330,8 @@ mkResult_t mki_plan_op(struct mkComm *comm, enum mki_op op, int64_t m,
     if (!pl)
         return mki_error(comm, mkErrInternal, "plan asked before the "
                          "communicator's plan was set up");
-    if (!mki_op_has_gemm(op) && op != MKI_OP_MOE_DISPATCH && op != MKI_OP_MOE_COMBINE)
+    if (!mki_op_has_gemm(op) && op != MKI_OP_MOE_DISPATCH && op != MKI_OP_MOE_COMBINE &&
+        op != MKI_OP_MOE_DISPATCH_GEMM)
         k = 1; /* k: the GEMM's; the MoE calls' top-k */
     pthread_mutex_lock(&pl->lock);
     int hit = cache_find(pl, op, m, n, k, dtype_bytes, out);

@@ -1,5 +1,6 @@
 /*
- * test_moe_args.c - mkMoEDispatch and mkMoECombine without a GPU: every
+ * test_moe_args.c - mkMoEDispatch, mkMoECombine and mkMoEDispatchGemm
+ * without a GPU: every
  * argument check on one rank (the error, its code, a message naming the
  * call and the argument; nothing launched), the control block's layout,
  * and the first-call shape check across real processes (fork + TCP
@@ -125,6 +126,34 @@ static void test_one_rank(void)
     CHECK(r == mkSuccess || strstr(mkGetLastError(comm), "NULL") == NULL);
     r = mkMoECombine(NULL, PL, NULL, NULL, NULL, NULL, 0, 64, 2, 8, 0, mkBfloat16, comm, 0);
     CHECK(r == mkSuccess || strstr(mkGetLastError(comm), "NULL") == NULL);
+    /* mkMoEDispatchGemm: its own arguments */
+    struct {
+        int64_t hidden, n;
+        int transw, dt, want;
+        const char *msg;
+    } gbad[] = {
+        {64, 0, 1, 0, mkErrInvalidArgument, "n = 0"},
+        {64, 12, 1, 0, mkErrInvalidArgument, "multiple of 8"},
+        {64, 64, 2, 0, mkErrInvalidArgument, "transW = 2"},
+        {72, 64, 0, 0, mkErrInvalidArgument, "multiple of 64"},
+        {64, 64, 1, 2, mkErrUnsupported, "mkFloat32"},
+    };
+    for (unsigned i = 0; i < sizeof(gbad) / sizeof(gbad[0]); i++) {
+        CHECK_RES(mkMoEDispatchGemm(P, PI, PF, P, P, PF, PI, PL, PI, 4, gbad[i].hidden,
+                                    gbad[i].n, 2, 8, 512, gbad[i].transw,
+                                    (mkDataType_t)gbad[i].dt, comm, 0),
+                  gbad[i].want);
+        CHECK_CONTAINS(mkGetLastError(comm), "mkMoEDispatchGemm");
+        CHECK_CONTAINS(mkGetLastError(comm), gbad[i].msg);
+    }
+    CHECK_RES(mkMoEDispatchGemm(P, PI, PF, NULL, P, PF, PI, PL, PI, 4, 64, 64, 2, 8, 512, 1,
+                                mkBfloat16, comm, 0), mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "W is NULL");
+    CHECK_RES(mkMoEDispatchGemm(P, PI, PF, P, NULL, PF, PI, PL, PI, 4, 64, 64, 2, 8, 512, 1,
+                                mkBfloat16, comm, 0), mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "y is NULL");
+    CHECK_RES(mkMoEDispatchGemm(P, PI, PF, P, P, PF, PI, PL, PI, 4, 64, 64, 2, 8, 512, 1,
+                                mkBfloat16, NULL, 0), mkErrInvalidArgument);
     /* host memory: never launched (no GPU here, or not device memory) */
     CHECK(dispatch(comm, P, PI, PF, P, PF, PI, PL, PI, 4, 64, 2, 8, 64, mkBfloat16) != mkSuccess);
     CHECK_RES(mkCommDestroy(comm), mkSuccess);
@@ -174,6 +203,19 @@ static int mismatched_weights(int rank, int nranks, mkUniqueId id)
     return 0;
 }
 
+/* mkMoEDispatchGemm: rank 1 passes another n. */
+static int mismatched_n(int rank, int nranks, mkUniqueId id)
+{
+    mkComm_t comm = NULL;
+    EXPECT(mkCommInitRank(&comm, nranks, id, rank, NULL) == mkSuccess);
+    mkResult_t r = mkMoEDispatchGemm(P, PI, PF, P, P, PF, PI, PL, PI, 4, 64, rank == 1 ? 128 : 64,
+                                     2, 2, 512, 1, mkBfloat16, comm, 0);
+    EXPECT(r == mkErrInvalidArgument);
+    EXPECT(strstr(mkGetLastError(comm), "n differs") != NULL);
+    mkCommDestroy(comm);
+    return 0;
+}
+
 /* Shapes agree, tokens differ: every rank is rejected for the same local
  * reason (no GPU here), none for the shape. */
 static int matching(int rank, int nranks, mkUniqueId id)
@@ -199,6 +241,7 @@ int main(void)
     CHECK(run_ranks(3, 3, new_id(), mismatched_cap) == 0);
     CHECK(run_ranks(2, 2, new_id(), mismatched_weights) == 0);
     CHECK(run_ranks(2, 2, new_id(), matching) == 0);
+    CHECK(run_ranks(2, 2, new_id(), mismatched_n) == 0);
     test_one_rank();
     TEST_DONE();
 }

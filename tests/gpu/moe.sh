@@ -1,10 +1,12 @@
 #!/bin/bash
-# mkMoEDispatch and mkMoECombine on the GPU machine: correctness on 2 GPUs
-# and on 1 GPU with 2, 4 and 8 ranks under MPS, 100 back-to-back pairs, a
-# CUDA graph replayed, errors found on the device (capacity, expert ids)
-# and on the host, the timeout of a rank that never calls, virtual nodes
-# (mkErrUnsupported), and the benchmark (mkbench moe against NCCL's
-# all-to-allv with pack and unpack kernels).
+# mkMoEDispatch, mkMoECombine and mkMoEDispatchGemm on the GPU machine:
+# correctness on 2 GPUs and on 1 GPU with 2, 4 and 8 ranks under MPS (the
+# dispatch + GEMM cases on 2 GPUs and on 1 GPU with 2 and 4 ranks), 100
+# back-to-back pairs, a CUDA graph replayed, errors found on the device
+# (capacity, expert ids) and on the host, the timeout of a rank that never
+# calls, virtual nodes (mkErrUnsupported), and the benchmark (mkbench moe
+# against NCCL's all-to-allv with pack and unpack kernels, and for the
+# dispatch + GEMM, followed by cuBLAS's grouped GEMM).
 #
 #   bash tests/gpu/moe.sh build     here (no GPU needed): the library in
 #                                   build-gpu/agg-build (shared with
@@ -29,7 +31,7 @@ if [ "$what" = build ]; then
     COMMIT=$(git rev-parse --short=12 HEAD 2>/dev/null || echo uncommitted)
     ARCH="-gencode=arch=compute_90a,code=sm_90a"
     INC="-Iinclude -Isrc/core -Isrc -I. -Ikernels -I$BLD -Itools/mkbench -I/usr/lib/x86_64-linux-gnu/pmix2/include"
-    LIBS="$BLD/.libs/libmkcore.a -lnccl -lpmix -lhwloc -libverbs -lefa -lrt -ldl -lpthread -lm"
+    LIBS="$BLD/.libs/libmkcore.a -lcublas -lnccl -lpmix -lhwloc -libverbs -lefa -lrt -ldl -lpthread -lm"
     # objects first, then the links: a link that fails (the library without
     # the calls yet) still shows that the sources compile
     $NVCC $ARCH -O2 -std=c++17 $INC -c tests/gpu/test_moe.cu -o $B/test_moe.o
@@ -71,6 +73,7 @@ echo "$ngpu GPUs; moe.sh $what $*" >> "$LOG"
 if [ $tests = 1 ] && [ "$ngpu" -ge 2 ]; then
     export CUDA_VISIBLE_DEVICES=0,1
     step "2gpu correct (14 cases x 3 dtypes x 4)" 240 2 $B/test_moe correct
+    step "2gpu dispatch+gemm" 240 2 $B/test_moe gemm
     step "2gpu stress 100 pairs" 120 2 $B/test_moe stress
     step "2gpu CUDA graph x20" 90 2 $B/test_moe graph
     step "2gpu overflow, bad expert ids" 60 2 $B/test_moe overflow
@@ -91,7 +94,9 @@ if [ $tests = 1 ]; then
     mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
     if nvidia-cuda-mps-control -d >> "$LOG" 2>&1; then
         step "1gpu x2 MPS correct" 240 2 $B/test_moe correct
+        step "1gpu x2 MPS dispatch+gemm" 240 2 $B/test_moe gemm
         step "1gpu x4 MPS correct" 300 4 $B/test_moe correct
+        step "1gpu x4 MPS dispatch+gemm" 300 4 $B/test_moe gemm
         step "1gpu x8 MPS correct (cases 0-3,5,7-9,11-13)" 400 8 $B/test_moe correct 0,1,2,3,5,7,8,9,11,12,13
         if [ "$ngpu" -lt 2 ]; then # what the 2-GPU steps would cover
             step "1gpu x2 MPS stress 100 pairs" 120 2 $B/test_moe stress

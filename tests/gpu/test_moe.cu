@@ -1,11 +1,18 @@
 /*
- * test_moe.cu - mkMoEDispatch and mkMoECombine on the GPU, one process per
- * rank (mpirun; PMIx bootstrap): 2 GPUs, 1 GPU with 2, 4 or 8 ranks under
- * MPS.
+ * test_moe.cu - mkMoEDispatch, mkMoECombine and mkMoEDispatchGemm on the
+ * GPU, one process per rank (mpirun; PMIx bootstrap): 2 GPUs, 1 GPU with
+ * 2, 4 or 8 ranks under MPS.
  *
  *   test_moe correct [LIST]  routing cases (below) x bf16, fp16, fp32, each
  *                            4 times with fresh inputs ("correct 0,3,11":
  *                            only those cases of the list)
+ *   test_moe gemm [LIST]     mkMoEDispatchGemm then mkMoECombine of its y:
+ *                            7 routing cases (g_gcases: uniform top-8 of
+ *                            64P with hidden 1024 / transW 1 and hidden 512
+ *                            / transW 0, skewed top-2, a rank with 0
+ *                            tokens, experts with none, slots of -1, an
+ *                            expert named twice; n 264 or 512) x bf16,
+ *                            fp16, each 2 times with fresh inputs
  *   test_moe stress          100 dispatch + combine pairs of different
  *                            shapes, routings and dtypes, no host sync
  *                            between them, every result checked at the end
@@ -21,12 +28,16 @@
  *                            mkErrInvalidArgument, nothing written anywhere;
  *                            the first communicator still works after
  *   test_moe badinput        arguments the host refuses: the error, its
- *                            message, nothing written, then a good call
+ *                            message, nothing written, then a good call;
+ *                            the same for mkMoEDispatchGemm (W or y NULL,
+ *                            n 0 or not a multiple of 8, transW 2, transW
+ *                            0 with hidden not a multiple of 64: invalid;
+ *                            fp32: mkErrUnsupported)
  *   test_moe nocall          rank 1 skips a dispatch: the others fail with
  *                            mkErrTimeout naming rank 1 (set MK_TIMEOUT_MS)
- *   test_moe multinode       virtual nodes (MK_NODE_SIZE=1): both calls
- *                            return mkErrUnsupported, nothing written, the
- *                            communicator still healthy
+ *   test_moe multinode       virtual nodes (MK_NODE_SIZE=1): the three
+ *                            calls return mkErrUnsupported, nothing
+ *                            written, the communicator still healthy
  *   test_moe time [TxHxExK]  dispatch and combine alone, per-call medians
  *                            (default 4096x7168x256x8: tokens per rank,
  *                            hidden, experts, top-k; mkbench moe is the
@@ -48,6 +59,21 @@
  * hash of (seed, rank, call), so every rank builds every rank's x,
  * topk_idx and topk_weights and the expected layout without
  * communicating; the seed is printed (MK_SEED repeats a run).
+ *
+ * gemm: W (El stacked matrices, transW 1: n x hidden each, 0: hidden x n)
+ * from another stream of the same hash, so every rank rebuilds any
+ * expert's W; recv_capacity the largest rank's rows plus 0 to 300 rows of
+ * slack.  Poisoned as above: y, out, recv_src, recv_weights, send_rows,
+ * expert_offsets.  The expected layout is mkMoEDispatch's, y's rows where
+ * recv's would be:
+ * expert_offsets and send_rows exactly; recv_src and recv_weights exactly;
+ * y's rows past off[El] still poison; y on every row (at most 512 of them,
+ * spread evenly) in full against x_t op(W_e) in double from the source's
+ * x, within 2^-7 (bf16) / 2^-10 (fp16) + 1e-5 of the sum of |terms|
+ * (fp16: plus 2^-24); then mkMoECombine of y (hidden = n): out against the
+ * host's weighted sum in double of the host's y, within the combine's
+ * tolerance above (of the sum of |w| (|y| + y's tolerance)) plus the sum
+ * of |w| times y's tolerance.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -295,10 +321,11 @@ static Route make_route(int kind, int q, int call, int64_t tokens, int64_t topk,
  * local expert, then source rank, then (t, j) of the source) and this
  * rank's send_rows. */
 struct Expect {
-    std::vector<int64_t> rows; /* per rank */
+    std::vector<int64_t> rows; /* per rank (padding included) */
     int64_t max_rows = 0, rows_me = 0;
+    int64_t real_me = 0;            /* rows_me without the padding */
     std::vector<int64_t> off;       /* El + 1 */
-    std::vector<int32_t> src;       /* 2 per row */
+    std::vector<int32_t> src;       /* 2 per row; -1 on a padding row */
     std::vector<float> rw;          /* per row */
     std::vector<int32_t> send_rows; /* this rank's tokens * topk */
     int64_t cross_rows = 0;         /* unique (t, rank != me) rows this rank sends */
@@ -318,6 +345,7 @@ static Expect expect_of(const std::vector<Route> &rt, int64_t topk, int64_t expe
         for (int64_t e = 0; e < el; e++) {
             cur[(size_t)(d * el + e)] = acc;
             acc += cnt[(size_t)(d * el + e)];
+            if (d == g_rank) ex.real_me += cnt[(size_t)(d * el + e)];
         }
         ex.rows[(size_t)d] = acc;
         ex.max_rows = std::max(ex.max_rows, acc);
@@ -362,9 +390,12 @@ struct Call {
     int dt = 0, call = 0;
     int64_t hidden = 0, topk = 0, experts = 0, cap = 0;
     int use_w = 1, use_src = 1, recv_null = 0;
+    int64_t n = 0;  /* mkMoEDispatchGemm: y's columns (0: a dispatch + combine call) */
+    int transW = 1; /* mkMoEDispatchGemm: W's layout */
     std::vector<Route> rt; /* every rank's */
     Expect ex;
     void *x = nullptr, *recv = nullptr, *y = nullptr, *out = nullptr;
+    void *W = nullptr; /* mkMoEDispatchGemm: this rank's El stacked weights */
     int32_t *idx = nullptr, *rsrc = nullptr, *send_rows = nullptr;
     float *w = nullptr, *rw = nullptr;
     int64_t *off = nullptr;
@@ -398,10 +429,10 @@ static void call_alloc(Call &c)
 
 static void call_free(Call &c)
 {
-    for (void *p : {c.x, c.recv, c.y, c.out, (void *)c.idx, (void *)c.w, (void *)c.send_rows,
-                    (void *)c.rw, (void *)c.rsrc, (void *)c.off})
+    for (void *p : {c.x, c.recv, c.y, c.out, c.W, (void *)c.idx, (void *)c.w,
+                    (void *)c.send_rows, (void *)c.rw, (void *)c.rsrc, (void *)c.off})
         if (p) CK(cudaFree(p));
-    c.x = c.recv = c.y = c.out = nullptr;
+    c.x = c.recv = c.y = c.out = c.W = nullptr;
     c.idx = c.send_rows = c.rsrc = nullptr;
     c.w = c.rw = nullptr;
     c.off = nullptr;
@@ -717,7 +748,8 @@ static void call_run(Call &c)
     MK(call_combine(c, g_comm));
 }
 
-static int run_correct(const char *only)
+/* "0,3,11" -> {0, 3, 11} */
+static std::vector<int> parse_list(const char *only)
 {
     std::vector<int> pick;
     if (only) {
@@ -729,6 +761,12 @@ static int run_correct(const char *only)
             p = *e ? e + 1 : e;
         }
     }
+    return pick;
+}
+
+static int run_correct(const char *only)
+{
+    const std::vector<int> pick = parse_list(only);
     int bad = 0;
     for (int i = 0; i < g_ncases; i++) {
         if (only && std::find(pick.begin(), pick.end(), i) == pick.end()) continue;
@@ -743,6 +781,410 @@ static int run_correct(const char *only)
                 char what[96];
                 snprintf(what, sizeof what, "%s #%d", g_cases[i].name, rep + 1);
                 bad += call_check(c, what);
+                call_free(c);
+            }
+    }
+    return bad;
+}
+
+/* ---- dispatch + GEMM --------------------------------------------------- */
+
+
+/* Rank q's W of call `call` (its El experts' matrices one after the
+ * other): from a hash of (seed, rank, call) like x, another stream. */
+static uint64_t wseed_of(int q, int call)
+{
+    return seed_of(q, call) ^ 0xa0761d6478bd642full;
+}
+
+static size_t gc_y_bytes(const Call &c) { return (size_t)(c.cap * c.n) * dt_bytes(c.dt); }
+static size_t gc_out_bytes(const Call &c) { return (size_t)(c.tokens() * c.n) * dt_bytes(c.dt); }
+static size_t gc_w_count(const Call &c) { return (size_t)(c.el() * c.n * c.hidden); }
+
+static void gcall_alloc(Call &c)
+{
+    c.x = dalloc(c.x_bytes());
+    c.W = dalloc(gc_w_count(c) * dt_bytes(c.dt));
+    c.y = dalloc(gc_y_bytes(c));
+    c.out = dalloc(gc_out_bytes(c));
+    c.idx = (int32_t *)dalloc(c.slot_count() * 4);
+    c.w = (float *)dalloc(c.slot_count() * 4);
+    c.send_rows = (int32_t *)dalloc(c.slot_count() * 4);
+    c.rw = (float *)dalloc((size_t)c.cap * 4);
+    c.rsrc = (int32_t *)dalloc((size_t)c.cap * 8);
+    c.off = (int64_t *)dalloc((size_t)(c.el() + 1) * 8);
+}
+
+/* x, topk_idx, topk_weights and this rank's W, on g_st. */
+static void gcall_inputs(Call &c)
+{
+    call_inputs(c);
+    if (gc_w_count(c) > 0) {
+        fill_x<<<512, 256, 0, g_st>>>(c.W, gc_w_count(c), wseed_of(g_rank, c.call), c.dt);
+        CK(cudaGetLastError());
+    }
+}
+
+static void gcall_poison(Call &c)
+{
+    CK(cudaMemsetAsync(c.y, POISON_DATA, gc_y_bytes(c), g_st));
+    CK(cudaMemsetAsync(c.out, POISON_DATA, gc_out_bytes(c), g_st));
+    CK(cudaMemsetAsync(c.rw, POISON_DATA, (size_t)c.cap * 4, g_st));
+    CK(cudaMemsetAsync(c.rsrc, POISON_INT, (size_t)c.cap * 8, g_st));
+    CK(cudaMemsetAsync(c.send_rows, POISON_INT, c.slot_count() * 4, g_st));
+    CK(cudaMemsetAsync(c.off, POISON_INT, (size_t)(c.el() + 1) * 8, g_st));
+}
+
+static mkResult_t gcall_dispatch(Call &c, mkComm_t comm)
+{
+    return mkMoEDispatchGemm(c.x, c.idx, c.use_w ? c.w : NULL, c.W, c.y, c.use_w ? c.rw : NULL,
+                             c.use_src ? c.rsrc : NULL, c.off, c.send_rows, c.tokens(), c.hidden,
+                             c.n, c.topk, c.experts, c.cap, c.transW, (mkDataType_t)c.dt, comm,
+                             g_st);
+}
+
+/* The experts' outputs y (n columns) back: mkMoECombine with hidden = n. */
+static mkResult_t gcall_combine(Call &c, mkComm_t comm)
+{
+    return mkMoECombine(c.y, c.off, c.idx, c.use_w ? c.w : NULL, c.send_rows, c.out, c.tokens(),
+                        c.n, c.topk, c.experts, c.cap, (mkDataType_t)c.dt, comm, g_st);
+}
+
+/* A route for a dispatch + GEMM call: its layout; capacity
+ * the largest rank's rows (padding included) + slack. */
+static void gcall_route(Call &c, int kind, const std::vector<int64_t> &tokens, int64_t hot,
+                        int64_t slack)
+{
+    c.rt.clear();
+    for (int q = 0; q < g_n; q++)
+        c.rt.push_back(make_route(kind, q, c.call, tokens[(size_t)q], c.topk, c.experts, hot));
+    c.ex = expect_of(c.rt, c.topk, c.experts);
+    c.cap = c.ex.max_rows + slack;
+}
+
+/* Host copies: y in g.recv (cap x n), out (tokens x n). */
+static Got gfetch(const Call &c)
+{
+    Got g;
+    g.off.resize((size_t)c.el() + 1);
+    g.send_rows.resize(c.slot_count());
+    g.rsrc.resize((size_t)c.cap * 2);
+    g.rw.resize((size_t)c.cap);
+    g.recv.resize(gc_y_bytes(c));
+    g.out.resize(gc_out_bytes(c));
+    CK(cudaMemcpyAsync(g.off.data(), c.off, g.off.size() * 8, cudaMemcpyDeviceToHost, g_st));
+    if (!g.send_rows.empty())
+        CK(cudaMemcpyAsync(g.send_rows.data(), c.send_rows, g.send_rows.size() * 4,
+                           cudaMemcpyDeviceToHost, g_st));
+    if (!g.rsrc.empty())
+        CK(cudaMemcpyAsync(g.rsrc.data(), c.rsrc, g.rsrc.size() * 4, cudaMemcpyDeviceToHost, g_st));
+    if (!g.rw.empty())
+        CK(cudaMemcpyAsync(g.rw.data(), c.rw, g.rw.size() * 4, cudaMemcpyDeviceToHost, g_st));
+    if (!g.recv.empty())
+        CK(cudaMemcpyAsync(g.recv.data(), c.y, g.recv.size(), cudaMemcpyDeviceToHost, g_st));
+    if (!g.out.empty())
+        CK(cudaMemcpyAsync(g.out.data(), c.out, g.out.size(), cudaMemcpyDeviceToHost, g_st));
+    CK(cudaStreamSynchronize(g_st));
+    return g;
+}
+
+/* The host's expert outputs: op(W_g) of any global expert g (rebuilt from
+ * its rank's hash, rounded to dtype, kept k-major: hidden x n) and the
+ * row y = x_t op(W_g) of any rank's token in double, with the sum of
+ * |terms| per column. */
+struct GRef {
+    const Call &c;
+    std::vector<std::vector<float>> wt; /* per global expert, built when first asked */
+    explicit GRef(const Call &cc) : c(cc), wt((size_t)cc.experts) {}
+    const std::vector<float> &w_of(int64_t g)
+    {
+        std::vector<float> &m = wt[(size_t)g];
+        if (m.empty()) {
+            const int64_t el = c.el(), h = c.hidden, n = c.n;
+            const int d = (int)(g / el);
+            const size_t base = (size_t)((g % el) * n * h);
+            const uint64_t s = wseed_of(d, c.call) * 0x9e3779b97f4a7c15ull;
+            m.resize((size_t)(h * n));
+            for (int64_t k = 0; k < h; k++)
+                for (int64_t j = 0; j < n; j++) {
+                    /* transW = 1: W_e is n x hidden, op(W_e)(k, j) = W_e[j][k];
+                     * transW = 0: W_e is hidden x n */
+                    const size_t i = base + (size_t)(c.transW ? j * h + k : k * n + j);
+                    m[(size_t)(k * n + j)] = round_dt(hash_val(s + i), c.dt);
+                }
+        }
+        return m;
+    }
+    void y_of(int q, int64_t t, int64_t g, std::vector<double> &s, std::vector<double> &sa)
+    {
+        const int64_t h = c.hidden, n = c.n;
+        const std::vector<float> &m = w_of(g);
+        s.assign((size_t)n, 0.0);
+        sa.assign((size_t)n, 0.0);
+        double *ps = s.data(), *pa = sa.data();
+        for (int64_t k = 0; k < h; k++) {
+            const double xv = round_dt(x_val(q, c.call, (size_t)(t * h + k)), c.dt);
+            if (xv == 0) continue;
+            const float *wr = &m[(size_t)(k * n)];
+            for (int64_t j = 0; j < n; j++) {
+                const double p = xv * (double)wr[j];
+                ps[j] += p;
+                pa[j] += fabs(p);
+            }
+        }
+    }
+};
+
+/* The GEMM's tolerance relative to the sum of |terms|: the dtype's one
+ * rounding of y (with a factor 2 to spare) plus the fp32 accumulation. */
+static double gemm_rel(int dt) { return (dt == 0 ? 1.0 / 128 : 1.0 / 1024) + 1e-5; }
+static double gemm_floor(int dt) { return dt == 1 ? ldexp(1.0, -24) : 1e-37; }
+
+#define GEMM_SAMPLE_ROWS 512
+
+/* Everything of a dispatch + GEMM (+ combine) call on this rank. */
+static int gcheck(const Call &c, const Got &g, const char *what, bool combined)
+{
+    const Expect &ex = c.ex;
+    const int64_t el = c.el(), n = c.n, rows = ex.rows_me;
+    const size_t es = dt_bytes(c.dt), yrow = (size_t)n * es;
+    const double rel = gemm_rel(c.dt), flo = gemm_floor(c.dt);
+    GRef ref(c);
+    std::vector<double> s, sa;
+    int shown = 0;
+    /* expert_offsets exactly (padding, if any, counted) */
+    int64_t bad_off = 0;
+    for (int64_t e = 0; e <= el; e++)
+        if (g.off[(size_t)e] != ex.off[(size_t)e]) {
+            bad_off++;
+            note(shown, what, "expert_offsets[%lld] = %lld, expected %lld", (long long)e,
+                 (long long)g.off[(size_t)e], (long long)ex.off[(size_t)e]);
+        }
+    /* send_rows: the row of y on the expert's rank */
+    int64_t bad_send = 0;
+    for (size_t i = 0; i < ex.send_rows.size(); i++)
+        if (g.send_rows[i] != ex.send_rows[i]) {
+            bad_send++;
+            note(shown, what, "send_rows[%zu] (token %lld) = %d, expected %d", i,
+                 (long long)(i / (size_t)c.topk), g.send_rows[i], ex.send_rows[i]);
+        }
+    /* recv_src, recv_weights: exactly on every row */
+    int64_t bad_src = 0, bad_w = 0;
+    std::vector<int64_t> real;
+    for (int64_t r = 0; r < std::min(rows, c.cap); r++) {
+        const bool pad = ex.src[(size_t)(2 * r)] < 0;
+        if (!pad) real.push_back(r);
+        if (c.use_src) {
+            const int32_t *got = &g.rsrc[(size_t)(2 * r)];
+            if (pad ? !all_bytes(got, 8, POISON_INT)
+                    : got[0] != ex.src[(size_t)(2 * r)] || got[1] != ex.src[(size_t)(2 * r + 1)]) {
+                bad_src++;
+                if (pad)
+                    note(shown, what, "recv_src of padding row %lld written: (%d, %d)",
+                         (long long)r, got[0], got[1]);
+                else
+                    note(shown, what, "recv_src of row %lld = (%d, %d), expected (%d, %d)",
+                         (long long)r, got[0], got[1], ex.src[(size_t)(2 * r)],
+                         ex.src[(size_t)(2 * r + 1)]);
+            }
+        }
+        if (c.use_w) {
+            const float *got = &g.rw[(size_t)r];
+            if (pad ? !all_bytes(got, 4, POISON_DATA) : memcmp(got, &ex.rw[(size_t)r], 4) != 0) {
+                bad_w++;
+                if (pad)
+                    note(shown, what, "recv_weights of padding row %lld written: %g",
+                         (long long)r, (double)*got);
+                else
+                    note(shown, what, "recv_weights[%lld] = %g, expected %g (rank %d slot %d)",
+                         (long long)r, (double)*got, (double)ex.rw[(size_t)r],
+                         ex.src[(size_t)(2 * r)], ex.src[(size_t)(2 * r + 1)]);
+            }
+        }
+    }
+    /* y past off[El]: poison */
+    int64_t bad_tail = 0;
+    for (int64_t r = rows; r < c.cap; r++)
+        if (!all_bytes(&g.recv[(size_t)r * yrow], yrow, POISON_DATA)) {
+            bad_tail++;
+            note(shown, what, "y row %lld past off[El] = %lld was written", (long long)r,
+                 (long long)rows);
+        }
+    /* y: every real row (up to GEMM_SAMPLE_ROWS of them, evenly spread),
+     * the full row against the host's x_t op(W_e) in double */
+    int64_t bad_y = 0, checked_y = 0;
+    double worst_y = 0;
+    const size_t nreal = real.size(), pick = std::min<size_t>(nreal, GEMM_SAMPLE_ROWS);
+    for (size_t p = 0; p < pick; p++) {
+        const int64_t r = real[pick == nreal ? p : p * nreal / pick];
+        const int q = ex.src[(size_t)(2 * r)];
+        const int32_t slot = ex.src[(size_t)(2 * r + 1)];
+        const int64_t t = slot / c.topk;
+        const int64_t gx = c.rt[(size_t)q].idx[(size_t)slot];
+        ref.y_of(q, t, gx, s, sa);
+        checked_y++;
+        for (int64_t j = 0; j < n; j++) {
+            const double v = bits_to_double(&g.recv[(size_t)r * yrow + (size_t)j * es], c.dt);
+            const double tol = rel * sa[(size_t)j] + flo, err = fabs(v - s[(size_t)j]);
+            if (!(err <= tol)) {
+                bad_y++;
+                note(shown, what, "y[%lld][%lld] (rank %d token %lld, expert %lld) = %.9g, "
+                     "expected %.9g (tolerance %.3g)", (long long)r, (long long)j, q,
+                     (long long)t, (long long)gx, v, s[(size_t)j], tol);
+                break; /* one per row */
+            }
+            if (err / tol > worst_y) worst_y = err / tol;
+        }
+    }
+    /* out: the host's sum in double of the weighted host y, within the
+     * combine's tolerance plus the GEMM's of every term */
+    int64_t bad_out = 0, empty_tokens = 0;
+    double worst = 0;
+    if (combined) {
+        const Route &me = c.rt[(size_t)g_rank];
+        const double relc = (c.dt == 0 ? 1.0 / 128 : 1.0 / 1024) +
+                            (double)(2 * c.topk + 2) * ldexp(1.0, -24);
+        const double floor_abs = c.dt == 1 ? ldexp(1.0, -24) : 1e-37;
+        std::vector<double> S((size_t)n), A((size_t)n), TT((size_t)n);
+        for (int64_t t = 0; t < me.tokens; t++) {
+            bool any = false;
+            for (int64_t j = 0; j < c.topk; j++) {
+                const int32_t gx = me.idx[(size_t)(t * c.topk + j)];
+                any |= gx >= 0 && gx < c.experts;
+            }
+            empty_tokens += !any;
+            const unsigned char *orow = &g.out[(size_t)t * yrow];
+            if (!any) {
+                for (int64_t k = 0; k < n; k++) {
+                    const double o = bits_to_double(orow + (size_t)k * es, c.dt);
+                    if (o != 0.0) {
+                        bad_out++;
+                        note(shown, what, "out[%lld][%lld] = %g for a token with no expert, "
+                             "expected 0", (long long)t, (long long)k, o);
+                        break;
+                    }
+                }
+                continue;
+            }
+            std::fill(S.begin(), S.end(), 0.0);
+            std::fill(A.begin(), A.end(), 0.0);
+            std::fill(TT.begin(), TT.end(), 0.0);
+            for (int64_t j = 0; j < c.topk; j++) {
+                const int32_t gx = me.idx[(size_t)(t * c.topk + j)];
+                if (gx < 0 || gx >= c.experts) continue;
+                const double wv = c.use_w ? (double)me.w[(size_t)(t * c.topk + j)] : 1.0;
+                ref.y_of(g_rank, t, gx, s, sa);
+                for (int64_t k = 0; k < n; k++) {
+                    const double ty = rel * sa[(size_t)k] + flo; /* y's own error */
+                    S[(size_t)k] += wv * s[(size_t)k];
+                    A[(size_t)k] += fabs(wv) * (fabs(s[(size_t)k]) + ty);
+                    TT[(size_t)k] += fabs(wv) * ty;
+                }
+            }
+            for (int64_t k = 0; k < n; k++) {
+                const double o = bits_to_double(orow + (size_t)k * es, c.dt);
+                const double tol = relc * A[(size_t)k] + TT[(size_t)k] + floor_abs;
+                const double err = fabs(o - S[(size_t)k]);
+                if (!(err <= tol)) {
+                    bad_out++;
+                    note(shown, what, "out[%lld][%lld] = %.9g, expected %.9g (tolerance %.3g)",
+                         (long long)t, (long long)k, o, S[(size_t)k], tol);
+                } else if (err / tol > worst) {
+                    worst = err / tol;
+                }
+            }
+        }
+    }
+    const bool ok = !bad_off && !bad_send && !bad_src && !bad_w && !bad_tail && !bad_y &&
+                    !bad_out;
+    printf("rank %d %-52s %s n %lld transW %d rows %lld real + %lld padding (largest %lld, cap "
+           "%lld) offsets %s send_rows %s src %s w %s y %s%s (%lld rows, worst err/tol %.2f) "
+           "out %s (worst err/tol %.2f, %lld empty tokens)  %s\n",
+           g_rank, what, dt_name(c.dt), (long long)n, c.transW, (long long)nreal,
+           (long long)(rows - (int64_t)nreal), (long long)ex.max_rows, (long long)c.cap,
+           bad_off ? "BAD" : "ok", bad_send ? "BAD" : "ok",
+           !c.use_src ? "-" : bad_src ? "BAD" : "ok", !c.use_w ? "-" : bad_w ? "BAD" : "ok",
+           bad_y ? "BAD" : "ok", bad_tail ? " (tail written)" : "", (long long)checked_y,
+           worst_y, !combined ? "-" : bad_out ? "BAD" : "ok", worst, (long long)empty_tokens,
+           ok ? "ok" : "FAIL");
+    return ok ? 0 : 1;
+}
+
+/* Everything a refused dispatch + GEMM may write still the poison? */
+static int guntouched(const Call &c, const char *what)
+{
+    const Got g = gfetch(c);
+    const bool y = all_bytes(g.recv.data(), g.recv.size(), POISON_DATA);
+    const bool o = all_bytes(g.off.data(), g.off.size() * 8, POISON_INT);
+    const bool s = all_bytes(g.send_rows.data(), g.send_rows.size() * 4, POISON_INT);
+    const bool src = all_bytes(g.rsrc.data(), g.rsrc.size() * 4, POISON_INT);
+    const bool w = all_bytes(g.rw.data(), g.rw.size() * 4, POISON_DATA);
+    const bool out = all_bytes(g.out.data(), g.out.size(), POISON_DATA);
+    const bool ok = y && o && s && src && w && out;
+    printf("rank %d %s: y %s, expert_offsets %s, send_rows %s, recv_src %s, recv_weights %s, "
+           "out %s  %s\n", g_rank, what, y ? "untouched" : "WRITTEN", o ? "untouched" : "WRITTEN",
+           s ? "untouched" : "WRITTEN", src ? "untouched" : "WRITTEN",
+           w ? "untouched" : "WRITTEN", out ? "untouched" : "WRITTEN", ok ? "ok" : "FAIL");
+    return ok ? 0 : 1;
+}
+
+struct GCase {
+    const char *name;
+    int64_t hidden, topk;
+    int emode, kind;
+    int64_t tokens; /* per rank; -1: different on every rank, rank 1 none */
+    int use_w, use_src;
+    int64_t n;      /* y's columns */
+    int transW;
+};
+
+/* capacity: the largest rank's rows + a random slack of 0 to 300 */
+static const GCase g_gcases[] = {
+    {"0 uniform top-8 of 64P, h 1024, n 264, transW 1", 1024, 8, E_64, UNIFORM, 256, 1, 1, 264, 1},
+    {"1 uniform top-8 of 64P, h 512, n 512, transW 0", 512, 8, E_64, UNIFORM, 256, 1, 1, 512, 0},
+    {"2 skewed top-2 of 64P, h 1024, n 512", 1024, 2, E_64, SKEW, 600, 1, 1, 512, 1},
+    {"3 tokens differ, a rank with 0, no w/src, n 264", 512, 4, E_64, UNIFORM, -1, 0, 0, 264, 1},
+    {"4 experts (rank 1) with no tokens, top-4, transW 0", 512, 4, E_64, SPARSE, 300, 1, 1, 264, 0},
+    {"5 slots of -1, tokens with none, top-8, n 264", 1024, 8, E_64, HOLES, 256, 1, 1, 264, 1},
+    {"6 a token names an expert twice, top-2 of P, n 512", 512, 2, E_NRANKS, DUP, 600, 1, 1, 512, 1},
+};
+static const int g_ngcases = (int)(sizeof(g_gcases) / sizeof(g_gcases[0]));
+
+static void gcall_of_case(Call &c, const GCase &k, int dt, int call)
+{
+    c.name = k.name;
+    c.dt = dt;
+    c.call = call;
+    c.hidden = k.hidden;
+    c.topk = k.topk;
+    c.experts = experts_of(k.emode);
+    c.use_w = k.use_w;
+    c.use_src = k.use_src;
+    c.n = k.n;
+    c.transW = k.transW;
+    const int64_t hot = (int64_t)((uint64_t)call * 7919u % (uint64_t)c.experts);
+    Rng r{seed_of(0, call) ^ 0x2545f4914f6cdd1dull}; /* the same on every rank */
+    gcall_route(c, k.kind, tokens_of(k.tokens), hot, (int64_t)r.below(301));
+}
+
+static int run_gemm(const char *only)
+{
+    const std::vector<int> pick = parse_list(only);
+    int bad = 0;
+    for (int i = 0; i < g_ngcases; i++) {
+        if (only && std::find(pick.begin(), pick.end(), i) == pick.end()) continue;
+        for (int dt = 0; dt < 2; dt++)
+            for (int rep = 0; rep < 2; rep++) {
+                Call c;
+                gcall_of_case(c, g_gcases[i], dt, 20001 + i * 100 + dt * 10 + rep);
+                gcall_alloc(c);
+                gcall_inputs(c);
+                gcall_poison(c);
+                MK(gcall_dispatch(c, g_comm));
+                MK(gcall_combine(c, g_comm));
+                char what[96];
+                snprintf(what, sizeof what, "%s #%d", g_gcases[i].name, rep + 1);
+                bad += gcheck(c, gfetch(c), what, true);
                 call_free(c);
             }
     }
@@ -955,6 +1397,61 @@ static int run_overflow(void)
 
 /* ---- errors found on the host ---------------------------------------- */
 
+/* mkMoEDispatchGemm's arguments the host refuses, then a good call. */
+static int run_badinput_gemm(void)
+{
+    Call c;
+    c.dt = 0;
+    c.call = 6100;
+    c.hidden = 1032; /* a multiple of 8, not of 64: good with transW = 1 only */
+    c.topk = 4;
+    c.experts = 64 * (int64_t)g_n;
+    c.n = 264;
+    c.transW = 1;
+    gcall_route(c, UNIFORM, tokens_of(64), 0, 8);
+    gcall_alloc(c);
+    gcall_inputs(c);
+    gcall_poison(c);
+    CK(cudaStreamSynchronize(g_st));
+    const int64_t T = c.tokens(), H = c.hidden, N = c.n, K = c.topk, E = c.experts, C = c.cap;
+    auto G = [&](const void *W, void *y, int64_t n, int64_t h, int tw, mkDataType_t d) {
+        return mkMoEDispatchGemm(c.x, c.idx, c.w, W, y, c.rw, c.rsrc, c.off, c.send_rows, T, h, n,
+                                 K, E, C, tw, d, g_comm, g_st);
+    };
+    const mkDataType_t bf = mkBfloat16;
+    struct GBad {
+        const char *what;
+        std::function<mkResult_t()> call;
+        mkResult_t want;
+    };
+    const std::vector<GBad> cases = {
+        {"dispatch+gemm: W NULL", [&] { return G(NULL, c.y, N, H, 1, bf); }, mkErrInvalidArgument},
+        {"dispatch+gemm: y NULL", [&] { return G(c.W, NULL, N, H, 1, bf); }, mkErrInvalidArgument},
+        {"dispatch+gemm: n 0", [&] { return G(c.W, c.y, 0, H, 1, bf); }, mkErrInvalidArgument},
+        {"dispatch+gemm: n 260 (not a multiple of 8)", [&] { return G(c.W, c.y, 260, H, 1, bf); }, mkErrInvalidArgument},
+        {"dispatch+gemm: transW 2", [&] { return G(c.W, c.y, N, H, 2, bf); }, mkErrInvalidArgument},
+        {"dispatch+gemm: transW 0, hidden 1032 (not 64k)", [&] { return G(c.W, c.y, N, H, 0, bf); }, mkErrInvalidArgument},
+        {"dispatch+gemm: dtype fp32", [&] { return G(c.W, c.y, N, H, 1, mkFloat32); }, mkErrUnsupported},
+    };
+    int bad = 0;
+    for (const GBad &b : cases) {
+        const mkResult_t r = b.call();
+        const char *msg = mkGetLastError(g_comm);
+        const bool ok = r == b.want;
+        printf("rank %d bad input, %-46s -> %s: \"%s\"  %s\n", g_rank, b.what,
+               mkGetErrorString(r), msg, ok ? "ok" : "FAIL");
+        bad += !ok;
+    }
+    CK(cudaStreamSynchronize(g_st));
+    bad += guntouched(c, "bad input: after every refused dispatch+gemm");
+    /* and a good call */
+    MK(gcall_dispatch(c, g_comm));
+    MK(gcall_combine(c, g_comm));
+    bad += gcheck(c, gfetch(c), "bad input, then a good dispatch+gemm", true);
+    call_free(c);
+    return bad;
+}
+
 static int run_badinput(void)
 {
     Call c;
@@ -1037,6 +1534,8 @@ static int run_badinput(void)
     /* and the communicator still works */
     call_run(c);
     bad += call_check(c, "bad input, then a good call");
+    call_free(c);
+    bad += run_badinput_gemm();
     mkResult_t ae;
     MK(mkCommGetAsyncError(g_comm, &ae));
     if (ae != mkSuccess) {
@@ -1044,7 +1543,6 @@ static int run_badinput(void)
                mkGetErrorString(ae));
         bad++;
     }
-    call_free(c);
     return bad;
 }
 
@@ -1117,6 +1615,22 @@ static int run_multinode(void)
     bad += r != mkErrUnsupported;
     CK(cudaStreamSynchronize(g_st));
     bad += untouched(c, "multinode: after both calls");
+    {
+        static const GCase gk = {"multinode", 1032, 2, E_NRANKS, UNIFORM, 300, 1, 1, 264, 1};
+        Call gc;
+        gcall_of_case(gc, gk, 0, 3001);
+        gcall_alloc(gc);
+        gcall_inputs(gc);
+        gcall_poison(gc);
+        CK(cudaStreamSynchronize(g_st));
+        r = gcall_dispatch(gc, g_comm);
+        printf("rank %d multinode (%d nodes): dispatch+gemm -> %s: \"%s\"  %s\n", g_rank, nodes,
+               mkGetErrorString(r), mkGetLastError(g_comm), r == mkErrUnsupported ? "ok" : "FAIL");
+        bad += r != mkErrUnsupported;
+        CK(cudaStreamSynchronize(g_st));
+        bad += guntouched(gc, "multinode: after dispatch+gemm");
+        call_free(gc);
+    }
     /* the communicator is still healthy: an all-reduce of the ranks */
     float *d;
     CK(cudaMalloc(&d, 4 * sizeof(float)));
@@ -1225,6 +1739,7 @@ int main(int argc, char **argv)
                (unsigned long long)g_seed, (unsigned long long)g_seed, g_n);
     int bad = 0;
     if (!strcmp(mode, "correct")) bad = run_correct(argc > 2 ? argv[2] : NULL);
+    else if (!strcmp(mode, "gemm")) bad = run_gemm(argc > 2 ? argv[2] : NULL);
     else if (!strcmp(mode, "stress")) bad = run_stress();
     else if (!strcmp(mode, "graph")) bad = run_graph();
     else if (!strcmp(mode, "overflow")) bad = run_overflow();

@@ -1,10 +1,11 @@
 /*
- * moe.cu - mkbench for mkMoEDispatch and mkMoECombine (one process per
- * rank, under mpirun): ours against the NCCL all-to-allv sequence a
- * framework runs, and against that all-to-allv alone, in the same run, on
- * the same random data and routing.
+ * moe.cu - mkbench for mkMoEDispatch, mkMoECombine and mkMoEDispatchGemm
+ * (one process per rank, under mpirun): ours against the NCCL all-to-allv
+ * sequence a framework runs, and against that all-to-allv alone, in the
+ * same run, on the same random data and routing.
  *
  *   mkbench moe [--shapes TxHxExK,...] [--routing random,skewed]
+ *               [--series dispatch,combine,dgemm] [--gemm-n N]
  *               [--iters N] [--rounds R] [--tag NAME] [--no-nccl]
  *   (mkbench_moe [the same] standalone)
  *
@@ -29,10 +30,23 @@
  *             outputs given grouped by source rank: no permutation
  *             charged) and a weighted-sum kernel (fp32, j in order, one
  *             rounding);
- *             a2a:  that all-to-allv alone.
+ *             a2a:  that all-to-allv alone;
+ *   dgemm     the dispatch and the first GEMM of the experts' FFN, y_e =
+ *             recv_e W_e^T with W_e N x H (stored Linear weights, transW
+ *             1), N = 2 I: I = 2048 at H 7168 (DeepSeek-like), 14336 at
+ *             H 4096 (Mixtral-like), else I = H (--gemm-n N sets N);
+ *             ours: mkMoEDispatchGemm (y in mkMoEDispatch's layout);
+ *             nccl: the dispatch baseline above unpacking into ours'
+ *             layout, then cublasGemmGroupedBatchedEx over the local
+ *             experts (a group per expert with rows, group size 1, its
+ *             own m; bf16 in and out, fp32 compute);
+ *             mk+blas: mkMoEDispatch then that grouped GEMM;
+ *             blas: that grouped GEMM alone (the limit).
  * Before timing, the baselines are checked against ours: the unpacked
  * rows must be ours' recv bit for bit, the combined outputs within bf16's
- * rounding (a mismatch ends the run, status 3).
+ * rounding; ours' dgemm expert_offsets against the host's, its y on every
+ * real row within bf16's rounding of mk+blas's y and of the nccl
+ * baseline's (a mismatch ends the run, status 3).
  *
  * Method as mkbench gemm_rs: R rounds (default 3) of N timed calls
  * (default 20) per series, each block after a bootstrap barrier and
@@ -40,12 +54,14 @@
  * twice the L2; per series the median of the R x N per-call CUDA event
  * times, the largest of the ranks' medians.  Dispatch GB/s: the bytes of
  * the unique (token, destination) rows that cross to other ranks, the
- * mean over the ranks, over the time (the combine's GB/s: the same bytes).
+ * mean over the ranks, over the time (the combine's GB/s: the same bytes);
+ * dgemm TFLOP/s: 2 N H times the mean real rows per rank over the time.
  * Rank 0 prints the table and writes moe.json (moe-NAME.json with --tag)
  * and moe.tsv in mkb_results_dir.  --no-nccl times ours only (NCCL
  * refuses ranks that share a GPU: a run under MPS on one GPU).  NCCL runs
  * with NCCL_NVLS_ENABLE=0 unless the environment sets it.
  */
+#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -63,6 +79,7 @@
 #include "common.h"
 #include "multi.h"
 
+
 namespace {
 
 int g_rank, g_n;
@@ -70,10 +87,23 @@ mkComm_t g_comm;
 ncclComm_t g_nccl;
 cudaStream_t g_st;
 int g_sms;
+cublasHandle_t g_blas;
 
 /* the series: dispatch ours, NCCL's, its all-to-allv alone; the same for
- * combine (ours + 1 is the baseline, ours + 2 the all-to-allv) */
-enum { D_OURS, D_NCCL, D_A2A, C_OURS, C_NCCL, C_A2A, NSERIES };
+ * combine (ours + 1 is the baseline, ours + 2 the all-to-allv); dispatch +
+ * GEMM ours, NCCL's dispatch + cuBLAS grouped, mkMoEDispatch + cuBLAS
+ * grouped, cuBLAS grouped alone */
+enum { D_OURS, D_NCCL, D_A2A, C_OURS, C_NCCL, C_A2A, G_OURS, G_NCCL, G_UNF, G_BLAS, NSERIES };
+
+/* --series: bits of the groups */
+enum { S_DISPATCH = 1, S_COMBINE = 2, S_DGEMM = 4 };
+
+int series_group(int what) { return what <= D_A2A ? S_DISPATCH : what <= C_A2A ? S_COMBINE : S_DGEMM; }
+bool needs_nccl(int what)
+{
+    return what == D_NCCL || what == D_A2A || what == C_NCCL || what == C_A2A || what == G_NCCL;
+}
+bool is_ours(int what) { return what == D_OURS || what == C_OURS || what == G_OURS; }
 
 /* ---- routing (host) ---------------------------------------------------- */
 
@@ -143,6 +173,13 @@ struct layout {
     std::vector<size_t> cscnt, csdis, crcnt, crdis; /* combine all-to-allv, rows */
     std::vector<int32_t> cpos;            /* slot (t, j) -> combine receive row; -1 */
     double cross_rows_mean = 0;           /* unique (t, rank != source) rows, mean */
+    double rows_mean = 0;                 /* rows received per rank, mean */
+    /* mkMoEDispatchGemm's layout (y's rows), kept apart from the dispatch's
+     * so that the dgemm series checks its own: the same rows today */
+    int64_t prows = 0, pmax_rows = 0;     /* padded rows here; the largest rank's */
+    std::vector<int64_t> poff;            /* El + 1 */
+    std::vector<int32_t> punpack;         /* padded row -> a2a receive row; -1: padding */
+    std::vector<int32_t> realp;           /* unpadded row -> padded row */
 };
 
 void prefix(const std::vector<size_t> &c, std::vector<size_t> &d)
@@ -162,16 +199,30 @@ layout make_layout(const std::vector<routing> &rt, int64_t T, int64_t E, int64_t
         for (int32_t g : rt[(size_t)q].idx)
             if (g >= 0) cnt[(size_t)g]++;
     L.off.assign((size_t)El + 1, 0);
+    L.poff.assign((size_t)El + 1, 0);
+    const int64_t A = 1; /* y's expert blocks: packed, like recv's */
+    double total = 0;
     for (int d = 0; d < g_n; d++) {
-        int64_t acc = 0;
+        int64_t acc = 0, pacc = 0;
         for (int64_t e = 0; e < El; e++) {
-            if (d == me) L.off[(size_t)e] = acc;
+            if (d == me) {
+                L.off[(size_t)e] = acc;
+                L.poff[(size_t)e] = pacc;
+            }
             acc += cnt[(size_t)(d * El + e)];
+            pacc += (cnt[(size_t)(d * El + e)] + A - 1) / A * A;
         }
-        if (d == me) L.off[(size_t)El] = acc;
+        if (d == me) {
+            L.off[(size_t)El] = acc;
+            L.poff[(size_t)El] = pacc;
+        }
         L.max_rows = std::max(L.max_rows, acc);
+        L.pmax_rows = std::max(L.pmax_rows, pacc);
+        total += (double)acc;
     }
     L.rows = L.off[(size_t)El];
+    L.prows = L.poff[(size_t)El];
+    L.rows_mean = total / g_n;
     /* unique destinations of every rank's tokens */
     auto dests = [&](int q, int64_t t, std::vector<char> &to) {
         std::fill(to.begin(), to.end(), 0);
@@ -214,12 +265,18 @@ layout make_layout(const std::vector<routing> &rt, int64_t T, int64_t E, int64_t
     }
     std::vector<std::vector<int32_t>> row_of((size_t)g_n); /* q's slot -> row here */
     for (int q = 0; q < g_n; q++) row_of[(size_t)q].assign((size_t)(T * K), -1);
-    for (int64_t e = 0; e < El; e++)
+    L.punpack.assign((size_t)L.prows, -1);
+    for (int64_t e = 0; e < El; e++) {
+        int64_t i = 0;
         for (const auto &p : bucket[(size_t)e]) {
             row_of[(size_t)p.first][(size_t)p.second] = (int32_t)L.unpack.size();
             L.unpack.push_back((int32_t)(L.rdis[(size_t)p.first] +
                                          pos_here[(size_t)p.first][(size_t)(p.second / K)]));
+            L.punpack[(size_t)(L.poff[(size_t)e] + i)] = L.unpack.back();
+            L.realp.push_back((int32_t)(L.poff[(size_t)e] + i));
+            i++;
         }
+    }
     /* combine: here (the experts' rank) rows go back grouped by source,
      * each source's in (t, j) order; the source reads slot (t, j) from
      * the block of its expert's rank */
@@ -251,6 +308,20 @@ __global__ void gather_rows(uint4 *dst, const uint4 *src, const int32_t *idx, in
 {
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const uint4 *s = src + (int64_t)idx[r] * vec;
+        uint4 *d = dst + r * vec;
+        for (int64_t v = threadIdx.x; v < vec; v += blockDim.x) d[v] = s[v];
+    }
+}
+
+/* dst row r = src row idx[r], rows with idx[r] < 0 left alone (the
+ * padding rows of the padded layout). */
+__global__ void gather_rows_skip(uint4 *dst, const uint4 *src, const int32_t *idx, int64_t rows,
+                                 int64_t vec)
+{
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const int32_t i = idx[r];
+        if (i < 0) continue;
+        const uint4 *s = src + (int64_t)i * vec;
         uint4 *d = dst + r * vec;
         for (int64_t v = threadIdx.x; v < vec; v += blockDim.x) d[v] = s[v];
     }
@@ -313,6 +384,25 @@ __global__ void count_far(const __nv_bfloat16 *a, const __nv_bfloat16 *b, size_t
     if (c) atomicAdd(cnt, c);
 }
 
+/* Rows a[ai[i]] against b[bi[i]] (bi NULL: b[i]), i < rows, n columns of
+ * bf16: the count of elements apart by more than two bf16 roundings of
+ * GEMM outputs (fp32 accumulation in both, in other orders). */
+__global__ void count_far_rows(const __nv_bfloat16 *a, const int32_t *ai, const __nv_bfloat16 *b,
+                               const int32_t *bi, int64_t rows, int64_t n,
+                               unsigned long long *cnt)
+{
+    unsigned long long c = 0;
+    const size_t total = (size_t)rows * (size_t)n;
+    for (size_t f = blockIdx.x * (size_t)blockDim.x + threadIdx.x; f < total;
+         f += (size_t)gridDim.x * blockDim.x) {
+        const int64_t i = (int64_t)(f / (size_t)n), j = (int64_t)(f % (size_t)n);
+        const float x = __bfloat162float(a[(int64_t)ai[i] * n + j]);
+        const float y = __bfloat162float(b[(bi ? (int64_t)bi[i] : i) * n + j]);
+        c += !(fabsf(x - y) <= (fabsf(x) + fabsf(y)) * (1.0f / 256) + 1e-2f);
+    }
+    if (c) atomicAdd(cnt, c);
+}
+
 /* ---- series ------------------------------------------------------------- */
 
 struct set {
@@ -322,6 +412,14 @@ struct set {
     int64_t *off;
     int32_t *send_rows;
     uint16_t *sbuf, *rbuf, *ubuf, *ysrc, *yback, *outn; /* the baselines' */
+    /* dgemm: ours' y, recv_weights, expert_offsets, send_rows; the
+     * baselines' padded unpack buffer and y (nccl: padded, mk+blas: ours'
+     * dispatch layout); cuBLAS's pointer arrays (device) of A and C */
+    uint16_t *yg, *ubufp, *yn, *yu;
+    float *rwg;
+    int64_t *offg;
+    int32_t *srg;
+    void **pa_n, **pc_n, **pa_u, **pc_u;
 };
 
 struct ctx {
@@ -331,6 +429,15 @@ struct ctx {
     const int32_t *idx, *pack, *unpack, *cpos;
     const float *w;
     layout *L;
+    /* dgemm */
+    int64_t N = 0, capg = 0;
+    const uint16_t *W = nullptr;  /* El x (N x H) */
+    const int32_t *punpack = nullptr;
+    void **pw = nullptr;          /* cuBLAS's B pointers (device): W of each group */
+    int G = 0;                    /* groups: the local experts with rows */
+    std::vector<cublasOperation_t> ta, tb;
+    std::vector<int> gm, gn, gk, ldw, lda, ldc, gsz;
+    std::vector<float> alpha, beta;
 };
 
 void a2av(const uint16_t *s, uint16_t *r, const std::vector<size_t> &sc,
@@ -356,6 +463,18 @@ void gather(uint16_t *dst, const uint16_t *src, const int32_t *idx, int64_t rows
     gather_rows<<<(unsigned)blocks, 256, 0, g_st>>>((uint4 *)dst, (const uint4 *)src, idx, rows,
                                                     H / 8);
     MKB_CHECK(cudaGetLastError());
+}
+
+/* cuBLAS's grouped GEMM of the local experts with rows: row-major
+ * y_e = A_e W_e^T, i.e. column-major y_e^T (N x rows_e) = W_e^T A_e^T. */
+void grouped_gemm(const ctx &x, void *const *pa, void *const *pc)
+{
+    if (x.G == 0) return;
+    MKB_CB(cublasGemmGroupedBatchedEx(
+        g_blas, x.ta.data(), x.tb.data(), x.gm.data(), x.gn.data(), x.gk.data(), x.alpha.data(),
+        (const void *const *)x.pw, CUDA_R_16BF, x.ldw.data(), (const void *const *)pa,
+        CUDA_R_16BF, x.lda.data(), x.beta.data(), pc, CUDA_R_16BF, x.ldc.data(), x.G,
+        x.gsz.data(), CUBLAS_COMPUTE_32F));
 }
 
 void call(const ctx &x, const set &s)
@@ -385,7 +504,28 @@ void call(const ctx &x, const set &s)
             MKB_CHECK(cudaGetLastError());
         }
         break;
-    default: a2av(s.ysrc, s.yback, L.cscnt, L.csdis, L.crcnt, L.crdis, x.H); break;
+    case C_A2A: a2av(s.ysrc, s.yback, L.cscnt, L.csdis, L.crcnt, L.crdis, x.H); break;
+    case G_OURS:
+        MKB_MK(mkMoEDispatchGemm(s.x, x.idx, x.w, x.W, s.yg, s.rwg, NULL, s.offg, s.srg, x.T,
+                                 x.H, x.N, x.K, x.E, x.capg, 1, mkBfloat16, g_comm, g_st));
+        break;
+    case G_NCCL:
+        gather(s.sbuf, s.x, x.pack, (int64_t)L.pack.size(), x.H);
+        a2av(s.sbuf, s.rbuf, L.scnt, L.sdis, L.rcnt, L.rdis, x.H);
+        if (L.prows > 0) {
+            gather_rows_skip<<<(unsigned)std::min<int64_t>(L.prows, (int64_t)g_sms * 8), 256, 0,
+                               g_st>>>((uint4 *)s.ubufp, (const uint4 *)s.rbuf, x.punpack,
+                                       L.prows, x.H / 8);
+            MKB_CHECK(cudaGetLastError());
+        }
+        grouped_gemm(x, s.pa_n, s.pc_n);
+        break;
+    case G_UNF:
+        MKB_MK(mkMoEDispatch(s.x, x.idx, x.w, s.recv, s.rw, NULL, s.off, s.send_rows, x.T, x.H,
+                             x.K, x.E, x.cap, mkBfloat16, g_comm, g_st));
+        grouped_gemm(x, s.pa_u, s.pc_u);
+        break;
+    default: grouped_gemm(x, s.pa_u, s.pc_u); break; /* G_BLAS */
     }
 }
 
@@ -403,8 +543,7 @@ void time_block(ctx &x, int what, int iters, std::vector<double> &out)
     x.what = what;
     MKB_MK(g_comm->boot->barrier(g_comm->boot_ctx));
     std::vector<double> ms((size_t)iters);
-    mkb_time(run_fn, &x, g_st, what == D_OURS || what == C_OURS ? MOE_WARMUP_OURS : MOE_WARMUP,
-             iters, ms.data());
+    mkb_time(run_fn, &x, g_st, is_ours(what) ? MOE_WARMUP_OURS : MOE_WARMUP, iters, ms.data());
     out.insert(out.end(), ms.begin(), ms.end());
 }
 
@@ -439,6 +578,10 @@ struct result {
     double cross_bytes;
     double t[NSERIES];
     int check_ok;
+    /* dgemm */
+    long long N, prows_max;
+    double rows_mean;
+    int check_g;
 };
 
 void ms_or_null(char *out, size_t len, double ms)
@@ -449,7 +592,11 @@ void ms_or_null(char *out, size_t len, double ms)
 
 double gbs(double bytes, double ms) { return ms > 0 ? bytes / (ms * 1e-3) / 1e9 : -1; }
 
-void write_out(const std::vector<result> &res, const char *tag, int calls)
+/* 2 N H per real row: the dispatch + GEMM's flops per call, per rank (the
+ * mean rows) */
+double dgemm_flops(const result &r) { return 2.0 * r.rows_mean * (double)r.N * (double)r.H; }
+
+void write_out(const std::vector<result> &res, const char *tag, int calls, int series)
 {
     char dir[512], path[700];
     mkb_results_dir(dir, sizeof dir);
@@ -460,6 +607,7 @@ void write_out(const std::vector<result> &res, const char *tag, int calls)
     ncclGetVersion(&nv);
     for (const result &r : res)
         for (int comb = 0; comb < 2; comb++) {
+            if (!(series & (comb ? S_COMBINE : S_DISPATCH))) continue;
             const int o = comb ? C_OURS : D_OURS;
             char extra[1024], a2a[32], bg[32], ag[32];
             ms_or_null(a2a, sizeof a2a, r.t[o + 2]);
@@ -500,17 +648,62 @@ void write_out(const std::vector<result> &res, const char *tag, int calls)
             rec.extra = extra;
             mkb_json_add(&js, &rec);
         }
+    for (const result &r : res) {
+        if (!(series & S_DGEMM)) break;
+        char extra[1400], unf[32], blas[32], vs[32];
+        ms_or_null(unf, sizeof unf, r.t[G_UNF]);
+        ms_or_null(blas, sizeof blas, r.t[G_BLAS]);
+        if (r.t[G_UNF] > 0 && r.t[G_OURS] > 0)
+            snprintf(vs, sizeof vs, "%.4f", r.t[G_UNF] / r.t[G_OURS]);
+        else
+            snprintf(vs, sizeof vs, "null");
+        snprintf(extra, sizeof extra,
+                 "\"tokens_per_rank\": %lld, \"hidden\": %lld, \"experts\": %lld, "
+                 "\"topk\": %lld, \"routing\": \"%s\", \"gemm_n\": %lld, \"transW\": 1, "
+                 "\"mk_dispatch_cublas_ms\": %s, \"cublas_grouped_ms\": %s, "
+                 "\"speedup_vs_mk_dispatch_cublas\": %s, \"rows_per_rank_mean\": %.1f, "
+                 "\"dgemm_align\": %lld, \"dgemm_max_rows_per_rank\": %lld, "
+                 "\"max_rows_per_rank\": %lld, "
+                 "\"calls_per_series\": %d, \"check\": \"%s\", \"nccl\": \"%d.%d.%d\", "
+                 "\"baseline_desc\": \"pack kernel, ncclSend/ncclRecv all-to-allv of unique "
+                 "(token, rank) rows, unpack kernel to the expert layout, "
+                 "cublasGemmGroupedBatchedEx (a group of size 1 per local expert with rows, "
+                 "bf16, fp32 compute), one stream\", \"limit_desc\": \"that grouped GEMM "
+                 "alone\"",
+                 r.T, r.H, r.E, r.K, r.skewed ? "skewed" : "random", r.N, unf, blas, vs,
+                 r.rows_mean, (long long)1, r.prows_max, r.rows_max, calls, r.check_g ? "ok" : "FAIL",
+                 nv / 10000, nv / 100 % 100, nv % 100);
+        mkb_record rec;
+        memset(&rec, 0, sizeof(rec));
+        rec.op = "moe_dispatch_gemm";
+        rec.dtype = "bf16";
+        rec.baseline = "pack+nccl_alltoallv+unpack+cublas_grouped";
+        rec.world_size = g_n;
+        rec.nodes = g_comm->nnodes;
+        rec.m = r.T;
+        rec.n = r.N;
+        rec.k = r.H;
+        rec.ours_ms = r.t[G_OURS];
+        rec.baseline_ms = r.t[G_NCCL];
+        rec.limit_ms = r.t[G_BLAS];
+        rec.flops = dgemm_flops(r);
+        snprintf(rec.sm_split, sizeof rec.sm_split, "moe");
+        rec.extra = extra;
+        mkb_json_add(&js, &rec);
+    }
     mkb_json_close(&js);
     snprintf(path, sizeof path, "%s/moe%s%s.tsv", dir, tag ? "-" : "", tag ? tag : "");
     FILE *f = fopen(path, "w");
     if (!f) return;
     fprintf(f, "shape\trouting\tdispatch_ms\tdispatch_nccl_ms\tdispatch_a2a_ms\tcombine_ms\t"
-               "combine_nccl_ms\tcombine_a2a_ms\tdispatch_gbs\tcross_bytes\n");
+               "combine_nccl_ms\tcombine_a2a_ms\tdispatch_gbs\tcross_bytes\tgemm_n\t"
+               "dgemm_ms\tdgemm_nccl_cublas_ms\tdgemm_mk_cublas_ms\tcublas_grouped_ms\n");
     for (const result &r : res)
-        fprintf(f, "%lldx%lldx%lldx%lld\t%s\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.2f\t%.0f\n",
+        fprintf(f, "%lldx%lldx%lldx%lld\t%s\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.2f\t%.0f\t"
+                   "%lld\t%.4f\t%.4f\t%.4f\t%.4f\n",
                 r.T, r.H, r.E, r.K, r.skewed ? "skewed" : "random", r.t[D_OURS], r.t[D_NCCL],
                 r.t[D_A2A], r.t[C_OURS], r.t[C_NCCL], r.t[C_A2A], gbs(r.cross_bytes, r.t[D_OURS]),
-                r.cross_bytes);
+                r.cross_bytes, r.N, r.t[G_OURS], r.t[G_NCCL], r.t[G_UNF], r.t[G_BLAS]);
     fclose(f);
     printf("results: %s (and .json)\n", path);
 }
@@ -535,15 +728,18 @@ int parse_shapes(const char *s, std::vector<result> &out)
 
 /* One shape and routing: set up, check the baselines against ours, time
  * the series in turns. */
-void bench_one(result &r, int nccl, int iters, int rounds, int l2, uint64_t seed)
+void bench_one(result &r, int nccl, int iters, int rounds, int l2, uint64_t seed, int series)
 {
-    const int64_t T = r.T, H = r.H, E = r.E, K = r.K;
+    const int64_t T = r.T, H = r.H, E = r.E, K = r.K, El = E / g_n;
+    const bool dg = (series & S_DGEMM) != 0;
     std::vector<routing> rt;
     for (int q = 0; q < g_n; q++)
         rt.push_back(make_routing(r.skewed, q, T, E, K, seed + 977ull * (uint64_t)r.skewed));
     layout L = make_layout(rt, T, E, K);
     r.rows_max = L.max_rows;
     r.cross_bytes = L.cross_rows_mean * (double)H * 2;
+    r.rows_mean = L.rows_mean;
+    r.prows_max = L.pmax_rows;
     ctx x;
     x.T = T;
     x.H = H;
@@ -559,10 +755,48 @@ void bench_one(result &r, int nccl, int iters, int rounds, int l2, uint64_t seed
     x.pack = pack;
     x.unpack = unpack;
     x.cpos = cpos;
+    /* dgemm: W (El x (N x H), the same in every set), cuBLAS's groups */
+    const int64_t N = r.N;
+    int32_t *punpack = nullptr, *realp = nullptr;
+    uint16_t *W = nullptr;
+    std::vector<int64_t> gexp; /* the local experts with rows */
+    if (dg) {
+        x.N = N;
+        x.capg = L.pmax_rows;
+        punpack = upload(L.punpack);
+        realp = upload(L.realp);
+        x.punpack = punpack;
+        W = dmalloc<uint16_t>((size_t)El * N * H);
+        mkb_fill_rand<<<1024, 256, 0, g_st>>>(W, (size_t)El * N * H, seed + 77777 + 131 * g_rank, 0);
+        MKB_CHECK(cudaGetLastError());
+        x.W = W;
+        for (int64_t e = 0; e < El; e++)
+            if (L.off[(size_t)e + 1] > L.off[(size_t)e]) gexp.push_back(e);
+        x.G = (int)gexp.size();
+        for (int64_t e : gexp) {
+            x.ta.push_back(CUBLAS_OP_T);
+            x.tb.push_back(CUBLAS_OP_N);
+            x.gm.push_back((int)N);
+            x.gn.push_back((int)(L.off[(size_t)e + 1] - L.off[(size_t)e]));
+            x.gk.push_back((int)H);
+            x.ldw.push_back((int)H);
+            x.lda.push_back((int)H);
+            x.ldc.push_back((int)N);
+            x.gsz.push_back(1);
+            x.alpha.push_back(1.0f);
+            x.beta.push_back(0.0f);
+        }
+        std::vector<void *> pw;
+        for (int64_t e : gexp) pw.push_back(W + (size_t)e * N * H);
+        x.pw = upload(pw);
+    }
     const size_t rb = (size_t)H * 2; /* bytes per row */
     const size_t ns = L.pack.size(), nr = L.rdis.back() + L.rcnt.back(), nu = L.unpack.size(),
                  ny = L.ysrc.size(), nb = L.crdis.back() + L.crcnt.back();
-    const size_t per = rb * ((size_t)T * 3 + (size_t)x.cap + (nccl ? ns + nr + nu + ny + nb : 0));
+    size_t per = rb * ((size_t)T * 3 + (size_t)x.cap + (nccl ? ns + nr + nu + ny + nb : 0));
+    if (dg)
+        per += (size_t)N * 2 * ((size_t)x.capg + (size_t)x.cap + (nccl ? (size_t)x.capg : 0)) +
+               (nccl ? rb * (size_t)L.prows : 0);
     size_t nsets = (2 * (size_t)l2 + per - 1) / per;
     nsets = std::max<size_t>(1, std::min<size_t>(nsets, 8));
     for (size_t i = 0; i < nsets; i++) {
@@ -581,6 +815,32 @@ void bench_one(result &r, int nccl, int iters, int rounds, int l2, uint64_t seed
             s.ysrc = dmalloc<uint16_t>(ny * H);
             s.yback = dmalloc<uint16_t>(nb * H);
             s.outn = dmalloc<uint16_t>((size_t)T * H);
+        }
+        if (dg) {
+            s.yg = dmalloc<uint16_t>((size_t)x.capg * N);
+            s.rwg = dmalloc<float>((size_t)x.capg);
+            s.offg = dmalloc<int64_t>((size_t)(El + 1));
+            s.srg = dmalloc<int32_t>((size_t)(T * K));
+            s.yu = dmalloc<uint16_t>((size_t)x.cap * N);
+            std::vector<void *> pa, pc;
+            for (int64_t e : gexp) {
+                pa.push_back(s.recv + (size_t)L.off[(size_t)e] * H);
+                pc.push_back(s.yu + (size_t)L.off[(size_t)e] * N);
+            }
+            s.pa_u = upload(pa);
+            s.pc_u = upload(pc);
+            if (nccl) {
+                s.ubufp = dmalloc<uint16_t>((size_t)L.prows * H);
+                s.yn = dmalloc<uint16_t>((size_t)x.capg * N);
+                pa.clear();
+                pc.clear();
+                for (int64_t e : gexp) {
+                    pa.push_back(s.ubufp + (size_t)L.poff[(size_t)e] * H);
+                    pc.push_back(s.yn + (size_t)L.poff[(size_t)e] * N);
+                }
+                s.pa_n = upload(pa);
+                s.pc_n = upload(pc);
+            }
         }
         mkb_fill_rand<<<1024, 256, 0, g_st>>>(s.x, (size_t)T * H, seed + 1000 + 17 * i + 131 * g_rank, 0);
         MKB_CHECK(cudaGetLastError());
@@ -623,14 +883,61 @@ void bench_one(result &r, int nccl, int iters, int rounds, int l2, uint64_t seed
                 g_rank, r.T, r.H, r.E, r.K, r.skewed ? "skewed" : "random",
                 bad_off ? "WRONG" : "right", hc[0], hc[1]);
     r.check_ok = max_over_ranks(bad_off || hc[0] || hc[1] ? 1.0 : 0.0) == 0.0;
+    /* dgemm: ours' expert_offsets against the host's; its y on every
+     * real row against mk+blas's y (mkMoEDispatch's layout) and against
+     * the NCCL baseline's (ours' layout) */
+    r.check_g = 1;
+    if (dg) {
+        unsigned long long *gc = dmalloc<unsigned long long>(2), hg[2] = {0, 0};
+        MKB_CHECK(cudaMemsetAsync(gc, 0, 16, g_st));
+        int bad_goff = 0;
+        const int64_t nreal = (int64_t)L.realp.size();
+        const unsigned blocks = (unsigned)std::max<int64_t>(
+            1, std::min<int64_t>((int64_t)g_sms * 16, (nreal * N + 255) / 256));
+        for (set &s : x.sets) {
+            x.what = G_OURS;
+            call(x, s);
+            std::vector<int64_t> off(L.poff.size());
+            MKB_CHECK(cudaMemcpyAsync(off.data(), s.offg, off.size() * 8, cudaMemcpyDeviceToHost,
+                                      g_st));
+            MKB_CHECK(cudaStreamSynchronize(g_st));
+            bad_goff += off != L.poff;
+            x.what = G_UNF;
+            call(x, s);
+            if (nreal > 0)
+                count_far_rows<<<blocks, 256, 0, g_st>>>((const __nv_bfloat16 *)s.yg, realp,
+                                                         (const __nv_bfloat16 *)s.yu, nullptr,
+                                                         nreal, N, gc);
+            if (nccl) {
+                x.what = G_NCCL;
+                call(x, s);
+                if (nreal > 0)
+                    count_far_rows<<<blocks, 256, 0, g_st>>>((const __nv_bfloat16 *)s.yg, realp,
+                                                             (const __nv_bfloat16 *)s.yn, realp,
+                                                             nreal, N, gc + 1);
+            }
+            MKB_CHECK(cudaGetLastError());
+        }
+        MKB_CHECK(cudaMemcpyAsync(hg, gc, 16, cudaMemcpyDeviceToHost, g_st));
+        MKB_CHECK(cudaStreamSynchronize(g_st));
+        if (bad_goff || hg[0] || hg[1])
+            fprintf(stderr, "rank %d: %lldx%lldx%lldx%lld %s, dispatch + GEMM N %lld: "
+                            "expert_offsets %s, %llu outputs differ from mkMoEDispatch + cuBLAS's "
+                            "beyond bf16 rounding, %llu from the NCCL + cuBLAS baseline's%s\n",
+                    g_rank, r.T, r.H, r.E, r.K, r.skewed ? "skewed" : "random", r.N,
+                    bad_goff ? "WRONG" : "right", hg[0], hg[1], nccl ? "" : " (not run)");
+        r.check_g = max_over_ranks(bad_goff || hg[0] || hg[1] ? 1.0 : 0.0) == 0.0;
+        cudaFree(gc);
+    }
     std::vector<double> t[NSERIES];
+    auto timed = [&](int what) {
+        return (series & series_group(what)) && (nccl || !needs_nccl(what));
+    };
     for (int round = 0; round < rounds; round++)
         for (int what = 0; what < NSERIES; what++)
-            if (nccl || what == D_OURS || what == C_OURS) time_block(x, what, iters, t[what]);
+            if (timed(what)) time_block(x, what, iters, t[what]);
     for (int what = 0; what < NSERIES; what++)
-        r.t[what] = nccl || what == D_OURS || what == C_OURS
-                        ? mkb_worst_median(g_comm, g_rank, g_n, t[what])
-                        : -1;
+        r.t[what] = timed(what) ? mkb_worst_median(g_comm, g_rank, g_n, t[what]) : -1;
     mkResult_t ae;
     MKB_MK(mkCommGetAsyncError(g_comm, &ae));
     if (ae != mkSuccess) {
@@ -642,11 +949,15 @@ void bench_one(result &r, int nccl, int iters, int rounds, int l2, uint64_t seed
     for (set &s : x.sets)
         for (void *p : {(void *)s.x, (void *)s.recv, (void *)s.out, (void *)s.rw, (void *)s.off,
                         (void *)s.send_rows, (void *)s.sbuf, (void *)s.rbuf, (void *)s.ubuf,
-                        (void *)s.ysrc, (void *)s.yback, (void *)s.outn})
+                        (void *)s.ysrc, (void *)s.yback, (void *)s.outn, (void *)s.yg,
+                        (void *)s.ubufp, (void *)s.yn, (void *)s.yu, (void *)s.rwg,
+                        (void *)s.offg, (void *)s.srg, (void *)s.pa_n, (void *)s.pc_n,
+                        (void *)s.pa_u, (void *)s.pc_u})
             if (p) cudaFree(p);
     for (void *p : {(void *)idx, (void *)pack, (void *)unpack, (void *)cpos, (void *)ysrc_idx,
-                    (void *)w, (void *)cnt})
-        cudaFree(p);
+                    (void *)w, (void *)cnt, (void *)punpack, (void *)realp, (void *)W,
+                    (void *)x.pw})
+        if (p) cudaFree(p);
 }
 
 } // namespace
@@ -656,27 +967,41 @@ extern "C" int mkb_moe_main(int argc, char **argv)
     const char *shapes = "4096x7168x256x8,16384x7168x256x8,8192x4096x8x2";
     const char *routings = "random,skewed";
     const char *tag = NULL;
+    const char *series_list = "dispatch,combine,dgemm";
+    long long gemm_n = 0; /* 0: 2 I from the hidden size */
     int iters = 20, rounds = 3, nccl = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = argv[++i];
         else if (!strcmp(argv[i], "--routing") && i + 1 < argc) routings = argv[++i];
+        else if (!strcmp(argv[i], "--series") && i + 1 < argc) series_list = argv[++i];
+        else if (!strcmp(argv[i], "--gemm-n") && i + 1 < argc) gemm_n = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--tag") && i + 1 < argc) tag = argv[++i];
         else if (!strcmp(argv[i], "--no-nccl")) nccl = 0;
         else {
             fprintf(stderr, "usage: mkbench moe [--shapes TxHxExK,...] [--routing random,skewed] "
-                            "[--iters N] [--rounds R] [--tag NAME] [--no-nccl]\n"
-                            "  T tokens per rank, H hidden, E experts, K top-k; bf16\n");
+                            "[--series dispatch,combine,dgemm] [--gemm-n N] [--iters N] "
+                            "[--rounds R] [--tag NAME] [--no-nccl]\n"
+                            "  T tokens per rank, H hidden, E experts, K top-k; bf16; dgemm: "
+                            "mkMoEDispatchGemm with N = 2 I columns (I 2048 at H 7168, 14336 "
+                            "at H 4096, else H), W N x H per expert\n");
             return 2;
         }
     }
+    const int series = (strstr(series_list, "dispatch") ? S_DISPATCH : 0) |
+                       (strstr(series_list, "combine") ? S_COMBINE : 0) |
+                       (strstr(series_list, "dgemm") ? S_DGEMM : 0);
     std::vector<result> list;
     if (parse_shapes(shapes, list) || iters < 1 || rounds < 1 ||
-        (!strstr(routings, "random") && !strstr(routings, "skewed"))) {
-        fprintf(stderr, "mkbench moe: bad --shapes, --routing, --iters or --rounds\n");
+        (!strstr(routings, "random") && !strstr(routings, "skewed")) || !series ||
+        gemm_n < 0 || gemm_n % 8) {
+        fprintf(stderr, "mkbench moe: bad --shapes, --routing, --series, --gemm-n (a multiple "
+                        "of 8), --iters or --rounds\n");
         return 2;
     }
+    for (result &r : list) /* the first GEMM of the FFN: gate and up, 2 I columns */
+        r.N = gemm_n ? gemm_n : 2 * (r.H == 7168 ? 2048 : r.H == 4096 ? 14336 : r.H);
     setenv("NCCL_NVLS_ENABLE", "0", 0);
     mkConfig_t cfg = MK_CONFIG_INITIALIZER;
     MKB_MK(mkCommInit(&g_comm, &cfg));
@@ -687,6 +1012,10 @@ extern "C" int mkb_moe_main(int argc, char **argv)
     MKB_CHECK(cudaSetDevice(dev));
     MKB_CHECK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
     MKB_CHECK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, dev));
+    if (series & S_DGEMM) {
+        MKB_CB(cublasCreate(&g_blas));
+        MKB_CB(cublasSetStream(g_blas, g_st));
+    }
     for (const result &r : list)
         if (r.T < 0 || r.H < 8 || r.H % 8 || r.E < g_n || r.E % g_n || r.E > MK_MOE_MAX_EXPERTS ||
             r.K < 1 || r.K > MK_MOE_MAX_TOPK || r.K > r.E) {
@@ -712,11 +1041,11 @@ extern "C" int mkb_moe_main(int argc, char **argv)
             if (!strstr(routings, skewed ? "skewed" : "random")) continue;
             result r = shape;
             r.skewed = skewed;
-            bench_one(r, nccl, iters, rounds, l2, seed);
+            bench_one(r, nccl, iters, rounds, l2, seed, series);
             res.push_back(r);
         }
     int all_ok = 1;
-    for (const result &r : res) all_ok &= r.check_ok;
+    for (const result &r : res) all_ok &= r.check_ok && r.check_g;
     if (g_rank == 0) {
         char devname[128], u[128];
         mkb_device_name(devname, sizeof devname, u, sizeof u);
@@ -749,8 +1078,39 @@ extern "C" int mkb_moe_main(int argc, char **argv)
                    ratio(r.t[C_NCCL], r.t[C_OURS], b[8]), gbs(r.cross_bytes, r.t[C_OURS]),
                    r.check_ok ? "ok" : (nccl ? "FAIL" : "offsets only"));
         }
-        write_out(res, tag, iters * rounds);
+        if (series & S_DGEMM) {
+            printf("mkMoEDispatchGemm bf16, transW 1 (W_e N x H), N = 2 I, %d ranks, %s (ms: "
+                   "median of %d calls in %d rounds, slowest rank; nccl+blas: pack, all-to-allv, "
+                   "unpack to the expert layout, cuBLAS grouped GEMM; mk+blas: mkMoEDispatch, "
+                   "the same GEMM; blas: that GEMM alone; TFLOP/s: 2 N H x mean real rows per "
+                   "rank / time)\n", g_n, devname, iters * rounds, rounds);
+            printf("%-20s %-6s %6s %8s %9s %8s %8s %8s %8s %7s  %s\n", "T x H x E top-K", "route",
+                   "N", "dgemm", "nccl+blas", "mk+blas", "blas", "vs nccl", "vs mk", "TFLOP/s",
+                   "check");
+            for (const result &r : res) {
+                char sh[64], b[6][16];
+                snprintf(sh, sizeof sh, "%lldx%lldx%lld top-%lld", r.T, r.H, r.E, r.K);
+                auto ms = [](double v, char *o) {
+                    if (v < 0) snprintf(o, 16, "-");
+                    else snprintf(o, 16, "%.3f", v);
+                    return o;
+                };
+                auto ratio = [](double base, double ours, char *o) {
+                    if (base < 0 || ours <= 0) snprintf(o, 16, "-");
+                    else snprintf(o, 16, "%.3fx", base / ours);
+                    return o;
+                };
+                printf("%-20s %-6s %6lld %8s %9s %8s %8s %8s %8s %7.1f  %s\n", sh,
+                       r.skewed ? "skewed" : "random", r.N, ms(r.t[G_OURS], b[0]),
+                       ms(r.t[G_NCCL], b[1]), ms(r.t[G_UNF], b[2]), ms(r.t[G_BLAS], b[3]),
+                       ratio(r.t[G_NCCL], r.t[G_OURS], b[4]), ratio(r.t[G_UNF], r.t[G_OURS], b[5]),
+                       r.t[G_OURS] > 0 ? dgemm_flops(r) / (r.t[G_OURS] * 1e-3) / 1e12 : 0.0,
+                       r.check_g ? "ok" : "FAIL");
+            }
+        }
+        write_out(res, tag, iters * rounds, series);
     }
+    if (series & S_DGEMM) cublasDestroy(g_blas);
     if (nccl) ncclCommDestroy(g_nccl);
     MKB_MK(mkCommDestroy(g_comm));
     return all_ok ? 0 : 3;

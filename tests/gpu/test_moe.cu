@@ -548,6 +548,26 @@ __attribute__((format(printf, 3, 4))) static void note(int &shown, const char *w
     printf("rank %d %s: %s\n", g_rank, what, line);
 }
 
+/* expert_offsets and send_rows exactly: the differences counted, the
+ * first few noted. */
+static void check_offsets_rows(const Call &c, const Got &g, const char *what, int &shown,
+                               int64_t *bad_off, int64_t *bad_send)
+{
+    const Expect &ex = c.ex;
+    for (int64_t e = 0; e <= c.el(); e++)
+        if (g.off[(size_t)e] != ex.off[(size_t)e]) {
+            ++*bad_off;
+            note(shown, what, "expert_offsets[%lld] = %lld, expected %lld", (long long)e,
+                 (long long)g.off[(size_t)e], (long long)ex.off[(size_t)e]);
+        }
+    for (size_t i = 0; i < ex.send_rows.size(); i++)
+        if (g.send_rows[i] != ex.send_rows[i]) {
+            ++*bad_send;
+            note(shown, what, "send_rows[%zu] (token %lld) = %d, expected %d", i,
+                 (long long)(i / (size_t)c.topk), g.send_rows[i], ex.send_rows[i]);
+        }
+}
+
 /* Everything of call c on this rank; a line per call, the first few
  * differences of each kind before it. */
 static int check_got(const Call &c, const Got &g, const char *what, bool combined)
@@ -556,22 +576,9 @@ static int check_got(const Call &c, const Got &g, const char *what, bool combine
     const int64_t el = c.el(), h = c.hidden, rows = ex.rows_me;
     const size_t es = dt_bytes(c.dt), row_bytes = (size_t)h * es;
     int shown = 0;
-    /* expert_offsets */
-    int64_t bad_off = 0;
-    for (int64_t e = 0; e <= el; e++)
-        if (g.off[(size_t)e] != ex.off[(size_t)e]) {
-            bad_off++;
-            note(shown, what, "expert_offsets[%lld] = %lld, expected %lld", (long long)e,
-                 (long long)g.off[(size_t)e], (long long)ex.off[(size_t)e]);
-        }
-    /* send_rows */
-    int64_t bad_send = 0;
-    for (size_t i = 0; i < ex.send_rows.size(); i++)
-        if (g.send_rows[i] != ex.send_rows[i]) {
-            bad_send++;
-            note(shown, what, "send_rows[%zu] (token %lld) = %d, expected %d", i,
-                 (long long)(i / (size_t)c.topk), g.send_rows[i], ex.send_rows[i]);
-        }
+    /* expert_offsets and send_rows (the row on the expert's rank) */
+    int64_t bad_off = 0, bad_send = 0;
+    check_offsets_rows(c, g, what, shown, &bad_off, &bad_send);
     /* recv: every row a copy of its source row; past off[El], poison */
     int64_t bad_rows = 0, bad_tail = 0, bad_src = 0, bad_w = 0;
     if (!c.recv_null) {
@@ -952,22 +959,9 @@ static int gcheck(const Call &c, const Got &g, const char *what, bool combined)
     GRef ref(c);
     std::vector<double> s, sa;
     int shown = 0;
-    /* expert_offsets exactly (padding, if any, counted) */
-    int64_t bad_off = 0;
-    for (int64_t e = 0; e <= el; e++)
-        if (g.off[(size_t)e] != ex.off[(size_t)e]) {
-            bad_off++;
-            note(shown, what, "expert_offsets[%lld] = %lld, expected %lld", (long long)e,
-                 (long long)g.off[(size_t)e], (long long)ex.off[(size_t)e]);
-        }
-    /* send_rows: the row of y on the expert's rank */
-    int64_t bad_send = 0;
-    for (size_t i = 0; i < ex.send_rows.size(); i++)
-        if (g.send_rows[i] != ex.send_rows[i]) {
-            bad_send++;
-            note(shown, what, "send_rows[%zu] (token %lld) = %d, expected %d", i,
-                 (long long)(i / (size_t)c.topk), g.send_rows[i], ex.send_rows[i]);
-        }
+    /* expert_offsets and send_rows (the row on the expert's rank) */
+    int64_t bad_off = 0, bad_send = 0;
+    check_offsets_rows(c, g, what, shown, &bad_off, &bad_send);
     /* recv_src, recv_weights: exactly on every row */
     int64_t bad_src = 0, bad_w = 0;
     std::vector<int64_t> real;

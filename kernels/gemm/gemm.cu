@@ -366,12 +366,6 @@ struct GroupedHooks {
     __device__ __forceinline__ void after_store(const GemmParams &, TileCoord) const {}
 };
 
-template <bool kF16, bool kTransB>
-int launch_grouped(const GemmParams &p, const GroupedHooks &h, int grid, cudaStream_t s,
-                   char *msg, size_t len)
-{
-    return launch<kF16, kTransB>(p, h, grid, p.cluster_m, s, msg, len);
-}
 
 } // namespace gemm
 } // namespace mki
@@ -498,10 +492,10 @@ extern "C" int mki_gemm_grouped(const mki_gemm_grouped_args *g, char *msg, size_
     if (e != cudaSuccess) return cuda_fail(e, "launching the group table kernel", msg, len);
     const bool f16 = g->in_type == MKI_DT_F16;
     if (f16)
-        return g->trans_b ? launch_grouped<true, true>(p, h, plan.grid, s, msg, len)
-                          : launch_grouped<true, false>(p, h, plan.grid, s, msg, len);
-    return g->trans_b ? launch_grouped<false, true>(p, h, plan.grid, s, msg, len)
-                      : launch_grouped<false, false>(p, h, plan.grid, s, msg, len);
+        return g->trans_b ? launch<true, true>(p, h, plan.grid, 1, s, msg, len)
+                          : launch<true, false>(p, h, plan.grid, 1, s, msg, len);
+    return g->trans_b ? launch<false, true>(p, h, plan.grid, 1, s, msg, len)
+                      : launch<false, false>(p, h, plan.grid, 1, s, msg, len);
 }
 
 template <bool kF16, bool kTransB, int kCM>

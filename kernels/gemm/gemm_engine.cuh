@@ -261,60 +261,32 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint3
 
 /* ---------------------------------------------------------------- hooks */
 
-/* Hooks that declare `static constexpr bool kASrc = true` choose the map of
- * each tile's A rows (a_src); the others load every tile through p.tm_a. */
-template <typename H, typename = void> struct HooksHaveASrc {
-    static constexpr bool value = false;
-};
-template <typename H> struct HooksHaveASrc<H, decltype((void)H::kASrc)> {
-    static constexpr bool value = H::kASrc;
-};
-/* Hooks that declare `static constexpr bool kBRow = true` move each unit's
- * B tile down the rows of p.tm_b (b_row): a grouped GEMM stacks its
- * groups' B matrices in one map. */
-template <typename H, typename = void> struct HooksHaveBRow {
-    static constexpr bool value = false;
-};
-template <typename H> struct HooksHaveBRow<H, decltype((void)H::kBRow)> {
-    static constexpr bool value = H::kBRow;
-};
-/* Hooks that declare `static constexpr bool kSideWork = true` get the
- * producer warpgroup's idle threads (side_work). */
-template <typename H, typename = void> struct HooksHaveSideWork {
-    static constexpr bool value = false;
-};
-template <typename H> struct HooksHaveSideWork<H, decltype((void)H::kSideWork)> {
-    static constexpr bool value = H::kSideWork;
-};
-
-/* Hooks that declare `static constexpr bool kDeferSignal = true` (with
- * kSignal) get after_store(t) one tile late: when the consumers start the
+/* The optional hooks: Trait<H>::value is H's `static constexpr bool
+ * Member`, false when H declares none. */
+#define MKI_HOOK_FLAG(Trait, Member)                                                         \
+    template <typename H, typename = void> struct Trait {                                    \
+        static constexpr bool value = false;                                                 \
+    };                                                                                       \
+    template <typename H> struct Trait<H, decltype((void)H::Member)> {                        \
+        static constexpr bool value = H::Member;                                             \
+    };
+/* a_src chooses the map of each tile's A rows (else p.tm_a for all) */
+MKI_HOOK_FLAG(HooksHaveASrc, kASrc)
+/* b_row moves each unit's B tile down the rows of p.tm_b (a grouped GEMM
+ * stacks its groups' B matrices in one map) */
+MKI_HOOK_FLAG(HooksHaveBRow, kBRow)
+/* side_work gets the producer warpgroup's idle threads */
+MKI_HOOK_FLAG(HooksHaveSideWork, kSideWork)
+/* with kSignal: after_store(t) one tile late, when the consumers start the
  * epilogue of their next tile (or leave), so that waiting for the stores
  * to complete never stalls the mainloop (the stores of a tile to a peer
- * take a few us; the next tile's mainloop hides them). */
-template <typename H, typename = void> struct HooksDeferSignal {
-    static constexpr bool value = false;
-};
-template <typename H> struct HooksDeferSignal<H, decltype((void)H::kDeferSignal)> {
-    static constexpr bool value = H::kDeferSignal;
-};
-
-/* Hooks that declare `static constexpr bool kCombine = true` get the
- * tile's accumulators before they are stored (combine). */
-template <typename H, typename = void> struct HooksHaveCombine {
-    static constexpr bool value = false;
-};
-template <typename H> struct HooksHaveCombine<H, decltype((void)H::kCombine)> {
-    static constexpr bool value = H::kCombine;
-};
-
-/* Hooks that declare `static constexpr bool kDone = true` get done(). */
-template <typename H, typename = void> struct HooksHaveDone {
-    static constexpr bool value = false;
-};
-template <typename H> struct HooksHaveDone<H, decltype((void)H::kDone)> {
-    static constexpr bool value = H::kDone;
-};
+ * take a few us; the next tile's mainloop hides them) */
+MKI_HOOK_FLAG(HooksDeferSignal, kDeferSignal)
+/* combine gets the tile's accumulators before they are stored */
+MKI_HOOK_FLAG(HooksHaveCombine, kCombine)
+/* done() runs once the last tile is stored */
+MKI_HOOK_FLAG(HooksHaveDone, kDone)
+#undef MKI_HOOK_FLAG
 
 struct DefaultHooks {
     static constexpr bool kWaitA = false;  /* wait_a is called at all */

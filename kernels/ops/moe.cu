@@ -43,12 +43,10 @@ __device__ __noinline__ void fail_input(const mki_rt_dev &rt, int kind, int peer
                                         bool raise)
 {
     fail(rt, kind, wait_site{peer, (int)blockIdx.x, chunk, phase}, expected, seen, e);
-    if (raise)
-        for (int l = 0; l < rt.nlocal; l++) {
-            uint64_t *a = reinterpret_cast<uint64_t *>(rt.heap[l] + MKI_CTL_ABORT);
-            if (ld_relaxed_sys(a) == 0) st_relaxed_sys(a, (uint64_t)rt.rank + 1);
-        }
-    __threadfence_system();
+    if (raise) {
+        raise_node_abort(rt);
+        __threadfence_system();
+    }
 }
 
 /* Exclusive prefix sum of a[0 .. n) in shared memory, in place, by the

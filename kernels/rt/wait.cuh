@@ -78,6 +78,16 @@ __device__ __forceinline__ int spin_geq(const uint64_t *addr, uint64_t target,
     }
 }
 
+/* Raise the abort word (this rank + 1) of every rank of the node that has
+ * none yet, so that their waits stop too. */
+__device__ __forceinline__ void raise_node_abort(const mki_rt_dev &rt)
+{
+    for (int l = 0; l < rt.nlocal; l++) {
+        uint64_t *a = reinterpret_cast<uint64_t *>(rt.heap[l] + MKI_CTL_ABORT);
+        if (ld_relaxed_sys(a) == 0) st_relaxed_sys(a, (uint64_t)rt.rank + 1);
+    }
+}
+
 /* Record the failure once per rank, then raise the abort word of every
  * rank of the node (timeouts and proxy failures: this rank is the one
  * that saw it first; a REMOTE failure only records who aborted). */
@@ -101,11 +111,7 @@ static __device__ __noinline__ void fail(const mki_rt_dev &rt, int kind, const w
         r->valid = 1;
         __threadfence_system();
     }
-    if (kind == MKI_ERR_TIMEOUT || kind == MKI_ERR_PROXY)
-        for (int l = 0; l < rt.nlocal; l++) {
-            uint64_t *a = reinterpret_cast<uint64_t *>(rt.heap[l] + MKI_CTL_ABORT);
-            if (ld_relaxed_sys(a) == 0) st_relaxed_sys(a, (uint64_t)rt.rank + 1);
-        }
+    if (kind == MKI_ERR_TIMEOUT || kind == MKI_ERR_PROXY) raise_node_abort(rt);
     __threadfence_system();
 }
 

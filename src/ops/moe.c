@@ -146,7 +146,7 @@ static mkResult_t check_sizes(struct mkComm *comm, struct moe_call *c)
     const struct { const char *name; const void *p; int need; } req[] = {
         {"x", c->x, !c->combine && T > 0},
         {"topk_idx", c->idx, T > 0},
-        {"send_rows", c->combine ? (const void *)c->send_rows : (const void *)c->send_rows, T > 0},
+        {"send_rows", c->send_rows, T > 0},
         {"expert_offsets", c->combine ? (const void *)c->off_in : (const void *)c->off, 1},
         {"recv", c->recv, !c->combine && !c->gemm && c->cap > 0},
         {"out", c->out, c->combine && T > 0}};
@@ -362,16 +362,21 @@ static mkResult_t run(struct mki_call *k, struct moe_state *g, struct moe_call *
     MKI_CHECK(mki_plan_op(comm, op, c->tokens > 0 ? c->tokens : 1, c->hidden, c->topk, c->es,
                           &pl));
     const int grid = pl.ctas > 0 ? pl.ctas : 1;
-    /* the banks: the same size on every rank (the shapes agree) */
+    /* what this kernel uses: the dispatch's inbox and per-CTA counts, or
+     * the combine's stage; the banks the same size on every rank (the
+     * shapes agree, and every rank makes the same calls) */
     const uint64_t meta_off = cap * rb;
-    MKI_CHECK(mki_op_bank(k, &g->inbox, meta_off + cap * MKI_MOE_META_WORDS(c->topk) * 4u,
-                          &g->nretired_inbox, "the MoE dispatch's inbox"));
-    if (g->stage.bytes < cap * rb) MKI_CHECK(wait_pulled(k, g));
-    MKI_CHECK(mki_op_bank(k, &g->stage, cap * rb, &g->nretired_stage,
-                          "the MoE combine's stage"));
-    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->scratch, &g->scratch_bytes,
-                         (size_t)grid * MKI_MOE_REC_WORDS(c->experts) * 4u,
-                         "the MoE dispatch's per-CTA counts"));
+    if (!c->combine) {
+        MKI_CHECK(mki_op_bank(k, &g->inbox, meta_off + cap * MKI_MOE_META_WORDS(c->topk) * 4u,
+                              &g->nretired_inbox, "the MoE dispatch's inbox"));
+        MKI_CHECK(mki_op_buf(k, &g->bufs, &g->scratch, &g->scratch_bytes,
+                             (size_t)grid * MKI_MOE_REC_WORDS(c->experts) * 4u,
+                             "the MoE dispatch's per-CTA counts"));
+    } else {
+        if (g->stage.bytes < cap * rb) MKI_CHECK(wait_pulled(k, g));
+        MKI_CHECK(mki_op_bank(k, &g->stage, cap * rb, &g->nretired_stage,
+                              "the MoE combine's stage"));
+    }
     struct mki_moe_params p;
     memset(&p, 0, sizeof(p));
     mki_rt_fill(comm, op, &p.rt);
@@ -442,6 +447,14 @@ static mkResult_t call_run(struct mki_call *k, struct moe_call *c)
     return run(k, g, c);
 }
 
+/* Every entry point: the handle, the call, the device back. */
+static mkResult_t moe_api(mkComm_t comm, cudaStream_t stream, enum mki_op op, struct moe_call *c)
+{
+    struct mki_call kc;
+    MKI_CHECK(mki_call_enter(comm, op, stream, &kc));
+    return mki_call_leave(&kc, call_run(&kc, c));
+}
+
 MK_API mkResult_t mkMoEDispatch(const void *x, const int32_t *topk_idx,
                                 const float *topk_weights, void *recv, float *recv_weights,
                                 int32_t *recv_src, int64_t *expert_offsets, int32_t *send_rows,
@@ -449,26 +462,12 @@ MK_API mkResult_t mkMoEDispatch(const void *x, const int32_t *topk_idx,
                                 int64_t recv_capacity, mkDataType_t dtype, mkComm_t comm,
                                 cudaStream_t stream)
 {
-    struct mki_call kc;
-    MKI_CHECK(mki_call_enter(comm, MKI_OP_MOE_DISPATCH, stream, &kc));
-    struct moe_call c;
-    memset(&c, 0, sizeof(c));
-    c.func = DISPATCH_FUNC;
-    c.x = x;
-    c.idx = topk_idx;
-    c.w = topk_weights;
-    c.recv = recv;
-    c.recv_w = recv_weights;
-    c.recv_src = recv_src;
-    c.off = expert_offsets;
-    c.send_rows = send_rows;
-    c.tokens = tokens;
-    c.hidden = hidden;
-    c.topk = topk;
-    c.experts = experts;
-    c.cap = recv_capacity;
-    c.dtype = dtype;
-    return mki_call_leave(&kc, call_run(&kc, &c));
+    struct moe_call c = {.func = DISPATCH_FUNC, .x = x, .idx = topk_idx, .w = topk_weights,
+                         .recv = recv, .recv_w = recv_weights, .recv_src = recv_src,
+                         .off = expert_offsets, .send_rows = send_rows, .tokens = tokens,
+                         .hidden = hidden, .topk = topk, .experts = experts,
+                         .cap = recv_capacity, .dtype = dtype};
+    return moe_api(comm, stream, MKI_OP_MOE_DISPATCH, &c);
 }
 
 MK_API mkResult_t mkMoECombine(const void *y, const int64_t *expert_offsets,
@@ -478,25 +477,11 @@ MK_API mkResult_t mkMoECombine(const void *y, const int64_t *expert_offsets,
                                int64_t recv_capacity, mkDataType_t dtype, mkComm_t comm,
                                cudaStream_t stream)
 {
-    struct mki_call kc;
-    MKI_CHECK(mki_call_enter(comm, MKI_OP_MOE_COMBINE, stream, &kc));
-    struct moe_call c;
-    memset(&c, 0, sizeof(c));
-    c.combine = 1;
-    c.func = COMBINE_FUNC;
-    c.y = y;
-    c.off_in = expert_offsets;
-    c.idx = topk_idx;
-    c.w = topk_weights;
-    c.send_rows = (int32_t *)send_rows;
-    c.out = out;
-    c.tokens = tokens;
-    c.hidden = hidden;
-    c.topk = topk;
-    c.experts = experts;
-    c.cap = recv_capacity;
-    c.dtype = dtype;
-    return mki_call_leave(&kc, call_run(&kc, &c));
+    struct moe_call c = {.combine = 1, .func = COMBINE_FUNC, .y = y, .off_in = expert_offsets,
+                         .idx = topk_idx, .w = topk_weights, .send_rows = (int32_t *)send_rows,
+                         .out = out, .tokens = tokens, .hidden = hidden, .topk = topk,
+                         .experts = experts, .cap = recv_capacity, .dtype = dtype};
+    return moe_api(comm, stream, MKI_OP_MOE_COMBINE, &c);
 }
 
 MK_API mkResult_t mkMoEDispatchGemm(const void *x, const int32_t *topk_idx,
@@ -507,29 +492,11 @@ MK_API mkResult_t mkMoEDispatchGemm(const void *x, const int32_t *topk_idx,
                                     int64_t recv_capacity, int transW, mkDataType_t dtype,
                                     mkComm_t comm, cudaStream_t stream)
 {
-    struct mki_call kc;
-    MKI_CHECK(mki_call_enter(comm, MKI_OP_MOE_DISPATCH_GEMM, stream, &kc));
-    struct moe_call c;
-    memset(&c, 0, sizeof(c));
-    c.gemm = 1;
-    c.func = DGEMM_FUNC;
-    c.x = x;
-    c.idx = topk_idx;
-    c.w = topk_weights;
-    c.w_mat = W;
-    c.y = y;
-    c.y_out = y;
-    c.recv_w = recv_weights;
-    c.recv_src = recv_src;
-    c.off = expert_offsets;
-    c.send_rows = send_rows;
-    c.tokens = tokens;
-    c.hidden = hidden;
-    c.n = n;
-    c.topk = topk;
-    c.experts = experts;
-    c.cap = recv_capacity;
-    c.trans_w = transW;
-    c.dtype = dtype;
-    return mki_call_leave(&kc, call_run(&kc, &c));
+    struct moe_call c = {.gemm = 1, .func = DGEMM_FUNC, .x = x, .idx = topk_idx,
+                         .w = topk_weights, .w_mat = W, .y = y, .y_out = y,
+                         .recv_w = recv_weights, .recv_src = recv_src, .off = expert_offsets,
+                         .send_rows = send_rows, .tokens = tokens, .hidden = hidden, .n = n,
+                         .topk = topk, .experts = experts, .cap = recv_capacity,
+                         .trans_w = transW, .dtype = dtype};
+    return moe_api(comm, stream, MKI_OP_MOE_DISPATCH_GEMM, &c);
 }

@@ -321,11 +321,10 @@ static Route make_route(int kind, int q, int call, int64_t tokens, int64_t topk,
  * local expert, then source rank, then (t, j) of the source) and this
  * rank's send_rows. */
 struct Expect {
-    std::vector<int64_t> rows; /* per rank (padding included) */
+    std::vector<int64_t> rows; /* per rank */
     int64_t max_rows = 0, rows_me = 0;
-    int64_t real_me = 0;            /* rows_me without the padding */
     std::vector<int64_t> off;       /* El + 1 */
-    std::vector<int32_t> src;       /* 2 per row; -1 on a padding row */
+    std::vector<int32_t> src;       /* 2 per row */
     std::vector<float> rw;          /* per row */
     std::vector<int32_t> send_rows; /* this rank's tokens * topk */
     int64_t cross_rows = 0;         /* unique (t, rank != me) rows this rank sends */
@@ -345,7 +344,6 @@ static Expect expect_of(const std::vector<Route> &rt, int64_t topk, int64_t expe
         for (int64_t e = 0; e < el; e++) {
             cur[(size_t)(d * el + e)] = acc;
             acc += cnt[(size_t)(d * el + e)];
-            if (d == g_rank) ex.real_me += cnt[(size_t)(d * el + e)];
         }
         ex.rows[(size_t)d] = acc;
         ex.max_rows = std::max(ex.max_rows, acc);
@@ -857,18 +855,6 @@ static mkResult_t gcall_combine(Call &c, mkComm_t comm)
                         c.n, c.topk, c.experts, c.cap, (mkDataType_t)c.dt, comm, g_st);
 }
 
-/* A route for a dispatch + GEMM call: its layout; capacity
- * the largest rank's rows (padding included) + slack. */
-static void gcall_route(Call &c, int kind, const std::vector<int64_t> &tokens, int64_t hot,
-                        int64_t slack)
-{
-    c.rt.clear();
-    for (int q = 0; q < g_n; q++)
-        c.rt.push_back(make_route(kind, q, c.call, tokens[(size_t)q], c.topk, c.experts, hot));
-    c.ex = expect_of(c.rt, c.topk, c.experts);
-    c.cap = c.ex.max_rows + slack;
-}
-
 /* Host copies: y in g.recv (cap x n), out (tokens x n). */
 static Got gfetch(const Call &c)
 {
@@ -964,35 +950,23 @@ static int gcheck(const Call &c, const Got &g, const char *what, bool combined)
     check_offsets_rows(c, g, what, shown, &bad_off, &bad_send);
     /* recv_src, recv_weights: exactly on every row */
     int64_t bad_src = 0, bad_w = 0;
-    std::vector<int64_t> real;
     for (int64_t r = 0; r < std::min(rows, c.cap); r++) {
-        const bool pad = ex.src[(size_t)(2 * r)] < 0;
-        if (!pad) real.push_back(r);
         if (c.use_src) {
             const int32_t *got = &g.rsrc[(size_t)(2 * r)];
-            if (pad ? !all_bytes(got, 8, POISON_INT)
-                    : got[0] != ex.src[(size_t)(2 * r)] || got[1] != ex.src[(size_t)(2 * r + 1)]) {
+            if (got[0] != ex.src[(size_t)(2 * r)] || got[1] != ex.src[(size_t)(2 * r + 1)]) {
                 bad_src++;
-                if (pad)
-                    note(shown, what, "recv_src of padding row %lld written: (%d, %d)",
-                         (long long)r, got[0], got[1]);
-                else
-                    note(shown, what, "recv_src of row %lld = (%d, %d), expected (%d, %d)",
-                         (long long)r, got[0], got[1], ex.src[(size_t)(2 * r)],
-                         ex.src[(size_t)(2 * r + 1)]);
+                note(shown, what, "recv_src of row %lld = (%d, %d), expected (%d, %d)",
+                     (long long)r, got[0], got[1], ex.src[(size_t)(2 * r)],
+                     ex.src[(size_t)(2 * r + 1)]);
             }
         }
         if (c.use_w) {
             const float *got = &g.rw[(size_t)r];
-            if (pad ? !all_bytes(got, 4, POISON_DATA) : memcmp(got, &ex.rw[(size_t)r], 4) != 0) {
+            if (memcmp(got, &ex.rw[(size_t)r], 4) != 0) {
                 bad_w++;
-                if (pad)
-                    note(shown, what, "recv_weights of padding row %lld written: %g",
-                         (long long)r, (double)*got);
-                else
-                    note(shown, what, "recv_weights[%lld] = %g, expected %g (rank %d slot %d)",
-                         (long long)r, (double)*got, (double)ex.rw[(size_t)r],
-                         ex.src[(size_t)(2 * r)], ex.src[(size_t)(2 * r + 1)]);
+                note(shown, what, "recv_weights[%lld] = %g, expected %g (rank %d slot %d)",
+                     (long long)r, (double)*got, (double)ex.rw[(size_t)r],
+                     ex.src[(size_t)(2 * r)], ex.src[(size_t)(2 * r + 1)]);
             }
         }
     }
@@ -1004,13 +978,14 @@ static int gcheck(const Call &c, const Got &g, const char *what, bool combined)
             note(shown, what, "y row %lld past off[El] = %lld was written", (long long)r,
                  (long long)rows);
         }
-    /* y: every real row (up to GEMM_SAMPLE_ROWS of them, evenly spread),
-     * the full row against the host's x_t op(W_e) in double */
+    /* y: every row (up to GEMM_SAMPLE_ROWS of them, evenly spread), the
+     * full row against the host's x_t op(W_e) in double */
     int64_t bad_y = 0, checked_y = 0;
     double worst_y = 0;
-    const size_t nreal = real.size(), pick = std::min<size_t>(nreal, GEMM_SAMPLE_ROWS);
+    const size_t nrows = (size_t)std::min(rows, c.cap),
+                 pick = std::min<size_t>(nrows, GEMM_SAMPLE_ROWS);
     for (size_t p = 0; p < pick; p++) {
-        const int64_t r = real[pick == nreal ? p : p * nreal / pick];
+        const int64_t r = (int64_t)(pick == nrows ? p : p * nrows / pick);
         const int q = ex.src[(size_t)(2 * r)];
         const int32_t slot = ex.src[(size_t)(2 * r + 1)];
         const int64_t t = slot / c.topk;
@@ -1091,11 +1066,11 @@ static int gcheck(const Call &c, const Got &g, const char *what, bool combined)
     }
     const bool ok = !bad_off && !bad_send && !bad_src && !bad_w && !bad_tail && !bad_y &&
                     !bad_out;
-    printf("rank %d %-52s %s n %lld transW %d rows %lld real + %lld padding (largest %lld, cap "
-           "%lld) offsets %s send_rows %s src %s w %s y %s%s (%lld rows, worst err/tol %.2f) "
+    printf("rank %d %-52s %s n %lld transW %d rows %lld (largest %lld, cap %lld) offsets %s "
+           "send_rows %s src %s w %s y %s%s (%lld rows, worst err/tol %.2f) "
            "out %s (worst err/tol %.2f, %lld empty tokens)  %s\n",
-           g_rank, what, dt_name(c.dt), (long long)n, c.transW, (long long)nreal,
-           (long long)(rows - (int64_t)nreal), (long long)ex.max_rows, (long long)c.cap,
+           g_rank, what, dt_name(c.dt), (long long)n, c.transW, (long long)rows,
+           (long long)ex.max_rows, (long long)c.cap,
            bad_off ? "BAD" : "ok", bad_send ? "BAD" : "ok",
            !c.use_src ? "-" : bad_src ? "BAD" : "ok", !c.use_w ? "-" : bad_w ? "BAD" : "ok",
            bad_y ? "BAD" : "ok", bad_tail ? " (tail written)" : "", (long long)checked_y,
@@ -1158,7 +1133,7 @@ static void gcall_of_case(Call &c, const GCase &k, int dt, int call)
     c.transW = k.transW;
     const int64_t hot = (int64_t)((uint64_t)call * 7919u % (uint64_t)c.experts);
     Rng r{seed_of(0, call) ^ 0x2545f4914f6cdd1dull}; /* the same on every rank */
-    gcall_route(c, k.kind, tokens_of(k.tokens), hot, (int64_t)r.below(301));
+    call_route(c, k.kind, tokens_of(k.tokens), hot, (int64_t)r.below(301));
 }
 
 static int run_gemm(const char *only)
@@ -1402,7 +1377,7 @@ static int run_badinput_gemm(void)
     c.experts = 64 * (int64_t)g_n;
     c.n = 264;
     c.transW = 1;
-    gcall_route(c, UNIFORM, tokens_of(64), 0, 8);
+    call_route(c, UNIFORM, tokens_of(64), 0, 8);
     gcall_alloc(c);
     gcall_inputs(c);
     gcall_poison(c);

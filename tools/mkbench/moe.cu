@@ -174,12 +174,6 @@ struct layout {
     std::vector<int32_t> cpos;            /* slot (t, j) -> combine receive row; -1 */
     double cross_rows_mean = 0;           /* unique (t, rank != source) rows, mean */
     double rows_mean = 0;                 /* rows received per rank, mean */
-    /* mkMoEDispatchGemm's layout (y's rows), kept apart from the dispatch's
-     * so that the dgemm series checks its own: the same rows today */
-    int64_t prows = 0, pmax_rows = 0;     /* padded rows here; the largest rank's */
-    std::vector<int64_t> poff;            /* El + 1 */
-    std::vector<int32_t> punpack;         /* padded row -> a2a receive row; -1: padding */
-    std::vector<int32_t> realp;           /* unpadded row -> padded row */
 };
 
 void prefix(const std::vector<size_t> &c, std::vector<size_t> &d)
@@ -199,29 +193,18 @@ layout make_layout(const std::vector<routing> &rt, int64_t T, int64_t E, int64_t
         for (int32_t g : rt[(size_t)q].idx)
             if (g >= 0) cnt[(size_t)g]++;
     L.off.assign((size_t)El + 1, 0);
-    L.poff.assign((size_t)El + 1, 0);
-    const int64_t A = 1; /* y's expert blocks: packed, like recv's */
     double total = 0;
     for (int d = 0; d < g_n; d++) {
-        int64_t acc = 0, pacc = 0;
+        int64_t acc = 0;
         for (int64_t e = 0; e < El; e++) {
-            if (d == me) {
-                L.off[(size_t)e] = acc;
-                L.poff[(size_t)e] = pacc;
-            }
+            if (d == me) L.off[(size_t)e] = acc;
             acc += cnt[(size_t)(d * El + e)];
-            pacc += (cnt[(size_t)(d * El + e)] + A - 1) / A * A;
         }
-        if (d == me) {
-            L.off[(size_t)El] = acc;
-            L.poff[(size_t)El] = pacc;
-        }
+        if (d == me) L.off[(size_t)El] = acc;
         L.max_rows = std::max(L.max_rows, acc);
-        L.pmax_rows = std::max(L.pmax_rows, pacc);
         total += (double)acc;
     }
     L.rows = L.off[(size_t)El];
-    L.prows = L.poff[(size_t)El];
     L.rows_mean = total / g_n;
     /* unique destinations of every rank's tokens */
     auto dests = [&](int q, int64_t t, std::vector<char> &to) {
@@ -265,18 +248,12 @@ layout make_layout(const std::vector<routing> &rt, int64_t T, int64_t E, int64_t
     }
     std::vector<std::vector<int32_t>> row_of((size_t)g_n); /* q's slot -> row here */
     for (int q = 0; q < g_n; q++) row_of[(size_t)q].assign((size_t)(T * K), -1);
-    L.punpack.assign((size_t)L.prows, -1);
-    for (int64_t e = 0; e < El; e++) {
-        int64_t i = 0;
+    for (int64_t e = 0; e < El; e++)
         for (const auto &p : bucket[(size_t)e]) {
             row_of[(size_t)p.first][(size_t)p.second] = (int32_t)L.unpack.size();
             L.unpack.push_back((int32_t)(L.rdis[(size_t)p.first] +
                                          pos_here[(size_t)p.first][(size_t)(p.second / K)]));
-            L.punpack[(size_t)(L.poff[(size_t)e] + i)] = L.unpack.back();
-            L.realp.push_back((int32_t)(L.poff[(size_t)e] + i));
-            i++;
         }
-    }
     /* combine: here (the experts' rank) rows go back grouped by source,
      * each source's in (t, j) order; the source reads slot (t, j) from
      * the block of its expert's rank */
@@ -308,20 +285,6 @@ __global__ void gather_rows(uint4 *dst, const uint4 *src, const int32_t *idx, in
 {
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const uint4 *s = src + (int64_t)idx[r] * vec;
-        uint4 *d = dst + r * vec;
-        for (int64_t v = threadIdx.x; v < vec; v += blockDim.x) d[v] = s[v];
-    }
-}
-
-/* dst row r = src row idx[r], rows with idx[r] < 0 left alone (the
- * padding rows of the padded layout). */
-__global__ void gather_rows_skip(uint4 *dst, const uint4 *src, const int32_t *idx, int64_t rows,
-                                 int64_t vec)
-{
-    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const int32_t i = idx[r];
-        if (i < 0) continue;
-        const uint4 *s = src + (int64_t)i * vec;
         uint4 *d = dst + r * vec;
         for (int64_t v = threadIdx.x; v < vec; v += blockDim.x) d[v] = s[v];
     }
@@ -384,20 +347,18 @@ __global__ void count_far(const __nv_bfloat16 *a, const __nv_bfloat16 *b, size_t
     if (c) atomicAdd(cnt, c);
 }
 
-/* Rows a[ai[i]] against b[bi[i]] (bi NULL: b[i]), i < rows, n columns of
- * bf16: the count of elements apart by more than two bf16 roundings of
+/* Rows a[i] against b[i], i < rows, n columns of bf16: the count of elements apart by more than two bf16 roundings of
  * GEMM outputs (fp32 accumulation in both, in other orders). */
-__global__ void count_far_rows(const __nv_bfloat16 *a, const int32_t *ai, const __nv_bfloat16 *b,
-                               const int32_t *bi, int64_t rows, int64_t n,
-                               unsigned long long *cnt)
+__global__ void count_far_rows(const __nv_bfloat16 *a, const __nv_bfloat16 *b, int64_t rows,
+                               int64_t n, unsigned long long *cnt)
 {
     unsigned long long c = 0;
     const size_t total = (size_t)rows * (size_t)n;
     for (size_t f = blockIdx.x * (size_t)blockDim.x + threadIdx.x; f < total;
          f += (size_t)gridDim.x * blockDim.x) {
         const int64_t i = (int64_t)(f / (size_t)n), j = (int64_t)(f % (size_t)n);
-        const float x = __bfloat162float(a[(int64_t)ai[i] * n + j]);
-        const float y = __bfloat162float(b[(bi ? (int64_t)bi[i] : i) * n + j]);
+        const float x = __bfloat162float(a[i * n + j]);
+        const float y = __bfloat162float(b[i * n + j]);
         c += !(fabsf(x - y) <= (fabsf(x) + fabsf(y)) * (1.0f / 256) + 1e-2f);
     }
     if (c) atomicAdd(cnt, c);
@@ -412,9 +373,9 @@ struct set {
     int64_t *off;
     int32_t *send_rows;
     uint16_t *sbuf, *rbuf, *ubuf, *ysrc, *yback, *outn; /* the baselines' */
-    /* dgemm: ours' y, recv_weights, expert_offsets, send_rows; the
-     * baselines' padded unpack buffer and y (nccl: padded, mk+blas: ours'
-     * dispatch layout); cuBLAS's pointer arrays (device) of A and C */
+    /* dgemm: ours' y, recv_weights, expert_offsets, send_rows; the NCCL
+     * baseline's unpack buffer and y, mk+blas's y (all in the dispatch's
+     * layout); cuBLAS's pointer arrays (device) of A and C */
     uint16_t *yg, *ubufp, *yn, *yu;
     float *rwg;
     int64_t *offg;
@@ -432,7 +393,6 @@ struct ctx {
     /* dgemm */
     int64_t N = 0, capg = 0;
     const uint16_t *W = nullptr;  /* El x (N x H) */
-    const int32_t *punpack = nullptr;
     void **pw = nullptr;          /* cuBLAS's B pointers (device): W of each group */
     int G = 0;                    /* groups: the local experts with rows */
     std::vector<cublasOperation_t> ta, tb;
@@ -512,12 +472,7 @@ void call(const ctx &x, const set &s)
     case G_NCCL:
         gather(s.sbuf, s.x, x.pack, (int64_t)L.pack.size(), x.H);
         a2av(s.sbuf, s.rbuf, L.scnt, L.sdis, L.rcnt, L.rdis, x.H);
-        if (L.prows > 0) {
-            gather_rows_skip<<<(unsigned)std::min<int64_t>(L.prows, (int64_t)g_sms * 8), 256, 0,
-                               g_st>>>((uint4 *)s.ubufp, (const uint4 *)s.rbuf, x.punpack,
-                                       L.prows, x.H / 8);
-            MKB_CHECK(cudaGetLastError());
-        }
+        gather(s.ubufp, s.rbuf, x.unpack, L.rows, x.H);
         grouped_gemm(x, s.pa_n, s.pc_n);
         break;
     case G_UNF:
@@ -579,7 +534,7 @@ struct result {
     double t[NSERIES];
     int check_ok;
     /* dgemm */
-    long long N, prows_max;
+    long long N;
     double rows_mean;
     int check_g;
 };
@@ -662,7 +617,6 @@ void write_out(const std::vector<result> &res, const char *tag, int calls, int s
                  "\"topk\": %lld, \"routing\": \"%s\", \"gemm_n\": %lld, \"transW\": 1, "
                  "\"mk_dispatch_cublas_ms\": %s, \"cublas_grouped_ms\": %s, "
                  "\"speedup_vs_mk_dispatch_cublas\": %s, \"rows_per_rank_mean\": %.1f, "
-                 "\"dgemm_align\": %lld, \"dgemm_max_rows_per_rank\": %lld, "
                  "\"max_rows_per_rank\": %lld, "
                  "\"calls_per_series\": %d, \"check\": \"%s\", \"nccl\": \"%d.%d.%d\", "
                  "\"baseline_desc\": \"pack kernel, ncclSend/ncclRecv all-to-allv of unique "
@@ -671,7 +625,7 @@ void write_out(const std::vector<result> &res, const char *tag, int calls, int s
                  "bf16, fp32 compute), one stream\", \"limit_desc\": \"that grouped GEMM "
                  "alone\"",
                  r.T, r.H, r.E, r.K, r.skewed ? "skewed" : "random", r.N, unf, blas, vs,
-                 r.rows_mean, (long long)1, r.prows_max, r.rows_max, calls, r.check_g ? "ok" : "FAIL",
+                 r.rows_mean, r.rows_max, calls, r.check_g ? "ok" : "FAIL",
                  nv / 10000, nv / 100 % 100, nv % 100);
         mkb_record rec;
         memset(&rec, 0, sizeof(rec));
@@ -739,7 +693,6 @@ void bench_one(result &r, int nccl, int iters, int rounds, int l2, uint64_t seed
     r.rows_max = L.max_rows;
     r.cross_bytes = L.cross_rows_mean * (double)H * 2;
     r.rows_mean = L.rows_mean;
-    r.prows_max = L.pmax_rows;
     ctx x;
     x.T = T;
     x.H = H;
@@ -757,15 +710,11 @@ void bench_one(result &r, int nccl, int iters, int rounds, int l2, uint64_t seed
     x.cpos = cpos;
     /* dgemm: W (El x (N x H), the same in every set), cuBLAS's groups */
     const int64_t N = r.N;
-    int32_t *punpack = nullptr, *realp = nullptr;
     uint16_t *W = nullptr;
     std::vector<int64_t> gexp; /* the local experts with rows */
     if (dg) {
         x.N = N;
-        x.capg = L.pmax_rows;
-        punpack = upload(L.punpack);
-        realp = upload(L.realp);
-        x.punpack = punpack;
+        x.capg = L.max_rows;
         W = dmalloc<uint16_t>((size_t)El * N * H);
         mkb_fill_rand<<<1024, 256, 0, g_st>>>(W, (size_t)El * N * H, seed + 77777 + 131 * g_rank, 0);
         MKB_CHECK(cudaGetLastError());
@@ -796,7 +745,7 @@ void bench_one(result &r, int nccl, int iters, int rounds, int l2, uint64_t seed
     size_t per = rb * ((size_t)T * 3 + (size_t)x.cap + (nccl ? ns + nr + nu + ny + nb : 0));
     if (dg)
         per += (size_t)N * 2 * ((size_t)x.capg + (size_t)x.cap + (nccl ? (size_t)x.capg : 0)) +
-               (nccl ? rb * (size_t)L.prows : 0);
+               (nccl ? rb * (size_t)L.rows : 0);
     size_t nsets = (2 * (size_t)l2 + per - 1) / per;
     nsets = std::max<size_t>(1, std::min<size_t>(nsets, 8));
     for (size_t i = 0; i < nsets; i++) {
@@ -830,13 +779,13 @@ void bench_one(result &r, int nccl, int iters, int rounds, int l2, uint64_t seed
             s.pa_u = upload(pa);
             s.pc_u = upload(pc);
             if (nccl) {
-                s.ubufp = dmalloc<uint16_t>((size_t)L.prows * H);
+                s.ubufp = dmalloc<uint16_t>((size_t)L.rows * H);
                 s.yn = dmalloc<uint16_t>((size_t)x.capg * N);
                 pa.clear();
                 pc.clear();
                 for (int64_t e : gexp) {
-                    pa.push_back(s.ubufp + (size_t)L.poff[(size_t)e] * H);
-                    pc.push_back(s.yn + (size_t)L.poff[(size_t)e] * N);
+                    pa.push_back(s.ubufp + (size_t)L.off[(size_t)e] * H);
+                    pc.push_back(s.yn + (size_t)L.off[(size_t)e] * N);
                 }
                 s.pa_n = upload(pa);
                 s.pc_n = upload(pc);
@@ -891,30 +840,30 @@ void bench_one(result &r, int nccl, int iters, int rounds, int l2, uint64_t seed
         unsigned long long *gc = dmalloc<unsigned long long>(2), hg[2] = {0, 0};
         MKB_CHECK(cudaMemsetAsync(gc, 0, 16, g_st));
         int bad_goff = 0;
-        const int64_t nreal = (int64_t)L.realp.size();
+        const int64_t nreal = L.rows; /* y's rows: every one real (no padding) */
         const unsigned blocks = (unsigned)std::max<int64_t>(
             1, std::min<int64_t>((int64_t)g_sms * 16, (nreal * N + 255) / 256));
         for (set &s : x.sets) {
             x.what = G_OURS;
             call(x, s);
-            std::vector<int64_t> off(L.poff.size());
+            std::vector<int64_t> off(L.off.size());
             MKB_CHECK(cudaMemcpyAsync(off.data(), s.offg, off.size() * 8, cudaMemcpyDeviceToHost,
                                       g_st));
             MKB_CHECK(cudaStreamSynchronize(g_st));
-            bad_goff += off != L.poff;
+            bad_goff += off != L.off;
             x.what = G_UNF;
             call(x, s);
             if (nreal > 0)
-                count_far_rows<<<blocks, 256, 0, g_st>>>((const __nv_bfloat16 *)s.yg, realp,
-                                                         (const __nv_bfloat16 *)s.yu, nullptr,
-                                                         nreal, N, gc);
+                count_far_rows<<<blocks, 256, 0, g_st>>>((const __nv_bfloat16 *)s.yg,
+                                                         (const __nv_bfloat16 *)s.yu, nreal, N,
+                                                         gc);
             if (nccl) {
                 x.what = G_NCCL;
                 call(x, s);
                 if (nreal > 0)
-                    count_far_rows<<<blocks, 256, 0, g_st>>>((const __nv_bfloat16 *)s.yg, realp,
-                                                             (const __nv_bfloat16 *)s.yn, realp,
-                                                             nreal, N, gc + 1);
+                    count_far_rows<<<blocks, 256, 0, g_st>>>((const __nv_bfloat16 *)s.yg,
+                                                             (const __nv_bfloat16 *)s.yn, nreal,
+                                                             N, gc + 1);
             }
             MKB_CHECK(cudaGetLastError());
         }
@@ -955,7 +904,7 @@ void bench_one(result &r, int nccl, int iters, int rounds, int l2, uint64_t seed
                         (void *)s.pa_u, (void *)s.pc_u})
             if (p) cudaFree(p);
     for (void *p : {(void *)idx, (void *)pack, (void *)unpack, (void *)cpos, (void *)ysrc_idx,
-                    (void *)w, (void *)cnt, (void *)punpack, (void *)realp, (void *)W,
+                    (void *)w, (void *)cnt, (void *)W,
                     (void *)x.pw})
         if (p) cudaFree(p);
 }

@@ -306,31 +306,37 @@ __global__ void __launch_bounds__(1024) group_table_kernel(const GroupTableArgs 
     }
 }
 
-/* Units are the tiles in use (groups in turn), one per CTA (no pairs: two
- * tiles sharing a B tile would have to be of one group); the others cost a
- * tile() call each (an M-block past M, no k-block).  A tile's A rows start
- * at its group's first row plus 128 per block, its B tile is its group's,
- * and the group's last tile is stored row by row up to the group's end. */
+/* Units are the tiles in use (groups in turn), in pairs of consecutive
+ * tiles when the launch has clusters of 2 (cm); the units past them cost a
+ * tile() call each (an M-block past M, no k-block), and a pair's second
+ * tile past the last computes rows that are never stored.  A pair whose
+ * tiles are of one group shares its B tile by multicast; one whose tiles
+ * straddle two groups loads each CTA's own (b_split).  A tile's A rows
+ * start at its group's first row plus 128 per block, its B tile is its
+ * group's, and the group's last tile is stored row by row up to the
+ * group's end. */
 struct GroupedHooks {
     static constexpr bool kWaitA = false;
     static constexpr bool kSignal = false;
     static constexpr bool kBRow = true;
+    static constexpr bool kBSplit = true;
     static constexpr bool kASrc = true;
     const int32_t *table;
     const int64_t *off;
     int brows; /* rows of B per group: n (transB) or k */
+    int cm;    /* CTAs per cluster: 1 or 2 */
     __device__ __forceinline__ TileCoord tile(const GemmParams &p, int i) const
     {
         const int tiles = __ldg(table);
         TileCoord t;
-        if (i >= tiles * p.num_n_blk) {
+        if (i >= (tiles + cm - 1) / cm * p.num_n_blk) {
             t.m_blk = p.num_m_blk; /* past M: never stored */
             t.n_blk = 0;
             t.kb0 = 0;
             t.kb1 = 0;
             return t;
         }
-        mki_gemm_unit_of(i, tiles, p.num_n_blk, p.group_m, 1, &t.m_blk, &t.n_blk);
+        mki_gemm_unit_of(i, tiles, p.num_n_blk, p.group_m, cm, &t.m_blk, &t.n_blk);
         return t;
     }
     __device__ __forceinline__ int group_of(int m_blk) const { return __ldg(table + 2 + 2 * m_blk); }
@@ -348,17 +354,28 @@ struct GroupedHooks {
     {
         return t.m_blk < __ldg(table) ? group_of(t.m_blk) * brows : 0;
     }
+    __device__ __forceinline__ bool b_split(const GemmParams &, TileCoord u) const
+    {
+        const int tiles = __ldg(table);
+        return u.m_blk + 1 < tiles && group_of(u.m_blk) != group_of(u.m_blk + 1);
+    }
     __device__ __forceinline__ void wait_a(const GemmParams &, TileCoord, int) const {}
     __device__ __forceinline__ EpiTarget target(const GemmParams &p, TileCoord t) const
     {
-        const int g = group_of(t.m_blk);
-        const int64_t r0 = first_row(t.m_blk), rem = __ldg(off + g + 1) - r0;
         EpiTarget e;
-        e.row0 = (int)r0;
         e.col0 = t.n_blk * BN;
         e.ptr = p.d;
         e.ld = p.ldd;
         e.tmap = &p.tm_d;
+        if (t.m_blk >= __ldg(table)) { /* a pair's second tile past the last */
+            e.row0 = 0;
+            e.mode = EPI_DIRECT;
+            e.rows = 0;
+            return e;
+        }
+        const int g = group_of(t.m_blk);
+        const int64_t r0 = first_row(t.m_blk), rem = __ldg(off + g + 1) - r0;
+        e.row0 = (int)r0;
         e.mode = rem >= BM ? EPI_TMA_STORE : EPI_DIRECT;
         if (rem < BM) e.rows = (int)rem;
         return e;
@@ -409,7 +426,7 @@ static int grouped_prepare(const mki_gemm_grouped_args *g, mki_gemm_plan *plan, 
     a.trans_b = g->trans_b;
     a.alpha = 1.0f;
     a.num_ctas = g->num_ctas;
-    a.cluster_m = 1; /* a pair's two tiles could be of two groups */
+    a.cluster_m = 0; /* pairs whenever the CTAs pair up: tiles of one group share B */
     a.stream = g->stream;
     int r = prepare(&a, plan, p, msg, len);
     if (r || plan->noop) return r;
@@ -428,7 +445,8 @@ static int grouped_prepare(const mki_gemm_grouped_args *g, mki_gemm_plan *plan, 
     /* tiles are numbered over the groups: at most one partial tile each */
     p->num_m_blk = (int)(g->rows / BM + g->groups);
     p->m = p->num_m_blk * BM; /* the direct epilogue's row bound: never reached */
-    set_cluster(*p, 1);
+    set_cluster(*p, p->cluster_m);
+    h->cm = p->cluster_m;
     h->table = g->table;
     h->off = g->offsets;
     h->brows = (int)(g->trans_b ? g->n : g->k);
@@ -492,10 +510,10 @@ extern "C" int mki_gemm_grouped(const mki_gemm_grouped_args *g, char *msg, size_
     if (e != cudaSuccess) return cuda_fail(e, "launching the group table kernel", msg, len);
     const bool f16 = g->in_type == MKI_DT_F16;
     if (f16)
-        return g->trans_b ? launch<true, true>(p, h, plan.grid, 1, s, msg, len)
-                          : launch<true, false>(p, h, plan.grid, 1, s, msg, len);
-    return g->trans_b ? launch<false, true>(p, h, plan.grid, 1, s, msg, len)
-                      : launch<false, false>(p, h, plan.grid, 1, s, msg, len);
+        return g->trans_b ? launch<true, true>(p, h, plan.grid, p.cluster_m, s, msg, len)
+                          : launch<true, false>(p, h, plan.grid, p.cluster_m, s, msg, len);
+    return g->trans_b ? launch<false, true>(p, h, plan.grid, p.cluster_m, s, msg, len)
+                      : launch<false, false>(p, h, plan.grid, p.cluster_m, s, msg, len);
 }
 
 template <bool kF16, bool kTransB, int kCM>

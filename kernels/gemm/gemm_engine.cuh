@@ -64,6 +64,10 @@
  *                        g: g x N with transB, g x K without); asked with
  *                        the unit as tile() gave it (its first M-block), so
  *                        both CTAs of a pair load the same tile.
+ *   b_split(p, u)        kBSplit hooks only (optional, pairs): true when the
+ *                        pair's two tiles need different B tiles; each CTA
+ *                        then loads its own whole (b_row of its own tile),
+ *                        no multicast.  Both CTAs must answer alike.
  *   target(p, t)         where the tile goes (hook 3): TMA store through any
  *                        tensor map (local D, a peer's buffer), TMA add into
  *                        an fp32 staging bank, or direct stores to a pointer;
@@ -275,6 +279,9 @@ MKI_HOOK_FLAG(HooksHaveASrc, kASrc)
 /* b_row moves each unit's B tile down the rows of p.tm_b (a grouped GEMM
  * stacks its groups' B matrices in one map) */
 MKI_HOOK_FLAG(HooksHaveBRow, kBRow)
+/* b_split(unit) (with kBRow, pairs): the pair's two tiles need different
+ * B tiles (two groups): each CTA loads its own whole, no multicast */
+MKI_HOOK_FLAG(HooksHaveBSplit, kBSplit)
 /* side_work gets the producer warpgroup's idle threads */
 MKI_HOOK_FLAG(HooksHaveSideWork, kSideWork)
 /* with kSignal: after_store(t) one tile late, when the consumers start the
@@ -577,6 +584,22 @@ __device__ __forceinline__ TileCoord my_tile(TileCoord unit, uint32_t crank)
     return t;
 }
 
+/* The whole B tile of k-block kb into this CTA's stage (no multicast). */
+__device__ __forceinline__ void load_b_whole(char *sb, const GemmParams &p, bool trans_b, int kb,
+                                             int n_blk, int bn, int bk, uint64_t *bar)
+{
+    if (trans_b) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+            tma_load_2d(sb + j * (kBBytes / 2), &p.tm_b, kb * BK, bn + n_blk * BN + j * (BN / 2),
+                        bar);
+    } else {
+#pragma unroll
+        for (int j = 0; j < BN / 64; ++j)
+            tma_load_2d(sb + j * 8192, &p.tm_b, n_blk * BN + j * 64, bk + kb * BK, bar);
+    }
+}
+
 template <int kCM, typename Hooks>
 __device__ __forceinline__ void producer(const GemmParams &p, const Hooks &h, int unit0,
                                          int nunits_step, char *ring, uint64_t *full,
@@ -594,10 +617,15 @@ __device__ __forceinline__ void producer(const GemmParams &p, const Hooks &h, in
         int arow = m_load * BM;
         if constexpr (HooksHaveASrc<Hooks>::value) amap = h.a_src(p, m_load, &arow);
         /* B's rows (a grouped GEMM's group): asked for the unit, so that the
-         * two CTAs of a pair load halves of the same tile */
+         * two CTAs of a pair load halves of the same tile, or, when the
+         * pair's tiles are of two groups (split), for this CTA's tile */
+        bool split = false;
+        if constexpr (kCM == 2 && HooksHaveBSplit<Hooks>::value) split = h.b_split(p, unit);
         int bn = 0, bk = 0;
-        if constexpr (HooksHaveBRow<Hooks>::value)
-            if (unit.m_blk < p.num_m_blk) (trans_b ? bn : bk) = h.b_row(p, unit);
+        if constexpr (HooksHaveBRow<Hooks>::value) {
+            const TileCoord bt = split ? tc : unit;
+            if (bt.m_blk < p.num_m_blk) (trans_b ? bn : bk) = h.b_row(p, bt);
+        }
         const int kb_end = tc.kb1 < 0 ? p.num_k_blk : tc.kb1;
         for (int kb = tc.kb0; kb < kb_end; ++kb) {
             if constexpr (Hooks::kWaitA) {
@@ -611,18 +639,8 @@ __device__ __forceinline__ void producer(const GemmParams &p, const Hooks &h, in
             char *sb = sa + kABytes;
             mbar_expect_tx(&full[stage], kStageBytes);
             tma_load_2d(sa, amap, kb * BK, arow, &full[stage]);
-            if constexpr (kCM == 1) {
-                if (trans_b) {
-#pragma unroll
-                    for (int j = 0; j < 2; ++j)
-                        tma_load_2d(sb + j * (kBBytes / 2), &p.tm_b, kb * BK,
-                                    bn + tc.n_blk * BN + j * (BN / 2), &full[stage]);
-                } else {
-#pragma unroll
-                    for (int j = 0; j < BN / 64; ++j)
-                        tma_load_2d(sb + j * 8192, &p.tm_b, tc.n_blk * BN + j * 64,
-                                    bk + kb * BK, &full[stage]);
-                }
+            if (kCM == 1 || split) {
+                load_b_whole(sb, p, trans_b, kb, tc.n_blk, bn, bk, &full[stage]);
             } else {
                 /* this CTA's half of B, to both CTAs */
                 if (trans_b) {

@@ -794,6 +794,10 @@ static void test_grouped(bool quick)
     test_grouped_case(8, 1000, 512, 0, BF, BF, 0);
     test_grouped_case(5, 264, 1032, 1, F16, F32, 0);
     test_grouped_case(3, 256, 128, 0, BF, BF, 7); /* odd grid: no pairs */
+    /* 4 CTAs: each runs many pairs in turn, multicast and split (tiles of
+     * two groups) mixed on the same barriers */
+    test_grouped_case(16, 512, 1024, 1, BF, BF, 4);
+    test_grouped_case(16, 264, 512, 0, BF, BF, 4);
     test_grouped_case(1, 512, 256, 1, BF, BF, 0);
     if (!quick) test_grouped_case(32, 2048, 2048, 1, BF, BF, 0);
     /* rules the host checks */

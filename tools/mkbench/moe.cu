@@ -41,7 +41,13 @@
  *             experts (a group per expert with rows, group size 1, its
  *             own m; bf16 in and out, fp32 compute);
  *             mk+blas: mkMoEDispatch then that grouped GEMM;
- *             blas: that grouped GEMM alone (the limit).
+ *             blas: that grouped GEMM alone (the limit);
+ *             nccl+loop: the dispatch baseline, then one cublasGemmEx per
+ *             local expert with rows (the per-expert loop; at these
+ *             shapes faster than cuBLAS's grouped call);
+ *             loop: that loop alone;
+ *             mkgemm: our grouped GEMM alone (mki_gemm_grouped, the
+ *             engine mkMoEDispatchGemm runs) on ours' recv.
  * Before timing, the baselines are checked against ours: the unpacked
  * rows must be ours' recv bit for bit, the combined outputs within bf16's
  * rounding; ours' dgemm expert_offsets against the host's, its y on every
@@ -76,6 +82,7 @@
 
 #include "mkernel.h"
 #include "mki.h"
+#include "gemm/gemm.h"
 #include "common.h"
 #include "multi.h"
 
@@ -93,7 +100,8 @@ cublasHandle_t g_blas;
  * combine (ours + 1 is the baseline, ours + 2 the all-to-allv); dispatch +
  * GEMM ours, NCCL's dispatch + cuBLAS grouped, mkMoEDispatch + cuBLAS
  * grouped, cuBLAS grouped alone */
-enum { D_OURS, D_NCCL, D_A2A, C_OURS, C_NCCL, C_A2A, G_OURS, G_NCCL, G_UNF, G_BLAS, NSERIES };
+enum { D_OURS, D_NCCL, D_A2A, C_OURS, C_NCCL, C_A2A, G_OURS, G_NCCL, G_UNF, G_BLAS, G_LOOPN,
+       G_LOOP, G_MKG, NSERIES };
 
 /* --series: bits of the groups */
 enum { S_DISPATCH = 1, S_COMBINE = 2, S_DGEMM = 4 };
@@ -101,9 +109,13 @@ enum { S_DISPATCH = 1, S_COMBINE = 2, S_DGEMM = 4 };
 int series_group(int what) { return what <= D_A2A ? S_DISPATCH : what <= C_A2A ? S_COMBINE : S_DGEMM; }
 bool needs_nccl(int what)
 {
-    return what == D_NCCL || what == D_A2A || what == C_NCCL || what == C_A2A || what == G_NCCL;
+    return what == D_NCCL || what == D_A2A || what == C_NCCL || what == C_A2A || what == G_NCCL ||
+           what == G_LOOPN;
 }
-bool is_ours(int what) { return what == D_OURS || what == C_OURS || what == G_OURS; }
+bool is_ours(int what)
+{
+    return what == D_OURS || what == C_OURS || what == G_OURS || what == G_MKG;
+}
 
 /* ---- routing (host) ---------------------------------------------------- */
 
@@ -398,6 +410,8 @@ struct ctx {
     std::vector<cublasOperation_t> ta, tb;
     std::vector<int> gm, gn, gk, ldw, lda, ldc, gsz;
     std::vector<float> alpha, beta;
+    std::vector<int64_t> gexp;    /* the local experts with rows */
+    int32_t *gtable = nullptr;    /* mki_gemm_grouped's table (our GEMM alone) */
 };
 
 void a2av(const uint16_t *s, uint16_t *r, const std::vector<size_t> &sc,
@@ -435,6 +449,48 @@ void grouped_gemm(const ctx &x, void *const *pa, void *const *pc)
         (const void *const *)x.pw, CUDA_R_16BF, x.ldw.data(), (const void *const *)pa,
         CUDA_R_16BF, x.lda.data(), x.beta.data(), pc, CUDA_R_16BF, x.ldc.data(), x.G,
         x.gsz.data(), CUBLAS_COMPUTE_32F));
+}
+
+/* The per-expert loop: one cublasGemmEx per local expert with rows, A and
+ * y in the dispatch's layout (rows from L.off). */
+void loop_gemm(const ctx &x, const uint16_t *A, uint16_t *C)
+{
+    const layout &L = *x.L;
+    const float one = 1.0f, zero = 0.0f;
+    for (int64_t e : x.gexp) {
+        const int64_t r0 = L.off[(size_t)e], rows = L.off[(size_t)e + 1] - r0;
+        MKB_CB(cublasGemmEx(g_blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)x.N, (int)rows, (int)x.H, &one,
+                            x.W + (size_t)e * x.N * x.H, CUDA_R_16BF, (int)x.H,
+                            A + (size_t)r0 * x.H, CUDA_R_16BF, (int)x.H, &zero,
+                            C + (size_t)r0 * x.N, CUDA_R_16BF, (int)x.N, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
+    }
+}
+
+/* Our grouped GEMM alone (the engine mkMoEDispatchGemm runs after its
+ * dispatch) over ours' recv and expert_offsets. */
+void mk_grouped(const ctx &x, const set &s)
+{
+    mki_gemm_grouped_args g;
+    memset(&g, 0, sizeof g);
+    g.rows = x.cap;
+    g.n = x.N;
+    g.k = x.H;
+    g.groups = x.E / g_n;
+    g.a = s.recv;
+    g.b = x.W;
+    g.d = s.yu;
+    g.offsets = s.off;
+    g.table = x.gtable;
+    g.in_type = MKI_DT_BF16;
+    g.out_type = MKI_DT_BF16;
+    g.trans_b = 1;
+    g.stream = g_st;
+    char msg[512];
+    if (mki_gemm_grouped(&g, msg, sizeof msg)) {
+        fprintf(stderr, "rank %d: mki_gemm_grouped: %s\n", g_rank, msg);
+        exit(3);
+    }
 }
 
 void call(const ctx &x, const set &s)
@@ -480,6 +536,14 @@ void call(const ctx &x, const set &s)
                              x.K, x.E, x.cap, mkBfloat16, g_comm, g_st));
         grouped_gemm(x, s.pa_u, s.pc_u);
         break;
+    case G_LOOPN:
+        gather(s.sbuf, s.x, x.pack, (int64_t)L.pack.size(), x.H);
+        a2av(s.sbuf, s.rbuf, L.scnt, L.sdis, L.rcnt, L.rdis, x.H);
+        gather(s.ubufp, s.rbuf, x.unpack, L.rows, x.H);
+        loop_gemm(x, s.ubufp, s.yn);
+        break;
+    case G_LOOP: loop_gemm(x, s.recv, s.yu); break;
+    case G_MKG: mk_grouped(x, s); break;
     default: grouped_gemm(x, s.pa_u, s.pc_u); break; /* G_BLAS */
     }
 }
@@ -605,8 +669,11 @@ void write_out(const std::vector<result> &res, const char *tag, int calls, int s
         }
     for (const result &r : res) {
         if (!(series & S_DGEMM)) break;
-        char extra[1400], unf[32], blas[32], vs[32];
+        char extra[1600], unf[32], blas[32], vs[32], lpn[32], lp[32], mkg[32];
         ms_or_null(unf, sizeof unf, r.t[G_UNF]);
+        ms_or_null(lpn, sizeof lpn, r.t[G_LOOPN]);
+        ms_or_null(lp, sizeof lp, r.t[G_LOOP]);
+        ms_or_null(mkg, sizeof mkg, r.t[G_MKG]);
         ms_or_null(blas, sizeof blas, r.t[G_BLAS]);
         if (r.t[G_UNF] > 0 && r.t[G_OURS] > 0)
             snprintf(vs, sizeof vs, "%.4f", r.t[G_UNF] / r.t[G_OURS]);
@@ -616,7 +683,9 @@ void write_out(const std::vector<result> &res, const char *tag, int calls, int s
                  "\"tokens_per_rank\": %lld, \"hidden\": %lld, \"experts\": %lld, "
                  "\"topk\": %lld, \"routing\": \"%s\", \"gemm_n\": %lld, \"transW\": 1, "
                  "\"mk_dispatch_cublas_ms\": %s, \"cublas_grouped_ms\": %s, "
-                 "\"speedup_vs_mk_dispatch_cublas\": %s, \"rows_per_rank_mean\": %.1f, "
+                 "\"speedup_vs_mk_dispatch_cublas\": %s, \"nccl_cublas_loop_ms\": %s, "
+                 "\"cublas_loop_ms\": %s, \"mk_grouped_gemm_ms\": %s, "
+                 "\"rows_per_rank_mean\": %.1f, "
                  "\"max_rows_per_rank\": %lld, "
                  "\"calls_per_series\": %d, \"check\": \"%s\", \"nccl\": \"%d.%d.%d\", "
                  "\"baseline_desc\": \"pack kernel, ncclSend/ncclRecv all-to-allv of unique "
@@ -624,8 +693,8 @@ void write_out(const std::vector<result> &res, const char *tag, int calls, int s
                  "cublasGemmGroupedBatchedEx (a group of size 1 per local expert with rows, "
                  "bf16, fp32 compute), one stream\", \"limit_desc\": \"that grouped GEMM "
                  "alone\"",
-                 r.T, r.H, r.E, r.K, r.skewed ? "skewed" : "random", r.N, unf, blas, vs,
-                 r.rows_mean, r.rows_max, calls, r.check_g ? "ok" : "FAIL",
+                 r.T, r.H, r.E, r.K, r.skewed ? "skewed" : "random", r.N, unf, blas, vs, lpn,
+                 lp, mkg, r.rows_mean, r.rows_max, calls, r.check_g ? "ok" : "FAIL",
                  nv / 10000, nv / 100 % 100, nv % 100);
         mkb_record rec;
         memset(&rec, 0, sizeof(rec));
@@ -651,13 +720,15 @@ void write_out(const std::vector<result> &res, const char *tag, int calls, int s
     if (!f) return;
     fprintf(f, "shape\trouting\tdispatch_ms\tdispatch_nccl_ms\tdispatch_a2a_ms\tcombine_ms\t"
                "combine_nccl_ms\tcombine_a2a_ms\tdispatch_gbs\tcross_bytes\tgemm_n\t"
-               "dgemm_ms\tdgemm_nccl_cublas_ms\tdgemm_mk_cublas_ms\tcublas_grouped_ms\n");
+               "dgemm_ms\tdgemm_nccl_cublas_ms\tdgemm_mk_cublas_ms\tcublas_grouped_ms\t"
+               "dgemm_nccl_loop_ms\tcublas_loop_ms\tmk_grouped_gemm_ms\n");
     for (const result &r : res)
         fprintf(f, "%lldx%lldx%lldx%lld\t%s\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.2f\t%.0f\t"
-                   "%lld\t%.4f\t%.4f\t%.4f\t%.4f\n",
+                   "%lld\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\n",
                 r.T, r.H, r.E, r.K, r.skewed ? "skewed" : "random", r.t[D_OURS], r.t[D_NCCL],
                 r.t[D_A2A], r.t[C_OURS], r.t[C_NCCL], r.t[C_A2A], gbs(r.cross_bytes, r.t[D_OURS]),
-                r.cross_bytes, r.N, r.t[G_OURS], r.t[G_NCCL], r.t[G_UNF], r.t[G_BLAS]);
+                r.cross_bytes, r.N, r.t[G_OURS], r.t[G_NCCL], r.t[G_UNF], r.t[G_BLAS],
+                r.t[G_LOOPN], r.t[G_LOOP], r.t[G_MKG]);
     fclose(f);
     printf("results: %s (and .json)\n", path);
 }
@@ -722,6 +793,8 @@ void bench_one(result &r, int nccl, int iters, int rounds, int l2, uint64_t seed
         for (int64_t e = 0; e < El; e++)
             if (L.off[(size_t)e + 1] > L.off[(size_t)e]) gexp.push_back(e);
         x.G = (int)gexp.size();
+        x.gexp = gexp;
+        x.gtable = dmalloc<int32_t>((size_t)MKI_GEMM_GROUP_TABLE(x.cap, El));
         for (int64_t e : gexp) {
             x.ta.push_back(CUBLAS_OP_T);
             x.tb.push_back(CUBLAS_OP_N);
@@ -905,7 +978,7 @@ void bench_one(result &r, int nccl, int iters, int rounds, int l2, uint64_t seed
             if (p) cudaFree(p);
     for (void *p : {(void *)idx, (void *)pack, (void *)unpack, (void *)cpos, (void *)ysrc_idx,
                     (void *)w, (void *)cnt, (void *)W,
-                    (void *)x.pw})
+                    (void *)x.pw, (void *)x.gtable})
         if (p) cudaFree(p);
 }
 
@@ -1033,11 +1106,11 @@ extern "C" int mkb_moe_main(int argc, char **argv)
                    "unpack to the expert layout, cuBLAS grouped GEMM; mk+blas: mkMoEDispatch, "
                    "the same GEMM; blas: that GEMM alone; TFLOP/s: 2 N H x mean real rows per "
                    "rank / time)\n", g_n, devname, iters * rounds, rounds);
-            printf("%-20s %-6s %6s %8s %9s %8s %8s %8s %8s %7s  %s\n", "T x H x E top-K", "route",
-                   "N", "dgemm", "nccl+blas", "mk+blas", "blas", "vs nccl", "vs mk", "TFLOP/s",
-                   "check");
+            printf("%-20s %-6s %6s %8s %9s %8s %8s %9s %8s %8s %8s %8s %7s  %s\n",
+                   "T x H x E top-K", "route", "N", "dgemm", "nccl+blas", "mk+blas", "blas",
+                   "nccl+loop", "loop", "mkgemm", "vs nccl", "vs loop", "TFLOP/s", "check");
             for (const result &r : res) {
-                char sh[64], b[6][16];
+                char sh[64], b[9][16];
                 snprintf(sh, sizeof sh, "%lldx%lldx%lld top-%lld", r.T, r.H, r.E, r.K);
                 auto ms = [](double v, char *o) {
                     if (v < 0) snprintf(o, 16, "-");
@@ -1049,10 +1122,11 @@ extern "C" int mkb_moe_main(int argc, char **argv)
                     else snprintf(o, 16, "%.3fx", base / ours);
                     return o;
                 };
-                printf("%-20s %-6s %6lld %8s %9s %8s %8s %8s %8s %7.1f  %s\n", sh,
+                printf("%-20s %-6s %6lld %8s %9s %8s %8s %9s %8s %8s %8s %8s %7.1f  %s\n", sh,
                        r.skewed ? "skewed" : "random", r.N, ms(r.t[G_OURS], b[0]),
                        ms(r.t[G_NCCL], b[1]), ms(r.t[G_UNF], b[2]), ms(r.t[G_BLAS], b[3]),
-                       ratio(r.t[G_NCCL], r.t[G_OURS], b[4]), ratio(r.t[G_UNF], r.t[G_OURS], b[5]),
+                       ms(r.t[G_LOOPN], b[6]), ms(r.t[G_LOOP], b[7]), ms(r.t[G_MKG], b[8]),
+                       ratio(r.t[G_NCCL], r.t[G_OURS], b[4]), ratio(r.t[G_LOOPN], r.t[G_OURS], b[5]),
                        r.t[G_OURS] > 0 ? dgemm_flops(r) / (r.t[G_OURS] * 1e-3) / 1e12 : 0.0,
                        r.check_g ? "ok" : "FAIL");
             }

@@ -396,7 +396,8 @@ static int gcheck(const gcall &g, const uint16_t *host)
  * tokens, routing, weights and x come from (seed, rank), so every rank
  * knows the whole layout.  x is q / 16 with |q| <= 2 and the weights
  * 2^-2 .. 2; the combine gets recv itself as y, so out[t] = x[t] times the
- * sum of t's weights: exact in fp32 and in every dtype. */
+ * sum of t's weights: exact in fp32 and in every dtype (+0 for a token
+ * with no expert). */
 struct mcall {
     int dt;
     int64_t hidden, topk, experts, cap;
@@ -577,7 +578,8 @@ static int mcheck(const mcall &m, char *send, char *recv, uint8_t *host)
             for (int64_t j = 0; j < m.topk; j++)
                 if (mexpert(m, g_rank, (uint64_t)(t * m.topk + j)) >= 0)
                     ws += mweight(m, g_rank, (uint64_t)(t * m.topk + j));
-            const float v = (float)qval(m.seed, g_rank, e, 2) / 16.0f * ws;
+            /* a token with no expert: +0 (not x * 0, which is -0 for x < 0) */
+            const float v = ws == 0.0f ? 0.0f : (float)qval(m.seed, g_rank, e, 2) / 16.0f * ws;
             uint32_t want = 0, got = 0;
             if (m.dt == mkFloat32) {
                 memcpy(&want, &v, 4);

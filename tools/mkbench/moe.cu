@@ -493,6 +493,16 @@ void mk_grouped(const ctx &x, const set &s)
     }
 }
 
+/* The dgemm baselines' dispatch: pack, all-to-allv, unpack into ours'
+ * layout (ubufp, the real rows only). */
+void nccl_dispatch(const ctx &x, const set &s)
+{
+    const layout &L = *x.L;
+    gather(s.sbuf, s.x, x.pack, (int64_t)L.pack.size(), x.H);
+    a2av(s.sbuf, s.rbuf, L.scnt, L.sdis, L.rcnt, L.rdis, x.H);
+    gather(s.ubufp, s.rbuf, x.unpack, L.rows, x.H);
+}
+
 void call(const ctx &x, const set &s)
 {
     const layout &L = *x.L;
@@ -526,9 +536,7 @@ void call(const ctx &x, const set &s)
                                  x.H, x.N, x.K, x.E, x.capg, 1, mkBfloat16, g_comm, g_st));
         break;
     case G_NCCL:
-        gather(s.sbuf, s.x, x.pack, (int64_t)L.pack.size(), x.H);
-        a2av(s.sbuf, s.rbuf, L.scnt, L.sdis, L.rcnt, L.rdis, x.H);
-        gather(s.ubufp, s.rbuf, x.unpack, L.rows, x.H);
+        nccl_dispatch(x, s);
         grouped_gemm(x, s.pa_n, s.pc_n);
         break;
     case G_UNF:
@@ -537,9 +545,7 @@ void call(const ctx &x, const set &s)
         grouped_gemm(x, s.pa_u, s.pc_u);
         break;
     case G_LOOPN:
-        gather(s.sbuf, s.x, x.pack, (int64_t)L.pack.size(), x.H);
-        a2av(s.sbuf, s.rbuf, L.scnt, L.sdis, L.rcnt, L.rdis, x.H);
-        gather(s.ubufp, s.rbuf, x.unpack, L.rows, x.H);
+        nccl_dispatch(x, s);
         loop_gemm(x, s.ubufp, s.yn);
         break;
     case G_LOOP: loop_gemm(x, s.recv, s.yu); break;

@@ -265,8 +265,9 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint3
 
 /* ---------------------------------------------------------------- hooks */
 
-/* The optional hooks: Trait<H>::value is H's `static constexpr bool
- * Member`, false when H declares none. */
+/* The optional hooks (the list at the top says what each does):
+ * Trait<H>::value is H's `static constexpr bool Member`, false when H
+ * declares none. */
 #define MKI_HOOK_FLAG(Trait, Member)                                                         \
     template <typename H, typename = void> struct Trait {                                    \
         static constexpr bool value = false;                                                 \
@@ -274,24 +275,12 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint3
     template <typename H> struct Trait<H, decltype((void)H::Member)> {                        \
         static constexpr bool value = H::Member;                                             \
     };
-/* a_src chooses the map of each tile's A rows (else p.tm_a for all) */
 MKI_HOOK_FLAG(HooksHaveASrc, kASrc)
-/* b_row moves each unit's B tile down the rows of p.tm_b (a grouped GEMM
- * stacks its groups' B matrices in one map) */
 MKI_HOOK_FLAG(HooksHaveBRow, kBRow)
-/* b_split(unit) (with kBRow, pairs): the pair's two tiles need different
- * B tiles (two groups): each CTA loads its own whole, no multicast */
 MKI_HOOK_FLAG(HooksHaveBSplit, kBSplit)
-/* side_work gets the producer warpgroup's idle threads */
 MKI_HOOK_FLAG(HooksHaveSideWork, kSideWork)
-/* with kSignal: after_store(t) one tile late, when the consumers start the
- * epilogue of their next tile (or leave), so that waiting for the stores
- * to complete never stalls the mainloop (the stores of a tile to a peer
- * take a few us; the next tile's mainloop hides them) */
 MKI_HOOK_FLAG(HooksDeferSignal, kDeferSignal)
-/* combine gets the tile's accumulators before they are stored */
 MKI_HOOK_FLAG(HooksHaveCombine, kCombine)
-/* done() runs once the last tile is stored */
 MKI_HOOK_FLAG(HooksHaveDone, kDone)
 #undef MKI_HOOK_FLAG
 

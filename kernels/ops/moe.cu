@@ -125,6 +125,36 @@ __device__ bool grid_barrier(const mki_moe_params &p, uint64_t *ctr, uint64_t ta
     return *quit == 0;
 }
 
+/* An inbox slot's tag equal to the call number e (a grown inbox is not
+ * zeroed: its words may hold anything, so not >=), by lane 0 of a warp,
+ * under the runtime's deadline and abort word; true unless quitting. */
+__device__ __noinline__ void wait_tag_spin(const mki_rt_dev &rt, const uint64_t *tag, uint64_t e,
+                                           int src, int slot, volatile int *quit)
+{
+    const uint64_t t0 = globaltimer();
+    for (uint32_t n = 1;; n++) {
+        const uint64_t v = ld_acquire_sys(tag);
+        if (v == e) return;
+        if (n & 31) continue;
+        if (*quit) return;
+        const uint64_t w = ld_relaxed_sys(abort_word(rt));
+        if (w || globaltimer() - t0 > rt.timeout_ns) {
+            fail(rt, w ? MKI_ERR_REMOTE : MKI_ERR_TIMEOUT,
+                 wait_site{w ? (int)w - 1 : src, (int)blockIdx.x, slot, 2}, e, v, e);
+            *quit = 1;
+            return;
+        }
+    }
+}
+
+__device__ __forceinline__ bool warp_wait_tag(const mki_rt_dev &rt, const uint64_t *tag, uint64_t e,
+                                              int src, int slot, volatile int *quit)
+{
+    if ((threadIdx.x & 31) == 0 && ld_acquire_sys(tag) != e) wait_tag_spin(rt, tag, e, src, slot, quit);
+    __syncwarp();
+    return __all_sync(0xffffffffu, *quit == 0);
+}
+
 /* Last CTA out of a counter: true in thread 0 of the last one. */
 __device__ bool last_out(uint64_t *ctr)
 {
@@ -339,27 +369,29 @@ __global__ void __launch_bounds__(NT, 1) moe_dispatch_kernel(const __grid_consta
                     m[0] = (int32_t)t;
                     m[1] = __popc(here);
                 }
+                /* the row and metadata (each lane fences its own stores),
+                 * then the slot's tag */
+                __threadfence_system();
+                __syncwarp();
+                if (lane == 0) st_release_sys(reinterpret_cast<uint64_t *>(m + MW - 2), e);
             }
         }
         __syncthreads();
     }
-    if (tid == 0 && last_out(&ctl->dsent))
-        for (int q = 0; q < P; q++)
-            if (q != me) st_release_sys(&p.ctl[q]->arrive[me], e);
 
     /* ---- unpack every source's slots ---- */
     int64_t base = 0;
-    for (int k = 1; k < P; k++) {
+    for (int k = 1; k < P && !s_quit; k++) {
         const int s = (me + k) % P;
-        if (tid == 0) wait_geq(p.rt, &ctl->arrive[s], e, wait_site{s, b, -1, 2}, e, &s_quit);
-        __syncthreads();
-        if (s_quit) return;
         base = 0;
         for (int q = 0; q < s; q++) base += R[(size_t)q * RW + E + me];
         const int64_t n_s = R[(size_t)s * RW + E + me];
         for (int64_t i = (int64_t)b * NW + wid; i < n_s; i += (int64_t)G * NW) {
             const int64_t slot = base + i;
             const int32_t *m = p.meta[me] + slot * MW;
+            if (!warp_wait_tag(p.rt, reinterpret_cast<const uint64_t *>(m + MW - 2), e, s,
+                               (int)slot, &s_quit))
+                break;
             const int t = __ldcg(m), n = __ldcg(m + 1);
             char *dst[MKI_MOE_MAXK];
             for (int r = 0; r < n; r++) dst[r] = recv + (int64_t)__ldcg(m + 2 + r) * rb;
@@ -377,6 +409,7 @@ __global__ void __launch_bounds__(NT, 1) moe_dispatch_kernel(const __grid_consta
 
     /* ---- finish ---- */
     __syncthreads();
+    if (s_quit) return;
     if (tid == 0 && last_out(&ctl->dexit)) {
         ctl->dbar = 0;
         ctl->dsent = 0;

@@ -30,11 +30,14 @@
  *            in d's inbox; then every warp copies: a token of this rank's
  *            own experts straight into recv (once per slot), another rank's
  *            once into that rank's inbox slot (rows of the dtype) with its
- *            metadata (t, the number of rows, each row, j and weight); the
- *            last CTA raises arrive[me] = e in every peer
- *   unpack   for each source s (in rank order from me + 1), once arrive[s]
- *            >= e: the warps of the grid copy each of s's inbox slots into
- *            its recv rows (a local copy) with recv_src and recv_weights
+ *            metadata (t, the number of rows, each row, j and weight), then
+ *            (a system fence) the slot's tag = e
+ *   unpack   for each source s (in rank order from me + 1): the warps of
+ *            the grid take s's inbox slots, each once its tag is e (a CTA
+ *            that has sent its share unpacks what has arrived while other
+ *            CTAs still send), and copy it into its recv rows (a local
+ *            copy) with recv_src and recv_weights.  Tags are compared for
+ *            equality: a grown inbox is not zeroed
  *   finish   the last CTA out (ctl->dexit) resets the counters, sets
  *            dcalls = e and stores peer_unpacked[me] = e in every rank
  *
@@ -64,8 +67,9 @@
  * destination [8], first bad slot + 1 (0: none), tokens, 2 spare. */
 #define MKI_MOE_REC_WORDS(E) ((E) + MKI_MAXLOCAL + 4)
 /* 32-bit words of an inbox slot's metadata: t, rows, then topk rows,
- * topk j's and topk weights (fp32 bits). */
-#define MKI_MOE_META_WORDS(topk) (2 + 3 * (topk))
+ * topk j's and topk weights (fp32 bits), padded to an even count, then
+ * the slot's 64-bit tag (the dispatch call number that filled it). */
+#define MKI_MOE_META_WORDS(topk) ((2 + 3 * (topk) + 1) / 2 * 2 + 2)
 
 /* A rank's control block (its heap, zeroed at creation).  Indices are
  * local ranks (== communicator ranks on one node). */
@@ -75,7 +79,7 @@ struct mki_moe_ctl {
     uint64_t cstaged, cexit;            /* combine: CTAs done staging, out */
     uint64_t spare;
     uint64_t rec_tag[MKI_MAXLOCAL];     /* call number of rank s's record here */
-    uint64_t arrive[MKI_MAXLOCAL];      /* rank s's rows of that call are in my inbox */
+    uint64_t arrive[MKI_MAXLOCAL];      /* unused (the inbox slots carry tags) */
     uint64_t peer_unpacked[MKI_MAXLOCAL]; /* rank q finished dispatch call n */
     uint64_t peer_staged[MKI_MAXLOCAL];   /* rank q's stage holds combine call n */
     uint64_t peer_pulled[MKI_MAXLOCAL];   /* rank q finished pulling combine call n from me */

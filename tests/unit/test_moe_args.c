@@ -45,7 +45,12 @@ static void test_layout(void)
     CHECK(MKI_MOE_MAXE == MK_MOE_MAX_EXPERTS);
     CHECK(MKI_MOE_MAXK == MK_MOE_MAX_TOPK);
     CHECK(MKI_MOE_REC_WORDS(256) == 256 + MKI_MAXLOCAL + 4);
-    CHECK(MKI_MOE_META_WORDS(8) == 26);
+    /* metadata padded to an even count, then the 64-bit tag: every slot's
+     * tag 8-byte aligned for any topk */
+    CHECK(MKI_MOE_META_WORDS(8) == 28);
+    CHECK(MKI_MOE_META_WORDS(1) == 8);
+    for (int k = 1; k <= MKI_MOE_MAXK; k++)
+        CHECK(MKI_MOE_META_WORDS(k) % 2 == 0 && MKI_MOE_META_WORDS(k) >= 2 + 3 * k + 2);
     /* the launch parameters fit a launch descriptor */
     CHECK(sizeof(struct mki_moe_params) <= MKI_LAUNCH_PARAM_BYTES);
 }

@@ -28,10 +28,11 @@
  *                          (a proxy where there is one GPU; mkbench gemm_rs
  *                          is the benchmark)
  *
- * Every check: C poisoned (NaN) before the call; all of C against a cuBLAS
- * reference (fp32 sums of every rank's partial product, computed here
- * from every rank's inputs); 64 sampled elements against a host
- * reference in double.  Inputs come from a hash of (seed, rank, call), so
+ * Every check: C poisoned (NaN) before the call; all of C against a
+ * device reference (ref_gemm: fp32 sums of every rank's partial product,
+ * computed here from every rank's inputs; not cuBLAS, see ref_gemm); 64
+ * sampled elements against a host reference in double.  MKT_STAMPS=1
+ * prints when each rank enters, returns from and finishes each call.  Inputs come from a hash of (seed, rank, call), so
  * every rank builds every other rank's A and B without communicating;
  * the seed is printed (MK_SEED repeats a run).
  */
@@ -105,6 +106,55 @@ __global__ void hash_bits(const uint16_t *c, size_t n, unsigned long long *h)
     atomicAdd(h, x);
 }
 
+/* The reference product, ref (m x n, fp32, row-major) = A (m x k, row-major)
+ * op(B) (+ ref when acc), in fp32: 64 x 64 tiles, 4 x 4 outputs a thread.
+ * Not cuBLAS: a cuBLAS kernel may need many SMs at once (clusters, CTAs
+ * that wait for each other), and under MPS the other ranks' persistent
+ * kernels, spinning for this rank's next call, hold most of the GPU; the
+ * reference then waited for their deadline (seen: 4 ranks as 2 x 2 virtual
+ * nodes, a rank's check 10 s late, the others timing out).  This kernel's
+ * blocks are independent and run on whatever SMs are free. */
+__device__ __forceinline__ float ld_in(const void *p, int64_t i, int dt)
+{
+    return dt == 0 ? __bfloat162float(((const __nv_bfloat16 *)p)[i])
+                   : __half2float(((const __half *)p)[i]);
+}
+
+__global__ void __launch_bounds__(256) ref_gemm(const void *a, const void *b, float *ref,
+                                                int64_t m, int64_t n, int64_t k, int transb,
+                                                int dt, int acc)
+{
+    __shared__ float sa[16][64 + 1], sb[16][64 + 1]; /* [k][row], [k][col] */
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const int64_t i0 = (int64_t)blockIdx.y * 64, j0 = (int64_t)blockIdx.x * 64;
+    float c[4][4] = {};
+    for (int64_t k0 = 0; k0 < k; k0 += 16) {
+        for (int e = threadIdx.x; e < 16 * 64; e += 256) {
+            const int kk = e % 16, r = e / 16; /* A: 16 consecutive k of a row */
+            const int64_t i = i0 + r, ka = k0 + kk;
+            sa[kk][r] = i < m && ka < k ? ld_in(a, i * k + ka, dt) : 0.0f;
+            int jj, kb;
+            if (transb) { kb = e % 16; jj = e / 16; } else { jj = e % 64; kb = e / 64; }
+            const int64_t j = j0 + jj, kg = k0 + kb;
+            sb[kb][jj] = j < n && kg < k ? ld_in(b, transb ? j * k + kg : kg * n + j, dt) : 0.0f;
+        }
+        __syncthreads();
+        for (int kk = 0; kk < 16; kk++) {
+            float av[4], bv[4];
+            for (int q = 0; q < 4; q++) av[q] = sa[kk][ty + 16 * q];
+            for (int q = 0; q < 4; q++) bv[q] = sb[kk][tx + 16 * q];
+            for (int x = 0; x < 4; x++)
+                for (int y = 0; y < 4; y++) c[x][y] = fmaf(av[x], bv[y], c[x][y]);
+        }
+        __syncthreads();
+    }
+    for (int x = 0; x < 4; x++)
+        for (int y = 0; y < 4; y++) {
+            const int64_t i = i0 + ty + 16 * x, j = j0 + tx + 16 * y;
+            if (i < m && j < n) ref[i * n + j] = (acc ? ref[i * n + j] : 0.0f) + c[x][y];
+        }
+}
+
 static cublasHandle_t g_blas;
 static cudaStream_t g_st;
 static double *g_acc;
@@ -159,24 +209,21 @@ static int64_t k_of(const Shape &s, int q)
     return s.k;
 }
 
-/* ref (m_me x n fp32) = sum over q of A_q[my rows] op(B_q), through cuBLAS
+/* ref (m_me x n fp32) = sum over q of A_q[my rows] op(B_q), by ref_gemm,
  * from every rank's inputs of call `call`. */
 static void reference(const Shape &s, const Rows &r, int call, float *ref, void *ta, void *tb)
 {
     const int64_t mme = r.m[g_rank], n = s.n;
     if (mme == 0 || n == 0) return;
-    const cudaDataType_t t = s.dt == 0 ? CUDA_R_16BF : CUDA_R_16F;
     for (int q = 0; q < g_n; q++) {
         const int64_t k = k_of(s, q);
         fill<<<256, 256, 0, g_st>>>(ta, (size_t)s.m * k, seed_of(q, call, 0), s.dt);
         fill<<<256, 256, 0, g_st>>>(tb, (size_t)n * k, seed_of(q, 0, 1), s.dt);
         CK(cudaGetLastError());
-        const float one = 1.0f, beta = q ? 1.0f : 0.0f;
         const char *a = (const char *)ta + (size_t)r.off[g_rank] * k * 2;
-        CB(cublasGemmEx(g_blas, s.transb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, (int)n,
-                        (int)mme, (int)k, &one, tb, t, (int)(s.transb ? k : n), a, t, (int)k,
-                        &beta, ref, CUDA_R_32F, (int)n, CUBLAS_COMPUTE_32F,
-                        CUBLAS_GEMM_DEFAULT));
+        const dim3 grid((unsigned)((n + 63) / 64), (unsigned)((mme + 63) / 64));
+        ref_gemm<<<grid, 256, 0, g_st>>>(a, tb, ref, mme, n, k, s.transb, s.dt, q > 0);
+        CK(cudaGetLastError());
     }
 }
 
@@ -286,6 +333,26 @@ static mkResult_t call_rs(const Shape &s, const Rows &r, const void *a, const vo
                                st);
 }
 
+/* MKT_STAMPS=1 (a diagnostic of the test, not of the library): each rank
+ * prints when it enters a call, when the call returns on the host and when
+ * its stream has finished it, in ms since the first stamp, so that a rank
+ * late to a call shows whether its host or its GPU held it. */
+static void stamp(const char *what, int call, const char *at)
+{
+    static int on = -1;
+    static struct timespec t0;
+    if (on < 0) {
+        on = getenv("MKT_STAMPS") && atoi(getenv("MKT_STAMPS")) > 0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+    }
+    if (!on) return;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    printf("stamp rank %d %s #%d %s %.1f ms\n", g_rank, what, call, at,
+           (t.tv_sec - t0.tv_sec) * 1e3 + (t.tv_nsec - t0.tv_nsec) / 1e6);
+    fflush(stdout);
+}
+
 static int run_shape(const Shape &s, int reps)
 {
     Rows r = rows_of(s);
@@ -299,8 +366,18 @@ static int run_shape(const Shape &s, int reps)
         fill<<<256, 256, 0, g_st>>>(bf.a, (size_t)s.m * k, seed_of(g_rank, call, 0), s.dt);
         poison<<<256, 256, 0, g_st>>>((uint16_t *)bf.c, (size_t)r.m[g_rank] * s.n);
         CK(cudaGetLastError());
+        stamp(s.name, call, "enter");
         MK(call_rs(s, r, bf.a, bf.b, bf.c, g_st));
+        stamp(s.name, call, "returned");
+        if (getenv("MKT_STAMPS")) {
+            CK(cudaStreamSynchronize(g_st));
+            stamp(s.name, call, "stream done");
+        }
         reference(s, r, call, bf.ref, bf.ta, bf.tb);
+        if (getenv("MKT_STAMPS")) {
+            CK(cudaStreamSynchronize(g_st));
+            stamp(s.name, call, "reference done");
+        }
         char what[96];
         snprintf(what, sizeof what, "%s #%d", s.name, rep + 1);
         bad += check(what, s, r, call, bf.c, bf.ref);

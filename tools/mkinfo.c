@@ -8,10 +8,19 @@
  *   mkinfo --comm     create a communicator and print what it sees
  *   mkinfo --topo     this host's GPUs, links, NICs and NUMA nodes
  *   mkinfo --op OP --m M --n N [--k K] [--dtype bf16|fp16|fp32]
- *          [--ranks R] [--nodes N]
+ *          [--ranks R] [--nodes N] [--net cx7|efa|socket]
  *                     the plan of one operation: for R ranks per node
  *                     (default: one per GPU) on N nodes, or, with --comm,
- *                     for the communicator of this job
+ *                     for the communicator of this job; --net: the NICs to
+ *                     plan for across nodes (cx7: one 400 Gb/s ConnectX-7
+ *                     per GPU; efa: two 200 Gb/s EFA devices per GPU, as
+ *                     p5en's 16 per node; socket: TCP) instead of this
+ *                     host's
+ *   mkinfo --predict [--ranks R] [--nodes N] [--net ...]
+ *                     the model's time and TFLOP/s per GPU of each fused
+ *                     GEMM operation at M x 8192 x 8192 (M from 8192 to
+ *                     131072, bf16) for that layout, next to the original
+ *                     mKernel's published figures (2 x 8 H200)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,7 +87,33 @@ struct plan_args {
     const char *op;
     int64_t m, n, k;
     int elem, ranks, nodes;
+    const char *net; /* NULL: this host's NICs */
 };
+
+/* --net: the NICs each rank plans with across nodes. */
+static void apply_net(const struct plan_args *pa, struct mki_plan_ctx *c)
+{
+    if (!pa->net || c->nnodes < 2) return;
+    if (!strcmp(pa->net, "cx7")) {
+        c->nics = 1;
+        c->nic_gbs = mki_model_default.ib_nic_gbs;
+    } else if (!strcmp(pa->net, "efa")) {
+        c->nics = 2;
+        c->nic_gbs = mki_model_default.efa_nic_gbs;
+    } else {
+        c->nics = 0;
+        c->nic_gbs = 0;
+    }
+}
+
+static const char *net_name(const struct mki_plan_ctx *c)
+{
+    static char buf[64];
+    if (c->nnodes < 2) return "one node";
+    if (!c->nics) return "socket transport";
+    snprintf(buf, sizeof(buf), "%d NIC(s) of %.0f GB/s per GPU", c->nics, c->nic_gbs);
+    return buf;
+}
 
 static int print_text(struct mki_strbuf *sb)
 {
@@ -110,6 +145,7 @@ static int print_topo(const struct plan_args *pa)
         struct mki_split_ovr ovr[MKI_OP_COUNT];
         int op = mki_op_from_name(pa->op);
         mki_plan_ctx_from_host(&h, pa->ranks, pa->nodes, &c);
+        apply_net(pa, &c);
         if (h.ngpus == 0)
             mki_sb_printf(&sb, "no GPU found: planning for %d-SM GPUs joined "
                           "by NV%d (REFERENCE.md's H200s)\n", c.sm_count,
@@ -159,6 +195,65 @@ static int print_comm_plan(const struct plan_args *pa)
     return r == mkSuccess ? 0 : 1;
 }
 
+/* --predict: each fused GEMM operation at the shapes below, planned for
+ * the layout asked; "this version" is what runs today (across nodes the
+ * fused GEMM operations run their unfused sequence). */
+static int print_predict(const struct plan_args *pa)
+{
+    static const struct {
+        enum mki_op op;
+        const char *name, *published;
+    } ops[] = {
+        {MKI_OP_AG_GEMM, "AllGather+GEMM", "448-492 (cuBLAS + NCCL 367-385)"},
+        {MKI_OP_GEMM_RS, "GEMM+ReduceScatter", "464-485 (381-475; slower than cuBLAS + "
+                                               "NCCL at M <= 8192)"},
+        {MKI_OP_GEMM_AR, "GEMM+AllReduce", "397-409 (260-300)"},
+    };
+    static const int64_t ms[] = {8192, 16384, 32768, 65536, 131072};
+    const int64_t N = 8192, K = 8192;
+    struct mki_topo_opts o;
+    static struct mki_host_topo h;
+    mki_topo_opts_env(&o);
+    mkResult_t r = mki_topo_discover(&o, &h);
+    if (r != mkSuccess) {
+        fprintf(stderr, "mkinfo: %s: %s\n", mkGetErrorString(r), mki_thread_error());
+        return 1;
+    }
+    struct mki_plan_ctx c;
+    mki_plan_ctx_from_host(&h, pa->ranks, pa->nodes, &c);
+    apply_net(pa, &c);
+    printf("model of %d rank(s): %d node(s) x %d, %d-SM GPUs%s, %s; bf16, M x %lld x %lld\n"
+           "(M global; each rank's GEMM M x %lld x %lld: N per rank for AllGather+GEMM, K "
+           "per rank for the others)\n", c.nranks, c.nnodes, c.local_size, c.sm_count,
+           h.ngpus ? "" : " (no GPU here: REFERENCE.md's H200s, NV18)", net_name(&c),
+           (long long)N, (long long)K, (long long)N, (long long)K);
+    printf("%-20s %7s  %-8s %10s %8s %10s %8s  %s\n", "op", "M", "plan", "fused_us",
+           "TF/GPU", "unfused_us", "TF/GPU", "this version TF/GPU");
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        for (size_t j = 0; j < sizeof(ms) / sizeof(ms[0]); j++) {
+            struct mki_op_plan p;
+            /* the same GEMM on every rank of every op: K global = K x ranks
+             * where K is sharded (GEMM+RS, GEMM+AR) */
+            const int64_t kg = ops[i].op == MKI_OP_AG_GEMM ? K : K * c.nranks;
+            r = mki_plan_model(&mki_model_default, &c, NULL, ops[i].op, ms[j], N, kg, 2, &p);
+            if (r != mkSuccess) {
+                fprintf(stderr, "mkinfo: %s: %s\n", mkGetErrorString(r), mki_thread_error());
+                return 1;
+            }
+            const double gf = p.flops / 1e6; /* one rank's GEMM: TFLOP/s = gf / us */
+            const double now = c.nnodes > 1 || !p.fused ? p.t_unfused_us : p.t_fused_us;
+            printf("%-20s %7lld  %-8s %10.0f %8.0f %10.0f %8.0f  %.0f%s\n", ops[i].name,
+                   (long long)ms[j], p.fused ? "fused" : "unfused", p.t_fused_us,
+                   gf / p.t_fused_us, p.t_unfused_us, gf / p.t_unfused_us, gf / now,
+                   c.nnodes > 1 ? " (unfused across nodes)" : "");
+        }
+        printf("%-20s %7s  published by the original mKernel, 2 x 8 H200, TFLOP/s per "
+               "GPU: %s\n", "", "", ops[i].published);
+    }
+    printf("The model's error against measured times: tools/model_check.py, bench/NOTES.md.\n");
+    return 0;
+}
+
 static int parse_num(const char *opt, const char *v, int64_t min, int64_t *out)
 {
     char *end;
@@ -179,9 +274,17 @@ static int plan_option(int argc, char **argv, int *i, struct plan_args *pa)
     int64_t x = 0;
     if (strcmp(o, "--op") && strcmp(o, "--m") && strcmp(o, "--n") &&
         strcmp(o, "--k") && strcmp(o, "--dtype") && strcmp(o, "--ranks") &&
-        strcmp(o, "--nodes"))
+        strcmp(o, "--nodes") && strcmp(o, "--net"))
         return 0;
     ++*i;
+    if (!strcmp(o, "--net")) {
+        if (!v || (strcmp(v, "cx7") && strcmp(v, "efa") && strcmp(v, "socket"))) {
+            fprintf(stderr, "mkinfo: --net takes cx7, efa or socket\n");
+            return -1;
+        }
+        pa->net = v;
+        return 1;
+    }
     if (!strcmp(o, "--op")) {
         if (!v || mki_op_from_name(v) < 0) {
             fprintf(stderr, "mkinfo: --op takes allgather, reducescatter, "
@@ -212,18 +315,27 @@ static int plan_option(int argc, char **argv, int *i, struct plan_args *pa)
 int main(int argc, char **argv)
 {
     int only_params = 0, comm = 0;
-    int topo = 0, rc;
-    struct plan_args pa = {NULL, 0, 0, 0, 2, 0, 1};
+    int topo = 0, predict = 0, rc;
+    struct plan_args pa = {NULL, 0, 0, 0, 2, 0, 1, NULL};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--params")) only_params = 1;
         else if (!strcmp(argv[i], "--comm")) comm = 1;
         else if (!strcmp(argv[i], "--topo")) topo = 1;
+        else if (!strcmp(argv[i], "--predict")) predict = 1;
         else if ((rc = plan_option(argc, argv, &i, &pa)) != 1) {
             fprintf(stderr, "usage: mkinfo [--params] [--comm] [--topo] "
                     "[--op OP --m M --n N [--k K] [--dtype bf16|fp16|fp32] "
-                    "[--ranks R] [--nodes N]]\n");
+                    "[--ranks R] [--nodes N] [--net cx7|efa|socket]]\n"
+                    "       mkinfo --predict [--ranks R] [--nodes N] [--net cx7|efa|socket]\n");
             return 2;
         }
+    }
+    if (predict) {
+        if (pa.op || comm) {
+            fprintf(stderr, "mkinfo: --predict takes only --ranks, --nodes and --net\n");
+            return 2;
+        }
+        return print_predict(&pa);
     }
     if (pa.op && (pa.m < 1 || pa.n < 1 || (mki_op_from_name(pa.op) >=
                                            MKI_OP_AG_GEMM && pa.k < 1))) {

@@ -58,6 +58,55 @@ if grep -q "define HAVE_HWLOC 1" "$builddir/config.h" 2>/dev/null; then
     expect "fixture" "1 NIC(s) of 50 GB/s" "$out"
 fi
 
+# --net: the NICs planned for across nodes, whatever this host has
+out=$("$mkinfo" --op gemm_rs --m 16384 --n 8192 --k 8192 --ranks 8 --nodes 2 --net cx7 2>&1)
+expect "--net cx7" "16 rank(s), 8 per node, 2 node(s)" "$out"
+expect "--net cx7" "1 NIC(s) of 50 GB/s" "$out"
+out=$("$mkinfo" --op gemm_rs --m 16384 --n 8192 --k 8192 --ranks 8 --nodes 2 --net efa 2>&1)
+expect "--net efa" "2 NIC(s) of 25 GB/s" "$out"
+out=$("$mkinfo" --op allreduce --m 1048576 --n 1 --ranks 1 --nodes 2 --net socket 2>&1)
+expect "--net socket" "socket transport" "$out"
+out=$("$mkinfo" --op ag_gemm --m 8 --n 8 --k 8 --net ib 2>&1); rc=$?
+expect "bad --net" "takes cx7, efa or socket" "$out"
+[ $rc = 2 ] && passed=$((passed + 1)) || { echo "FAIL: bad --net exit $rc"; failed=$((failed + 1)); }
+# --predict: every fused GEMM op at five M, the original's figures beside
+out=$("$mkinfo" --predict --ranks 8 --nodes 2 --net cx7 2>&1); rc=$?
+[ $rc = 0 ] && passed=$((passed + 1)) || { echo "FAIL: --predict exit $rc"; failed=$((failed + 1)); }
+expect "--predict" "model of 16 rank(s): 2 node(s) x 8" "$out"
+expect "--predict" "1 NIC(s) of 50 GB/s per GPU" "$out"
+expect "--predict" "^GEMM+ReduceScatter    131072  fused" "$out"
+expect "--predict" "unfused across nodes" "$out"
+expect "--predict" "published by the original mKernel.*397-409" "$out"
+n=$(printf '%s\n' "$out" | grep -c "^\(AllGather+GEMM\|GEMM+ReduceScatter\|GEMM+AllReduce\) ")
+[ "$n" = 15 ] && passed=$((passed + 1)) || { echo "FAIL: --predict printed $n rows, not 15"; failed=$((failed + 1)); }
+out=$("$mkinfo" --predict --ranks 2 2>&1)
+expect "--predict one node" "model of 2 rank(s): 1 node(s) x 2" "$out"
+if printf '%s\n' "$out" | grep -q "unfused across nodes"; then
+    echo "FAIL: --predict on one node says unfused across nodes"; failed=$((failed + 1))
+else
+    passed=$((passed + 1))
+fi
+out=$("$mkinfo" --predict --op ag_gemm 2>&1); rc=$?
+expect "--predict with --op" "takes only --ranks, --nodes and --net" "$out"
+[ $rc = 2 ] && passed=$((passed + 1)) || { echo "FAIL: --predict --op exit $rc"; failed=$((failed + 1)); }
+
+# tools/model_check.py: the plan's times against measured mkAllGatherGemm
+# runs (2 x H200 and 4 x H200): the model of that op stays within 15%
+j2=$srcdir/bench/results/NVIDIA_H200/2xH200-runtime/ag_gemm-run7.json
+j4=$srcdir/bench/results/NVIDIA_H200/4xH200-2026-11-26/ag_gemm-np4.json
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "python3 missing: tools/model_check.py not run"
+elif [ ! -f "$j2" ] || [ ! -f "$j4" ]; then
+    echo "no bench/results in this tree: tools/model_check.py not run"
+else
+    out=$(MKINFO=$mkinfo python3 "$srcdir/tools/model_check.py" --check "$j2" "$j4" 2>&1); rc=$?
+    expect "model_check ag_gemm" "^10 records (0 skipped)" "$out"
+    [ $rc = 0 ] && passed=$((passed + 1)) || { echo "FAIL: model_check --check exit $rc:"; printf '%s\n' "$out"; failed=$((failed + 1)); }
+    out=$(MKINFO=$mkinfo python3 "$srcdir/tools/model_check.py" --check --tol 0.001 "$j4" 2>&1); rc=$?
+    expect "model_check --tol 0.001" "beyond 0% (\*)" "$out"
+    [ $rc = 1 ] && passed=$((passed + 1)) || { echo "FAIL: model_check --check --tol 0.001 exit $rc"; failed=$((failed + 1)); }
+fi
+
 out=$("$mkinfo" --op gemm --m 1 --n 1 --k 1 2>&1); rc=$?
 expect "bad --op" "takes allgather" "$out"
 [ $rc = 2 ] && passed=$((passed + 1)) || { echo "FAIL: bad --op exit $rc"; failed=$((failed + 1)); }

@@ -62,6 +62,11 @@ const struct mki_model mki_model_default = {
     .efa_nic_gbs = 25.0,       /* p5en: 16 x 200 Gb/s EFA, 2 per GPU */
     .socket_gbs = 3.0,         /* TCP through one host thread */
     .inter_send_per_nic = 1,
+    /* From mkbench on 2, 4 and 8 x H200 (tools/model_check.py, NOTES): a
+     * small collective takes ~15 / 22 / 60 us at 2 / 4 / 8 ranks, and at
+     * 1 GB per rank moves 0.92 / 0.80 / 0.77 of the 2-peer rate. */
+    .peer_latency_us = 6.0,
+    .link_share_loss = 0.25,
     .fused_overhead_us = 10.0,
     .epi_overhead_us = 3.0,    /* the last own tiles' wait and combine */
     .launch_us = 5.0,
@@ -258,6 +263,9 @@ static double intra_gbs(const struct mki_model *md, const struct mki_plan_ctx *c
 {
     double per_cta, sat;
     mover_rates(md, c, mv, &per_cta, &sat);
+    /* every peer of the node through the same links (NVLink or NVSwitch) */
+    if (c->intra_path == MKI_PATH_NVLINK && c->local_size > 2)
+        sat *= 1 - md->link_share_loss * (1 - 2.0 / c->local_size);
     /* Stores from every compute CTA's epilogue: the link's rate. */
     if (epi) return sat;
     double bw = mv == MKI_MOVER_CE ? sat : dmin(n_i * per_cta, sat);
@@ -302,7 +310,8 @@ static void evaluate(const struct mki_model *md, const struct mki_plan_ctx *c,
     double tiles = (double)cdiv(w->gm, md->tile_m) * (double)cdiv(w->gn, md->tile_n);
     if (w->flops > 0 && tiles <= s->compute) fill = dmin(t->c, t->comm);
     t->fused = dmax(t->c, t->comm) + fill +
-               (comm ? (w->epi ? md->epi_overhead_us : md->fused_overhead_us) : 0);
+               (comm ? (w->epi ? md->epi_overhead_us : md->fused_overhead_us) : 0) +
+               (w->intra > 0 ? md->peer_latency_us * (c->local_size - 1) : 0);
 }
 
 /* CTAs the inter-node roles need (not searched: set by the NICs). */

@@ -165,6 +165,9 @@ struct mki_model {
     double efa_nic_gbs;        /* one 200 Gb/s EFA device */
     double socket_gbs;         /* TCP fallback */
     int inter_send_per_nic;    /* FIFO producer CTAs per NIC */
+    double peer_latency_us;    /* per call and peer of the node: handshakes */
+    double link_share_loss;    /* rate lost to peers sharing a GPU's links:
+                                * eff = 1 - loss (1 - 2 / ranks of the node) */
     double fused_overhead_us;  /* launch, first signal, last ack */
     double epi_overhead_us;    /* the same when the epilogues move the bytes */
     double launch_us;          /* one more kernel in the unfused sequence */

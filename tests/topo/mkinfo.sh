@@ -92,6 +92,13 @@ expect "--predict with --op" "takes only --ranks, --nodes and --net" "$out"
 
 # tools/model_check.py: the plan's times against measured mkAllGatherGemm
 # runs (2 x H200 and 4 x H200): the model of that op stays within 15%
+# tools/plan_choices.sh: a choice and two times for each of 288 cases
+out=$(bash "$srcdir/tools/plan_choices.sh" "$mkinfo" 2>&1); rc=$?
+n=$(printf '%s\n' "$out" | grep -cE "^[0-9]+ x[0-9]+ (ag_gemm|gemm_rs|gemm_ar) [0-9x]+ (fused|unfused) [0-9]+ [0-9]+$")
+[ $rc = 0 ] && [ "$n" = 288 ] && passed=$((passed + 1)) ||
+    { echo "FAIL: plan_choices.sh exit $rc, $n of 288 lines well formed"; failed=$((failed + 1)); }
+expect "plan_choices.sh" "^2 x1 ag_gemm 8192x8192x8192 fused " "$out"
+
 j2=$srcdir/bench/results/NVIDIA_H200/2xH200-runtime/ag_gemm-run7.json
 j4=$srcdir/bench/results/NVIDIA_H200/4xH200-2026-11-26/ag_gemm-np4.json
 if ! command -v python3 >/dev/null 2>&1; then

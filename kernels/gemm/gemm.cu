@@ -516,24 +516,13 @@ extern "C" int mki_gemm_grouped(const mki_gemm_grouped_args *g, char *msg, size_
                       : launch<false, false>(p, h, plan.grid, p.cluster_m, s, msg, len);
 }
 
-template <bool kF16, bool kTransB, int kCM>
+template <bool kF16, bool kTransB, int kCM, class Hooks>
 static cudaError_t preload_cm()
 {
     cudaFuncAttributes at;
-    cudaError_t e = cudaFuncGetAttributes(&at, gemm_kernel<kF16, kTransB, kCM, DefaultHooks>);
+    cudaError_t e = cudaFuncGetAttributes(&at, gemm_kernel<kF16, kTransB, kCM, Hooks>);
     if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(gemm_kernel<kF16, kTransB, kCM, DefaultHooks>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-    return e;
-}
-
-template <bool kF16, bool kTransB, int kCM>
-static cudaError_t preload_grouped_cm()
-{
-    cudaFuncAttributes at;
-    cudaError_t e = cudaFuncGetAttributes(&at, gemm_kernel<kF16, kTransB, kCM, GroupedHooks>);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(gemm_kernel<kF16, kTransB, kCM, GroupedHooks>,
+        e = cudaFuncSetAttribute(gemm_kernel<kF16, kTransB, kCM, Hooks>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
     return e;
 }
@@ -541,10 +530,10 @@ static cudaError_t preload_grouped_cm()
 template <bool kF16, bool kTransB>
 static cudaError_t preload_one()
 {
-    cudaError_t e = preload_cm<kF16, kTransB, 1>();
-    if (e == cudaSuccess) e = preload_cm<kF16, kTransB, 2>();
-    if (e == cudaSuccess) e = preload_grouped_cm<kF16, kTransB, 1>();
-    if (e == cudaSuccess) e = preload_grouped_cm<kF16, kTransB, 2>();
+    cudaError_t e = preload_cm<kF16, kTransB, 1, DefaultHooks>();
+    if (e == cudaSuccess) e = preload_cm<kF16, kTransB, 2, DefaultHooks>();
+    if (e == cudaSuccess) e = preload_cm<kF16, kTransB, 1, GroupedHooks>();
+    if (e == cudaSuccess) e = preload_cm<kF16, kTransB, 2, GroupedHooks>();
     if (e == cudaSuccess) {
         cudaFuncAttributes at;
         e = cudaFuncGetAttributes(&at, group_table_kernel);

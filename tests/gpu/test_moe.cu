@@ -255,6 +255,16 @@ struct Route {
     std::vector<float> w;     /* tokens * topk */
 };
 
+/* Token t of route r names at least one expert in [0, experts). */
+static bool has_expert(const Route &r, int64_t t, int64_t topk, int64_t experts)
+{
+    for (int64_t j = 0; j < topk; j++) {
+        const int32_t gx = r.idx[(size_t)(t * topk + j)];
+        if (gx >= 0 && gx < experts) return true;
+    }
+    return false;
+}
+
 /* Rank q's routing of call `call`: the same on every rank. */
 static Route make_route(int kind, int q, int call, int64_t tokens, int64_t topk, int64_t experts,
                         int64_t hot)
@@ -411,18 +421,33 @@ static void *dalloc(size_t bytes)
     return p;
 }
 
-static void call_alloc(Call &c)
+/* The routing in (topk_idx, topk_weights) and the layout out (send_rows,
+ * recv weights and sources, expert offsets): every MoE call has them. */
+static void layout_alloc(Call &c)
 {
-    c.x = dalloc(c.x_bytes());
-    c.recv = c.recv_null ? nullptr : dalloc(c.recv_bytes());
-    c.y = dalloc(c.recv_bytes());
-    c.out = dalloc(c.x_bytes());
     c.idx = (int32_t *)dalloc(c.slot_count() * 4);
     c.w = (float *)dalloc(c.slot_count() * 4);
     c.send_rows = (int32_t *)dalloc(c.slot_count() * 4);
     c.rw = (float *)dalloc((size_t)c.cap * 4);
     c.rsrc = (int32_t *)dalloc((size_t)c.cap * 8);
     c.off = (int64_t *)dalloc((size_t)(c.el() + 1) * 8);
+}
+
+static void layout_poison(Call &c)
+{
+    CK(cudaMemsetAsync(c.rw, POISON_DATA, (size_t)c.cap * 4, g_st));
+    CK(cudaMemsetAsync(c.rsrc, POISON_INT, (size_t)c.cap * 8, g_st));
+    CK(cudaMemsetAsync(c.send_rows, POISON_INT, c.slot_count() * 4, g_st));
+    CK(cudaMemsetAsync(c.off, POISON_INT, (size_t)(c.el() + 1) * 8, g_st));
+}
+
+static void call_alloc(Call &c)
+{
+    c.x = dalloc(c.x_bytes());
+    c.recv = c.recv_null ? nullptr : dalloc(c.recv_bytes());
+    c.y = dalloc(c.recv_bytes());
+    c.out = dalloc(c.x_bytes());
+    layout_alloc(c);
 }
 
 static void call_free(Call &c)
@@ -454,10 +479,7 @@ static void call_poison(Call &c)
     if (c.recv) CK(cudaMemsetAsync(c.recv, POISON_DATA, c.recv_bytes(), g_st));
     CK(cudaMemsetAsync(c.y, POISON_DATA, c.recv_bytes(), g_st));
     CK(cudaMemsetAsync(c.out, POISON_DATA, c.x_bytes(), g_st));
-    CK(cudaMemsetAsync(c.rw, POISON_DATA, (size_t)c.cap * 4, g_st));
-    CK(cudaMemsetAsync(c.rsrc, POISON_INT, (size_t)c.cap * 8, g_st));
-    CK(cudaMemsetAsync(c.send_rows, POISON_INT, c.slot_count() * 4, g_st));
-    CK(cudaMemsetAsync(c.off, POISON_INT, (size_t)(c.el() + 1) * 8, g_st));
+    layout_poison(c);
 }
 
 static mkResult_t call_dispatch(Call &c, mkComm_t comm)
@@ -500,15 +522,17 @@ struct Got {
     std::vector<unsigned char> recv, out;
 };
 
-static Got fetch(const Call &c)
+/* The layout, `rows` (rows_bytes: recv, or mkMoEDispatchGemm's y) into
+ * g.recv and out (out_bytes) into g.out. */
+static Got fetch_rows(const Call &c, const void *rows, size_t rows_bytes, size_t out_bytes)
 {
     Got g;
     g.off.resize((size_t)c.el() + 1);
     g.send_rows.resize(c.slot_count());
     g.rsrc.resize((size_t)c.cap * 2);
     g.rw.resize((size_t)c.cap);
-    g.recv.resize(c.recv ? c.recv_bytes() : 0);
-    g.out.resize(c.x_bytes());
+    g.recv.resize(rows_bytes);
+    g.out.resize(out_bytes);
     CK(cudaMemcpyAsync(g.off.data(), c.off, g.off.size() * 8, cudaMemcpyDeviceToHost, g_st));
     if (!g.send_rows.empty())
         CK(cudaMemcpyAsync(g.send_rows.data(), c.send_rows, g.send_rows.size() * 4,
@@ -518,11 +542,16 @@ static Got fetch(const Call &c)
     if (!g.rw.empty())
         CK(cudaMemcpyAsync(g.rw.data(), c.rw, g.rw.size() * 4, cudaMemcpyDeviceToHost, g_st));
     if (!g.recv.empty())
-        CK(cudaMemcpyAsync(g.recv.data(), c.recv, g.recv.size(), cudaMemcpyDeviceToHost, g_st));
+        CK(cudaMemcpyAsync(g.recv.data(), rows, g.recv.size(), cudaMemcpyDeviceToHost, g_st));
     if (!g.out.empty())
         CK(cudaMemcpyAsync(g.out.data(), c.out, g.out.size(), cudaMemcpyDeviceToHost, g_st));
     CK(cudaStreamSynchronize(g_st));
     return g;
+}
+
+static Got fetch(const Call &c)
+{
+    return fetch_rows(c, c.recv, c.recv ? c.recv_bytes() : 0, c.x_bytes());
 }
 
 static bool all_bytes(const void *p, size_t n, int byte)
@@ -629,11 +658,7 @@ static int check_got(const Call &c, const Got &g, const char *what, bool combine
                            (double)(2 * c.topk + 2) * ldexp(1.0, -24);
         const double floor_abs = c.dt == 1 ? ldexp(1.0, -24) : 1e-37;
         for (int64_t t = 0; t < me.tokens; t++) {
-            bool any = false;
-            for (int64_t j = 0; j < c.topk; j++) {
-                const int32_t gx = me.idx[(size_t)(t * c.topk + j)];
-                any |= gx >= 0 && gx < c.experts;
-            }
+            const bool any = has_expert(me, t, c.topk, c.experts);
             empty_tokens += !any;
             for (int64_t k = 0; k < h; k++) {
                 const double o = bits_to_double(&g.out[((size_t)t * h + k) * es], c.dt);
@@ -812,12 +837,7 @@ static void gcall_alloc(Call &c)
     c.W = dalloc(gc_w_count(c) * dt_bytes(c.dt));
     c.y = dalloc(gc_y_bytes(c));
     c.out = dalloc(gc_out_bytes(c));
-    c.idx = (int32_t *)dalloc(c.slot_count() * 4);
-    c.w = (float *)dalloc(c.slot_count() * 4);
-    c.send_rows = (int32_t *)dalloc(c.slot_count() * 4);
-    c.rw = (float *)dalloc((size_t)c.cap * 4);
-    c.rsrc = (int32_t *)dalloc((size_t)c.cap * 8);
-    c.off = (int64_t *)dalloc((size_t)(c.el() + 1) * 8);
+    layout_alloc(c);
 }
 
 /* x, topk_idx, topk_weights and this rank's W, on g_st. */
@@ -834,10 +854,7 @@ static void gcall_poison(Call &c)
 {
     CK(cudaMemsetAsync(c.y, POISON_DATA, gc_y_bytes(c), g_st));
     CK(cudaMemsetAsync(c.out, POISON_DATA, gc_out_bytes(c), g_st));
-    CK(cudaMemsetAsync(c.rw, POISON_DATA, (size_t)c.cap * 4, g_st));
-    CK(cudaMemsetAsync(c.rsrc, POISON_INT, (size_t)c.cap * 8, g_st));
-    CK(cudaMemsetAsync(c.send_rows, POISON_INT, c.slot_count() * 4, g_st));
-    CK(cudaMemsetAsync(c.off, POISON_INT, (size_t)(c.el() + 1) * 8, g_st));
+    layout_poison(c);
 }
 
 static mkResult_t gcall_dispatch(Call &c, mkComm_t comm)
@@ -858,27 +875,7 @@ static mkResult_t gcall_combine(Call &c, mkComm_t comm)
 /* Host copies: y in g.recv (cap x n), out (tokens x n). */
 static Got gfetch(const Call &c)
 {
-    Got g;
-    g.off.resize((size_t)c.el() + 1);
-    g.send_rows.resize(c.slot_count());
-    g.rsrc.resize((size_t)c.cap * 2);
-    g.rw.resize((size_t)c.cap);
-    g.recv.resize(gc_y_bytes(c));
-    g.out.resize(gc_out_bytes(c));
-    CK(cudaMemcpyAsync(g.off.data(), c.off, g.off.size() * 8, cudaMemcpyDeviceToHost, g_st));
-    if (!g.send_rows.empty())
-        CK(cudaMemcpyAsync(g.send_rows.data(), c.send_rows, g.send_rows.size() * 4,
-                           cudaMemcpyDeviceToHost, g_st));
-    if (!g.rsrc.empty())
-        CK(cudaMemcpyAsync(g.rsrc.data(), c.rsrc, g.rsrc.size() * 4, cudaMemcpyDeviceToHost, g_st));
-    if (!g.rw.empty())
-        CK(cudaMemcpyAsync(g.rw.data(), c.rw, g.rw.size() * 4, cudaMemcpyDeviceToHost, g_st));
-    if (!g.recv.empty())
-        CK(cudaMemcpyAsync(g.recv.data(), c.y, g.recv.size(), cudaMemcpyDeviceToHost, g_st));
-    if (!g.out.empty())
-        CK(cudaMemcpyAsync(g.out.data(), c.out, g.out.size(), cudaMemcpyDeviceToHost, g_st));
-    CK(cudaStreamSynchronize(g_st));
-    return g;
+    return fetch_rows(c, c.y, gc_y_bytes(c), gc_out_bytes(c));
 }
 
 /* The host's expert outputs: op(W_g) of any global expert g (rebuilt from
@@ -1016,11 +1013,7 @@ static int gcheck(const Call &c, const Got &g, const char *what, bool combined)
         const double floor_abs = c.dt == 1 ? ldexp(1.0, -24) : 1e-37;
         std::vector<double> S((size_t)n), A((size_t)n), TT((size_t)n);
         for (int64_t t = 0; t < me.tokens; t++) {
-            bool any = false;
-            for (int64_t j = 0; j < c.topk; j++) {
-                const int32_t gx = me.idx[(size_t)(t * c.topk + j)];
-                any |= gx >= 0 && gx < c.experts;
-            }
+            const bool any = has_expert(me, t, c.topk, c.experts);
             empty_tokens += !any;
             const unsigned char *orow = &g.out[(size_t)t * yrow];
             if (!any) {

@@ -161,20 +161,30 @@ static std::vector<GShape> parse_gshapes(const char *spec)
     return v;
 }
 
+/* What both benchmarks start with: the device's name, the results folder,
+ * our kernels loaded, cuBLAS on a stream of its own; 0, or 2 (said). */
+static int bench_setup(char *dev, size_t dev_len, char *dir, size_t dir_len, cublasHandle_t *h,
+                       cudaStream_t *stream)
+{
+    char msg[512];
+    mkb_device_name(dev, dev_len, NULL, 0);
+    mkb_results_dir(dir, dir_len);
+    if (mki_gemm_preload(msg, sizeof msg)) { fprintf(stderr, "%s\n", msg); return 2; }
+    CKB(cublasCreate(h));
+    MKB_CHECK(cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking));
+    CKB(cublasSetStream(*h, *stream));
+    return 0;
+}
+
 static int run_grouped(const char *spec, int reps, int warm)
 {
     std::vector<GShape> shapes = {{8, 2048, 4096, 7168}, {4, 4096, 14336, 4096},
                                   {128, 256, 4096, 7168}, {32, 512, 2048, 7168}};
     if (spec && *spec) shapes = parse_gshapes(spec);
     char dev[128], dir[512], path[600], msg[512];
-    mkb_device_name(dev, sizeof dev, NULL, 0);
-    mkb_results_dir(dir, sizeof dir);
-    if (mki_gemm_preload(msg, sizeof msg)) { fprintf(stderr, "%s\n", msg); return 2; }
     cublasHandle_t h;
-    CKB(cublasCreate(&h));
     cudaStream_t stream;
-    MKB_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    CKB(cublasSetStream(h, stream));
+    if (bench_setup(dev, sizeof dev, dir, sizeof dir, &h, &stream)) return 2;
     mkb_json js;
     snprintf(path, sizeof path, "%s/gemm-grouped.json", dir);
     if (mkb_json_open(&js, path)) return 2;
@@ -324,17 +334,12 @@ extern "C" int mkb_gemm_main(int argc, char **argv)
     if (ctas_all >= 0)
         for (auto &s : shapes) s.ctas = ctas_all;
 
-    char dev[128], dir[512], path[600], msg[512];
-    mkb_device_name(dev, sizeof dev, NULL, 0);
-    mkb_results_dir(dir, sizeof dir);
+    char dev[128], dir[512], path[600];
     int sms;
     MKB_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    if (mki_gemm_preload(msg, sizeof msg)) { fprintf(stderr, "%s\n", msg); return 2; }
     cublasHandle_t h;
-    CKB(cublasCreate(&h));
     cudaStream_t stream;
-    MKB_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    CKB(cublasSetStream(h, stream));
+    if (bench_setup(dev, sizeof dev, dir, sizeof dir, &h, &stream)) return 2;
 
     mkb_json js;
     snprintf(path, sizeof path, "%s/gemm.json", dir);

@@ -617,6 +617,22 @@ void ms_or_null(char *out, size_t len, double ms)
 
 double gbs(double bytes, double ms) { return ms > 0 ? bytes / (ms * 1e-3) / 1e9 : -1; }
 
+/* Table cells (b: 16 bytes): a time in ms, "-" when not measured; the
+ * speed-up base / ours. */
+char *cell_ms(double v, char *b)
+{
+    if (v < 0) snprintf(b, 16, "-");
+    else snprintf(b, 16, "%.3f", v);
+    return b;
+}
+
+char *cell_ratio(double base, double ours, char *b)
+{
+    if (base < 0 || ours <= 0) snprintf(b, 16, "-");
+    else snprintf(b, 16, "%.3fx", base / ours);
+    return b;
+}
+
 /* 2 N H per real row: the dispatch + GEMM's flops per call, per rank (the
  * mean rows) */
 double dgemm_flops(const result &r) { return 2.0 * r.rows_mean * (double)r.N * (double)r.H; }
@@ -1086,24 +1102,15 @@ extern "C" int mkb_moe_main(int argc, char **argv)
         for (const result &r : res) {
             char sh[64];
             snprintf(sh, sizeof sh, "%lldx%lldx%lld top-%lld", r.T, r.H, r.E, r.K);
-            auto ms = [](double v, char *b) {
-                if (v < 0) snprintf(b, 16, "-");
-                else snprintf(b, 16, "%.3f", v);
-                return b;
-            };
-            auto ratio = [](double base, double ours, char *b) {
-                if (base < 0 || ours <= 0) snprintf(b, 16, "-");
-                else snprintf(b, 16, "%.3fx", base / ours);
-                return b;
-            };
             char b[10][16];
             printf("%-20s %-6s %8s %8s %8s %7s %7.1f %7s | %8s %8s %8s %7s %7.1f  %s\n", sh,
-                   r.skewed ? "skewed" : "random", ms(r.t[D_OURS], b[0]), ms(r.t[D_NCCL], b[1]),
-                   ms(r.t[D_A2A], b[2]), ratio(r.t[D_NCCL], r.t[D_OURS], b[3]),
-                   gbs(r.cross_bytes, r.t[D_OURS]),
+                   r.skewed ? "skewed" : "random", cell_ms(r.t[D_OURS], b[0]),
+                   cell_ms(r.t[D_NCCL], b[1]), cell_ms(r.t[D_A2A], b[2]),
+                   cell_ratio(r.t[D_NCCL], r.t[D_OURS], b[3]), gbs(r.cross_bytes, r.t[D_OURS]),
                    r.t[D_NCCL] < 0 ? "-" : (snprintf(b[4], 16, "%.1f", gbs(r.cross_bytes, r.t[D_NCCL])), b[4]),
-                   ms(r.t[C_OURS], b[5]), ms(r.t[C_NCCL], b[6]), ms(r.t[C_A2A], b[7]),
-                   ratio(r.t[C_NCCL], r.t[C_OURS], b[8]), gbs(r.cross_bytes, r.t[C_OURS]),
+                   cell_ms(r.t[C_OURS], b[5]), cell_ms(r.t[C_NCCL], b[6]),
+                   cell_ms(r.t[C_A2A], b[7]), cell_ratio(r.t[C_NCCL], r.t[C_OURS], b[8]),
+                   gbs(r.cross_bytes, r.t[C_OURS]),
                    r.check_ok ? "ok" : (nccl ? "FAIL" : "offsets only"));
         }
         if (series & S_DGEMM) {
@@ -1118,21 +1125,13 @@ extern "C" int mkb_moe_main(int argc, char **argv)
             for (const result &r : res) {
                 char sh[64], b[9][16];
                 snprintf(sh, sizeof sh, "%lldx%lldx%lld top-%lld", r.T, r.H, r.E, r.K);
-                auto ms = [](double v, char *o) {
-                    if (v < 0) snprintf(o, 16, "-");
-                    else snprintf(o, 16, "%.3f", v);
-                    return o;
-                };
-                auto ratio = [](double base, double ours, char *o) {
-                    if (base < 0 || ours <= 0) snprintf(o, 16, "-");
-                    else snprintf(o, 16, "%.3fx", base / ours);
-                    return o;
-                };
                 printf("%-20s %-6s %6lld %8s %9s %8s %8s %9s %8s %8s %8s %8s %7.1f  %s\n", sh,
-                       r.skewed ? "skewed" : "random", r.N, ms(r.t[G_OURS], b[0]),
-                       ms(r.t[G_NCCL], b[1]), ms(r.t[G_UNF], b[2]), ms(r.t[G_BLAS], b[3]),
-                       ms(r.t[G_LOOPN], b[6]), ms(r.t[G_LOOP], b[7]), ms(r.t[G_MKG], b[8]),
-                       ratio(r.t[G_NCCL], r.t[G_OURS], b[4]), ratio(r.t[G_LOOPN], r.t[G_OURS], b[5]),
+                       r.skewed ? "skewed" : "random", r.N, cell_ms(r.t[G_OURS], b[0]),
+                       cell_ms(r.t[G_NCCL], b[1]), cell_ms(r.t[G_UNF], b[2]),
+                       cell_ms(r.t[G_BLAS], b[3]), cell_ms(r.t[G_LOOPN], b[6]),
+                       cell_ms(r.t[G_LOOP], b[7]), cell_ms(r.t[G_MKG], b[8]),
+                       cell_ratio(r.t[G_NCCL], r.t[G_OURS], b[4]),
+                       cell_ratio(r.t[G_LOOPN], r.t[G_OURS], b[5]),
                        r.t[G_OURS] > 0 ? dgemm_flops(r) / (r.t[G_OURS] * 1e-3) / 1e12 : 0.0,
                        r.check_g ? "ok" : "FAIL");
             }

@@ -373,7 +373,8 @@ __global__ void __launch_bounds__(NT, 1) moe_dispatch_kernel(const __grid_consta
                  * then the slot's tag */
                 __threadfence_system();
                 __syncwarp();
-                if (lane == 0) st_release_sys(reinterpret_cast<uint64_t *>(m + MW - 2), e);
+                if (lane == 0)
+                    st_release_sys(reinterpret_cast<uint64_t *>(m + MW - 2), MKI_MOE_TAG(p.tag_hi, e));
             }
         }
         __syncthreads();
@@ -389,7 +390,8 @@ __global__ void __launch_bounds__(NT, 1) moe_dispatch_kernel(const __grid_consta
         for (int64_t i = (int64_t)b * NW + wid; i < n_s; i += (int64_t)G * NW) {
             const int64_t slot = base + i;
             const int32_t *m = p.meta[me] + slot * MW;
-            if (!warp_wait_tag(p.rt, reinterpret_cast<const uint64_t *>(m + MW - 2), e, s,
+            if (!warp_wait_tag(p.rt, reinterpret_cast<const uint64_t *>(m + MW - 2),
+                               MKI_MOE_TAG(p.tag_hi, e), s,
                                (int)slot, &s_quit))
                 break;
             const int t = __ldcg(m), n = __ldcg(m + 1);

@@ -68,7 +68,12 @@
 #define MKI_MOE_REC_WORDS(E) ((E) + MKI_MAXLOCAL + 4)
 /* 32-bit words of an inbox slot's metadata: t, rows, then topk rows,
  * topk j's and topk weights (fp32 bits), padded to an even count, then
- * the slot's 64-bit tag (the dispatch call number that filled it). */
+ * the slot's 64-bit tag: the dispatch call number that filled it in the low
+ * word and the communicator's tag_hi in the high word (MKI_MOE_TAG).  A
+ * slot's words move with topk and the inbox is not cleared between calls,
+ * so a tag word may hold an older call's metadata (row and token indices,
+ * small numbers like a call number): the high word, drawn from the
+ * communicator's cookie with its top bit set, is what no index can be. */
 #define MKI_MOE_META_WORDS(topk) ((2 + 3 * (topk) + 1) / 2 * 2 + 2)
 
 /* A rank's control block (its heap, zeroed at creation).  Indices are
@@ -108,8 +113,13 @@ struct mki_moe_params {
     void *out;
     int64_t tokens, hidden, cap, row_bytes;
     int32_t topk, experts, el, dtype;
-    int32_t P, me, pad0, pad1;
+    int32_t P, me;
+    uint32_t tag_hi;                       /* high word of the inbox tags */
+    int32_t pad0;
 };
+
+/* The inbox tag of dispatch call e (a macro: host and device). */
+#define MKI_MOE_TAG(tag_hi, e) (((uint64_t)(tag_hi) << 32) | (uint64_t)(uint32_t)(e))
 
 #ifdef __cplusplus
 extern "C" {

@@ -380,6 +380,9 @@ static mkResult_t run(struct mki_call *k, struct moe_state *g, struct moe_call *
     struct mki_moe_params p;
     memset(&p, 0, sizeof(p));
     mki_rt_fill(comm, op, &p.rt);
+    /* the inbox tags' high word (moe.h): the same on every rank of the
+     * communicator, top bit set */
+    p.tag_hi = (uint32_t)(comm->cookie ^ (comm->cookie >> 32)) | 0x80000000u;
     for (int l = 0; l < P; l++) {
         p.ctl[l] = (struct mki_moe_ctl *)mki_heap_ptr(comm, &g->ctl, l);
         p.rec[l] = (int32_t *)mki_heap_ptr(comm, &g->rec, l);

@@ -366,6 +366,53 @@ MK_API mkResult_t mkMoEDispatchGemm(const void *x, const int32_t *topk_idx,
                                     cudaStream_t stream);
 
 /* ------------------------------------------------------------------ */
+/* Sequence-parallel attention: mkRingAttention                        */
+/* ------------------------------------------------------------------ */
+/* Layouts of q, k, v and o: batch, sequence, heads, head_dim (BSHD) or
+ * batch, heads, sequence, head_dim (BHSD), each contiguous. */
+typedef enum {
+    mkAttnBSHD = 0,
+    mkAttnBHSD = 1
+} mkAttnLayout_t;
+
+/* Which keys a query sees.  The global sequence is spread over the ranks:
+ *   mkAttnFull          every key of every rank;
+ *   mkAttnCausal        keys at or before the query's global position,
+ *                       rank r holding positions [r s, (r + 1) s), s =
+ *                       seq_local;
+ *   mkAttnCausalZigzag  the same mask, the sequence cut into 2P chunks
+ *                       of s / 2 rows (s even), rank r holding chunk r
+ *                       (its rows [0, s/2)) and chunk 2P - 1 - r (rows
+ *                       [s/2, s)): every rank gets the same work. */
+typedef enum {
+    mkAttnFull = 0,
+    mkAttnCausal = 1,
+    mkAttnCausalZigzag = 2
+} mkAttnMask_t;
+
+/*
+ * Attention over a sequence spread over the ranks of comm:
+ * o = softmax(scale q k^T, masked) v, where q (this rank's seq_local
+ * queries, `heads` heads) attends the keys and values of every rank
+ * (k, v: this rank's seq_local rows, kv_heads heads; query head h reads
+ * kv head h / (heads / kv_heads)).  lse (NULL: not written): batch x
+ * heads x seq_local floats, the natural log of each query's softmax
+ * denominator (sum over the keys it sees of exp(scale q.k)).  The same
+ * batch, seq_local, heads, kv_heads, head_dim, layout, mask, scale and
+ * dtype on every rank; head_dim 64 or 128; bf16 or fp16; softmax and
+ * accumulation in fp32.  On one node one persistent kernel per rank
+ * computes while the other ranks' k and v arrive over NVLink; across
+ * nodes k and v are all-gathered first; at most 8 ranks; with one rank,
+ * the attention core alone.  Stream-ordered and asynchronous; see
+ * mkRingAttention(3).
+ */
+MK_API mkResult_t mkRingAttention(const void *q, const void *k, const void *v, void *o,
+                                  float *lse, int64_t batch, int64_t seq_local,
+                                  int64_t heads, int64_t kv_heads, int64_t head_dim,
+                                  mkAttnLayout_t layout, mkAttnMask_t mask, float scale,
+                                  mkDataType_t dtype, mkComm_t comm, cudaStream_t stream);
+
+/* ------------------------------------------------------------------ */
 /* Topology and plans                                                  */
 /* ------------------------------------------------------------------ */
 /*
@@ -373,11 +420,13 @@ MK_API mkResult_t mkMoEDispatchGemm(const void *x, const int32_t *topk_idx,
  * nodes, every rank's node, GPU and path from this rank, and, when op is
  * not NULL ("allgather", "reducescatter", "allreduce", "alltoall",
  * "ag_gemm", "gemm_rs", "gemm_ar", "moe_dispatch", "moe_combine",
- * "moe_dispatch_gemm"), the
+ * "moe_dispatch_gemm", "ring_attn"), the
  * plan of that operation for the global shape m x n x k of datatype (the
- * MoE calls: tokens x hidden x top-k).  With buf == NULL, *size receives
- * the bytes needed (terminating NUL included); otherwise *size is buf's
- * capacity on entry and the text's size on return.
+ * MoE calls: tokens x hidden x top-k; ring_attn: seq_local x (heads x
+ * head_dim) x (kv_heads x head_dim), one batch element).  With buf ==
+ * NULL, *size receives the bytes needed (terminating NUL included);
+ * otherwise *size is buf's capacity on entry and the text's size on
+ * return.
  */
 MK_API mkResult_t mkCommGetInfo(mkComm_t comm, const char *op, int64_t m,
                                 int64_t n, int64_t k, mkDataType_t datatype,

@@ -1,8 +1,9 @@
 #!/bin/sh
 # consts.sh - the Fortran module keeps up with mkernel.h: its constants
-# equal the header's (every mkResult_t and mkDataType_t value, the
-# versions, the config magic, the unique id size, MK_SPLIT_NOCOLOR and the
-# MoE limits MK_MOE_MAX_EXPERTS and MK_MOE_MAX_TOPK),
+# equal the header's (every mkResult_t, mkDataType_t, mkAttnLayout_t and
+# mkAttnMask_t value, the versions, the config magic, the unique id size,
+# MK_SPLIT_NOCOLOR and the MoE limits MK_MOE_MAX_EXPERTS and
+# MK_MOE_MAX_TOPK),
 # and every function the header declares (MK_API) has an interface bound
 # to it (a new call without its Fortran interface fails here).
 hdr=${top_srcdir:-.}/include/mkernel.h
@@ -29,6 +30,8 @@ check_enum() {
 }
 check_enum mkResult_t 12
 check_enum mkDataType_t 4
+check_enum mkAttnLayout_t 2
+check_enum mkAttnMask_t 3
 for part in MAJOR MINOR PATCH; do
     cval=$(sed -n "s/^#define MK_VERSION_$part \([0-9]*\)/\1/p" "$hdr")
     check "MK_VERSION_$part" "$cval" "$(fval "MK_VERSION_$part")"

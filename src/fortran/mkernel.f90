@@ -36,7 +36,7 @@ module mkernel
     private
     ! Re-exported so that `use mkernel` is enough for the common cases.
     public :: c_null_ptr, c_loc, c_ptr, c_associated, c_null_char
-    public :: c_int, c_int64_t, c_size_t, c_char
+    public :: c_int, c_int64_t, c_size_t, c_char, c_float
 
     ! ---- versions -------------------------------------------------------
     integer(c_int), parameter, public :: MK_VERSION_MAJOR = 0
@@ -86,6 +86,15 @@ module mkernel
     integer(c_int), parameter, public :: MK_MOE_MAX_EXPERTS = 4096
     integer(c_int), parameter, public :: MK_MOE_MAX_TOPK = 32
 
+    ! ---- attention (mkAttnLayout_t, mkAttnMask_t) --------------------------
+    enum, bind(c)
+        enumerator :: mkAttnBSHD = 0, mkAttnBHSD = 1
+    end enum
+    enum, bind(c)
+        enumerator :: mkAttnFull = 0, mkAttnCausal = 1, mkAttnCausalZigzag = 2
+    end enum
+    public :: mkAttnBSHD, mkAttnBHSD, mkAttnFull, mkAttnCausal, mkAttnCausalZigzag
+
     ! ---- communicators --------------------------------------------------
     integer(c_int), parameter, public :: MK_SPLIT_NOCOLOR = -1
     integer, parameter, public :: MK_UNIQUE_ID_BYTES = 128
@@ -106,7 +115,7 @@ module mkernel
     public :: mkMemAlloc, mkMemFree, mkCommRegister, mkCommDeregister
     public :: mkAllGather, mkReduceScatter, mkAllReduce, mkAllToAll
     public :: mkAllGatherGemm, mkGemmReduceScatter, mkGemmAllReduce, mkCommGetInfo
-    public :: mkMoEDispatch, mkMoECombine, mkMoEDispatchGemm
+    public :: mkMoEDispatch, mkMoECombine, mkMoEDispatchGemm, mkRingAttention
     public :: mk_config_initializer, mk_error_string, mk_last_error, mk_comm_info
 
 
@@ -370,6 +379,25 @@ module mkernel
             type(c_ptr), value :: y, expert_offsets, topk_idx, topk_weights
             type(c_ptr), value :: send_rows, out
             integer(c_int64_t), value :: tokens, hidden, topk, experts, recv_capacity
+            integer(c_int), value :: dtype
+            type(mk_comm), value :: comm
+            type(c_ptr), value :: stream
+        end function
+
+        ! Device memory (type(c_ptr)): q and o batch x seq_local x heads x
+        ! head_dim, k and v batch x seq_local x kv_heads x head_dim of dtype,
+        ! in the order layout names (mkAttnBSHD or mkAttnBHSD); lse batch x
+        ! heads x seq_local floats, or c_null_ptr.  mask: mkAttnFull,
+        ! mkAttnCausal or mkAttnCausalZigzag; scale: usually
+        ! 1 / sqrt(head_dim).  head_dim 64 or 128; bf16 or fp16.
+        integer(c_int) function mkRingAttention(q, k, v, o, lse, batch, seq_local, heads, &
+                kv_heads, head_dim, layout, mask, scale, dtype, comm, stream) &
+                bind(C, name="mkRingAttention")
+            import :: mk_comm, c_int, c_int64_t, c_float, c_ptr
+            type(c_ptr), value :: q, k, v, o, lse
+            integer(c_int64_t), value :: batch, seq_local, heads, kv_heads, head_dim
+            integer(c_int), value :: layout, mask
+            real(c_float), value :: scale
             integer(c_int), value :: dtype
             type(mk_comm), value :: comm
             type(c_ptr), value :: stream

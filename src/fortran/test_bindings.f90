@@ -70,6 +70,10 @@ program test_bindings
                c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, 8_c_int64_t, 64_c_int64_t, &
                8_c_int64_t, 2_c_int64_t, 8_c_int64_t, 512_c_int64_t, 1, mkBfloat16, none, &
                c_null_ptr) == mkErrInvalidArgument, 'mkMoEDispatchGemm, null comm')
+    call check(mkRingAttention(c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, &
+               1_c_int64_t, 128_c_int64_t, 8_c_int64_t, 8_c_int64_t, 128_c_int64_t, mkAttnBSHD, &
+               mkAttnFull, 0.088_c_float, mkBfloat16, none, c_null_ptr) &
+               == mkErrInvalidArgument, 'mkRingAttention, null comm')
     call check(MK_MOE_MAX_EXPERTS == 4096 .and. MK_MOE_MAX_TOPK == 32, 'MoE limits')
     call check(mk_comm_info(none, 'allreduce') == '', 'mk_comm_info, null comm: empty')
 
@@ -151,6 +155,7 @@ contains
         r = mkAllReduce(c_null_ptr, c_null_ptr, 1_c_size_t, 7, c, c_null_ptr)
         call check(r /= mkSuccess, 'mkAllReduce of datatype 7: ' // mk_error_string(r))
         call moe_calls(c, dev)
+        call attn_calls(c)
         r = mkMemAlloc(c, 0_c_size_t, h)
         call check(r /= mkSuccess, 'mkMemAlloc of 0 bytes: ' // mk_error_string(r))
         call check(mkCommDeregister(c, c_null_ptr) /= mkSuccess, 'mkCommDeregister(NULL)')
@@ -217,6 +222,47 @@ contains
         call gemm_bad(c, dev, 64_c_int64_t, 8_c_int64_t, 1, mkFloat32, mkErrUnsupported, &
                       'mkFloat32')
     end subroutine moe_calls
+
+    ! mkRingAttention on one rank: each argument reaches the C call in its
+    ! place (its check names it, before any GPU is needed), and its plan.
+    subroutine attn_calls(c)
+        type(mk_comm), intent(in) :: c
+        character(len=:), allocatable :: info
+        call attn_bad(c, 128_c_int64_t, 128_c_int64_t, mkAttnBSHD, mkAttnFull, 0.088_c_float, &
+                      mkBfloat16, mkErrInvalidArgument, 'q is NULL')
+        call attn_bad(c, 128_c_int64_t, 96_c_int64_t, mkAttnBSHD, mkAttnFull, 0.088_c_float, &
+                      mkBfloat16, mkErrUnsupported, 'head_dim = 96')
+        call attn_bad(c, 127_c_int64_t, 64_c_int64_t, mkAttnBHSD, mkAttnCausalZigzag, &
+                      0.125_c_float, mkFloat16, mkErrInvalidArgument, 'seq_local = 127 is odd')
+        call attn_bad(c, 128_c_int64_t, 64_c_int64_t, 2, mkAttnCausal, 0.125_c_float, &
+                      mkFloat16, mkErrInvalidArgument, 'layout = 2')
+        call attn_bad(c, 128_c_int64_t, 64_c_int64_t, mkAttnBSHD, 3, 0.125_c_float, &
+                      mkFloat16, mkErrInvalidArgument, 'mask = 3')
+        call attn_bad(c, 128_c_int64_t, 64_c_int64_t, mkAttnBSHD, mkAttnCausal, -1.5_c_float, &
+                      mkFloat16, mkErrInvalidArgument, 'scale = -1.5')
+        call attn_bad(c, 128_c_int64_t, 64_c_int64_t, mkAttnBSHD, mkAttnCausal, 0.125_c_float, &
+                      mkFloat32, mkErrUnsupported, 'mkFloat32')
+        info = mk_comm_info(c, 'ring_attn', 4096_c_int64_t, 4096_c_int64_t, 1024_c_int64_t)
+        call check(index(info, 'plan of ring_attn m=4096 n=4096 k=1024') > 0, &
+                   'mk_comm_info of ring_attn: ' // mk_last_error(c))
+    end subroutine attn_calls
+
+    ! One call of null buffers with 2 sequences of seq_local rows, 8 query
+    ! and 2 key/value heads: refused with code want, the detail naming key.
+    subroutine attn_bad(c, seq_local, head_dim, layout, mask, scale, dtype, want, key)
+        type(mk_comm), intent(in) :: c
+        integer(c_int64_t), intent(in) :: seq_local, head_dim
+        integer, intent(in) :: layout, mask, dtype, want
+        real(c_float), intent(in) :: scale
+        character(len=*), intent(in) :: key
+        integer :: r
+        r = mkRingAttention(c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, &
+                            2_c_int64_t, seq_local, 8_c_int64_t, 2_c_int64_t, head_dim, &
+                            layout, mask, scale, dtype, c, c_null_ptr)
+        call check(r == want .and. index(mk_last_error(c), key) > 0, &
+                   'mkRingAttention with ' // key // ': ' // mk_error_string(r) // ': ' // &
+                   mk_last_error(c))
+    end subroutine attn_bad
 
     ! One bad size or dtype: both calls refuse it.
     subroutine moe_bad(c, hidden, topk, experts, dtype, what)

@@ -28,20 +28,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda.h> /* stream memory operations: types only, no libcuda link */
 #include <cuda_runtime_api.h>
 
 #include "gemm.h"
 #include "mki.h"
 #include "mem/mem.h"
 #include "ops/ag_gemm.h"
+#include "ops/ce.h"
 #include "ops/op.h"
 #include "plan/plan.h"
 
 #define AGG_FUNC "mkAllGatherGemm"
 #define AGG_CHUNKS 8      /* chunks per rank unless MK_SM_SPLIT sets chunk */
 
-typedef CUresult (*memop_fn)(CUstream, unsigned, CUstreamBatchMemOpParams *, unsigned);
+_Static_assert(MKI_AGG_SPLIT_MAX <= MKI_CE_SPLIT_MAX, "side streams per peer");
 
 /* One call's arguments, as the user gave them. */
 struct agg_call {
@@ -68,11 +68,7 @@ struct agg_state {
     struct mki_heap_blk ctl;          /* struct mki_agg_ctl */
     struct mki_heap_blk bank;         /* the gathered A */
     int nretired;                     /* banks outgrown inside a capture */
-    memop_fn memop;
-    int capture_ok;                   /* memops_capturable() */
-    int streams;                      /* side streams made (per peer) */
-    cudaStream_t side[MKI_MAXLOCAL][MKI_AGG_SPLIT_MAX];
-    cudaEvent_t fork, join[MKI_MAXLOCAL][MKI_AGG_SPLIT_MAX];
+    struct mki_ce ce;                 /* side streams to the peers (ce.h) */
     void *scratch;                    /* unfused sequence: gathered A */
     size_t scratch_bytes;
     void *padbuf;                     /* unfused, unequal shards: every */
@@ -88,8 +84,6 @@ static mkResult_t cuda_err(struct mkComm *comm, const char *what, cudaError_t e)
 
 /* ---- state ------------------------------------------------------------- */
 
-static int memops_capturable(struct mkComm *comm, struct agg_state *g);
-
 static mkResult_t agg_create(struct mkComm *comm, void **state)
 {
     if (!comm->dev) return mkSuccess;
@@ -98,19 +92,8 @@ static mkResult_t agg_create(struct mkComm *comm, void **state)
     *state = g;
     MKI_CHECK(mki_heap_alloc(comm, 0, sizeof(struct mki_agg_ctl), 1, AGG_FUNC "'s control block",
                              &g->ctl));
-    void *fn = NULL;
-    enum cudaDriverEntryPointQueryResult q;
-    cudaError_t e = cudaGetDriverEntryPointByVersion("cuStreamBatchMemOp", &fn, 12000,
-                                                     cudaEnableDefault, &q);
-    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn)
-        return mki_error(comm, mkErrUnsupported, AGG_FUNC ": the driver has no "
-                         "cuStreamBatchMemOp (%s)", cudaGetErrorString(e));
-    g->memop = (memop_fn)fn;
-    g->capture_ok = memops_capturable(comm, g);
-    if (!g->capture_ok)
-        MKI_INFO(MKI_SUB_GEMM, AGG_FUNC ": stream memory operations cannot be captured here: "
-                 "calls inside a CUDA graph capture run the unfused sequence");
-    return mkSuccess;
+    struct mki_agg_ctl *ctl = (struct mki_agg_ctl *)mki_heap_ptr(comm, &g->ctl, comm->dev->me);
+    return mki_ce_init(comm, &g->ce, &ctl->spare[0], AGG_FUNC);
 }
 
 static void agg_destroy(struct mkComm *comm, void *state)
@@ -118,13 +101,7 @@ static void agg_destroy(struct mkComm *comm, void *state)
     struct agg_state *g = state;
     if (!g) return;
     if (comm->dev && !comm->dev->aborted) {
-        for (int l = 0; l < MKI_MAXLOCAL; l++)
-            for (int x = 0; x < MKI_AGG_SPLIT_MAX; x++) {
-                if (g->side[l][x]) (void)cudaStreamSynchronize(g->side[l][x]);
-                if (g->side[l][x]) (void)cudaStreamDestroy(g->side[l][x]);
-                if (g->join[l][x]) (void)cudaEventDestroy(g->join[l][x]);
-            }
-        if (g->fork) (void)cudaEventDestroy(g->fork);
+        mki_ce_fini(comm, &g->ce);
         if (g->scratch) (void)cudaFree(g->scratch);
         if (g->padbuf) (void)cudaFree(g->padbuf);
         mki_op_bufs_free(&g->bufs);
@@ -141,33 +118,6 @@ static int agg_preload(char *msg, size_t len)
 const struct mki_op_desc mki_op_ag_gemm = {
     AGG_FUNC, NULL, agg_create, agg_destroy, agg_preload,
 };
-
-/* Side streams to each peer and their events (made at the first fused
- * call; not stream operations, so a capture may be going on). */
-static cudaError_t new_streams(struct mkComm *comm, struct agg_state *g, int split)
-{
-    cudaError_t e = cudaSuccess;
-    if (!g->fork) e = cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming);
-    for (int l = 0; e == cudaSuccess && l < comm->dev->nlocal; l++)
-        for (int x = g->streams; e == cudaSuccess && x < split; x++) {
-            e = cudaStreamCreateWithFlags(&g->side[l][x], cudaStreamNonBlocking);
-            if (e == cudaSuccess)
-                e = cudaEventCreateWithFlags(&g->join[l][x], cudaEventDisableTiming);
-        }
-    return e;
-}
-
-static mkResult_t make_streams(struct mkComm *comm, struct agg_state *g, int split)
-{
-    if (g->streams >= split) return mkSuccess;
-    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    cudaError_t e = new_streams(comm, g, split);
-    (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    if (e != cudaSuccess) return cuda_err(comm, "creating the copy streams", e);
-    g->streams = split;
-    return mkSuccess;
-}
 
 /* ---- argument checks (nothing touches the GPU) ---------------------- */
 
@@ -374,90 +324,6 @@ static mkResult_t run_unfused(struct mki_call *k, struct agg_state *g, const str
 
 /* ---- the fused call -------------------------------------------------- */
 
-/* A copy the driver should give to a copy engine: a copy kernel could not
- * start while the persistent GEMM holds every SM, and the GEMM waits for
- * it (seen: a device-local cudaMemcpyAsync hung behind the grid).  Inside
- * a capture, a memcpy node (peers on other GPUs are reached by a copy
- * engine; ranks sharing a GPU leave SMs free beside their grids). */
-static cudaError_t ce_copy(void *dst, const void *src, size_t bytes, cudaStream_t s,
-                           int capturing)
-{
-    if (capturing) return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s);
-    struct cudaMemcpyAttributes at;
-    memset(&at, 0, sizeof(at));
-    at.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-    at.flags = cudaMemcpyFlagPreferOverlapWithCompute;
-    size_t idx = 0;
-    void *d[1] = {dst};
-    const void *sr[1] = {src};
-    size_t n[1] = {bytes};
-    return cudaMemcpyBatchAsync(d, sr, n, 1, &at, &idx, 1, s);
-}
-
-/* The side stream waits for the gate's go word, then resets it: the only
- * thing a side stream waits for is this rank's own kernel. */
-static mkResult_t wait_gate(struct mkComm *comm, struct agg_state *g, uint64_t *go,
-                            cudaStream_t s)
-{
-    CUstreamBatchMemOpParams ops[2];
-    memset(ops, 0, sizeof(ops));
-    ops[0].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
-    ops[0].waitValue.address = (CUdeviceptr)(uintptr_t)go;
-    ops[0].waitValue.value = 1;
-    ops[0].waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
-    ops[1].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
-    ops[1].writeValue.address = (CUdeviceptr)(uintptr_t)go;
-    ops[1].writeValue.value = 0;
-    ops[1].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
-    CUresult r = g->memop((CUstream)s, 2, ops, 0);
-    if (r != CUDA_SUCCESS)
-        return mki_error(comm, mkErrCuda, AGG_FUNC ": cuStreamBatchMemOp failed (CUresult %d)",
-                         (int)r);
-    return mkSuccess;
-}
-
-/* Chunk ch is in the peer's bank: its flag to 1, after the copy (the
- * write's default memory barrier orders it after the stream's earlier
- * work); the peer's kernel clears it when its call ends. */
-static mkResult_t raise_flag(struct mkComm *comm, struct agg_state *g, uint64_t *flag,
-                             cudaStream_t s)
-{
-    CUstreamBatchMemOpParams op;
-    memset(&op, 0, sizeof(op));
-    op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
-    op.writeValue.address = (CUdeviceptr)(uintptr_t)flag;
-    op.writeValue.value = 1;
-    op.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
-    CUresult r = g->memop((CUstream)s, 1, &op, 0);
-    if (r != CUDA_SUCCESS)
-        return mki_error(comm, mkErrCuda, AGG_FUNC ": cuStreamBatchMemOp failed (CUresult %d)",
-                         (int)r);
-    return mkSuccess;
-}
-
-/* Whether stream memory operations can be captured into a graph here (a
- * capture that holds one unsupported call is lost, so try on a private
- * stream once). */
-static int memops_capturable(struct mkComm *comm, struct agg_state *g)
-{
-    cudaStream_t s;
-    cudaGraph_t graph = NULL;
-    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return 0;
-    struct mki_agg_ctl *ctl = (struct mki_agg_ctl *)mki_heap_ptr(comm, &g->ctl, comm->dev->me);
-    CUstreamBatchMemOpParams op;
-    memset(&op, 0, sizeof(op));
-    op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
-    op.writeValue.address = (CUdeviceptr)(uintptr_t)&ctl->spare[0];
-    op.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
-    int ok = cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed) == cudaSuccess;
-    if (ok) ok = g->memop((CUstream)s, 1, &op, 0) == CUDA_SUCCESS;
-    ok = cudaStreamEndCapture(s, &graph) == cudaSuccess && ok;
-    if (graph) (void)cudaGraphDestroy(graph);
-    (void)cudaStreamDestroy(s);
-    (void)cudaGetLastError();
-    return ok;
-}
-
 /* The bank for a call of gbytes (single: the gate orders its reuse),
  * grown in MKI_HEAP_GRAIN steps.  Collective: every rank grows at the same
  * call (the shapes agree).  Outside a capture the old bank is given back
@@ -466,13 +332,8 @@ static int memops_capturable(struct mkComm *comm, struct agg_state *g)
 static mkResult_t ensure_bank(struct mki_call *k, struct agg_state *g, uint64_t gbytes)
 {
     if (g->bank.bytes >= gbytes && g->bank.bytes) return mkSuccess;
-    if (g->bank.bytes && !k->capturing) { /* the side streams' copies into the peers' banks */
-        cudaError_t e = cudaSuccess;
-        for (int l = 0; e == cudaSuccess && l < MKI_MAXLOCAL; l++)
-            for (int x = 0; e == cudaSuccess && x < g->streams; x++)
-                if (g->side[l][x]) e = cudaStreamSynchronize(g->side[l][x]);
-        if (e != cudaSuccess) return cuda_err(k->comm, "waiting for earlier calls", e);
-    }
+    if (g->bank.bytes && !k->capturing) /* the side streams' copies into the peers' banks */
+        MKI_CHECK(mki_ce_drain(k, &g->ce));
     return mki_op_bank(k, &g->bank, gbytes, &g->nretired, "the bank of the gathered A");
 }
 
@@ -550,25 +411,18 @@ static mkResult_t copies_to(struct mki_call *k, struct agg_state *g, const struc
     const int64_t cr = l->chunk_rows[me], nch = mki_agg_nchunks(c->m_local, cr);
     char *bank = mki_heap_ptr(comm, &g->bank, dst);
     struct mki_agg_ctl *peer = (struct mki_agg_ctl *)mki_heap_ptr(comm, &g->ctl, dst);
-    cudaError_t e = cudaSuccess;
-    for (int x = 0; e == cudaSuccess && x < l->split; x++) {
-        e = cudaStreamWaitEvent(g->side[dst][x], g->fork, 0);
-        if (e == cudaSuccess) MKI_CHECK(wait_gate(comm, g, &l->ctl->go[dst][x], g->side[dst][x]));
-    }
-    for (int64_t ch = 0; e == cudaSuccess && ch < nch; ch++) {
-        cudaStream_t s = g->side[dst][ch % l->split];
+    MKI_CHECK(mki_ce_gate(k, &g->ce, dst, l->split, l->ctl->go[dst]));
+    for (int64_t ch = 0; ch < nch; ch++) {
+        cudaStream_t s = g->ce.side[dst][ch % l->split];
         const int64_t r0 = ch * cr, rows = c->m_local - r0 < cr ? c->m_local - r0 : cr;
-        if (rows > 0)
-            e = ce_copy(bank + (size_t)(l->row_off[me] + r0) * row,
-                        (const char *)c->a + (size_t)r0 * row, (size_t)rows * row, s,
-                        k->capturing);
-        if (e == cudaSuccess) MKI_CHECK(raise_flag(comm, g, &peer->sig[me][ch], s));
+        void *to = bank + (size_t)(l->row_off[me] + r0) * row;
+        const void *from = (const char *)c->a + (size_t)r0 * row;
+        const size_t bytes = rows > 0 ? (size_t)rows * row : 0;
+        cudaError_t e = mki_ce_copy(k, s, 1, &to, &from, &bytes);
+        if (e != cudaSuccess) return cuda_err(comm, "enqueueing the copies", e);
+        MKI_CHECK(mki_ce_flag(k, &g->ce, &peer->sig[me][ch], s));
     }
-    for (int x = 0; e == cudaSuccess && x < l->split; x++) {
-        e = cudaEventRecord(g->join[dst][x], g->side[dst][x]);
-        if (e == cudaSuccess) e = cudaStreamWaitEvent(k->stream, g->join[dst][x], 0);
-    }
-    return e == cudaSuccess ? mkSuccess : cuda_err(comm, "enqueueing the copies", e);
+    return mki_ce_join(k, &g->ce, dst, l->split);
 }
 
 static mkResult_t run_fused(struct mki_call *k, struct agg_state *g, const struct agg_call *c,
@@ -579,13 +433,12 @@ static mkResult_t run_fused(struct mki_call *k, struct agg_state *g, const struc
     MKI_CHECK(ensure_bank(k, g, gbytes));
     struct mki_agg_launch l;
     fill_launch(comm, g, c, p, &l);
-    MKI_CHECK(make_streams(comm, g, l.split));
+    MKI_CHECK(mki_ce_streams(k, &g->ce, l.split));
     struct mki_launch_desc d;
     char msg[512];
     if (mki_agg_describe(&l, &d, msg, sizeof(msg)) != 0)
         return mki_error(comm, mkErrCuda, AGG_FUNC ": %s", msg);
-    cudaError_t e = cudaEventRecord(g->fork, k->stream);
-    if (e != cudaSuccess) return cuda_err(comm, "cudaEventRecord", e);
+    MKI_CHECK(mki_ce_fork(k, &g->ce));
     MKI_CHECK(copy_own_rows(k, c, &l));
     MKI_CHECK(mki_launch(k, &d));
     /* Each GEMM computes its own rows first, then those of the next ranks
@@ -598,7 +451,7 @@ static mkResult_t run_fused(struct mki_call *k, struct agg_state *g, const struc
                                              comm->dev->nlocal));
     if (!c->ga) return mkSuccess;
     if (gbytes) {
-        e = cudaMemcpyAsync(c->ga, l.a, gbytes, cudaMemcpyDeviceToDevice, k->stream);
+        cudaError_t e = cudaMemcpyAsync(c->ga, l.a, gbytes, cudaMemcpyDeviceToDevice, k->stream);
         if (e != cudaSuccess) return cuda_err(comm, "copying gatheredA", e);
     }
     struct mki_launch_desc rd;
@@ -625,7 +478,7 @@ static int choose_fused(struct mki_call *k, const struct agg_state *g, const str
                "the all-gather crosses nodes through the proxy)";
         return 0;
     }
-    if (k->capturing && !g->capture_ok) {
+    if (k->capturing && !g->ce.capture_ok) {
         *why = "the stream is being captured and this driver cannot capture stream memory "
                "operations, which start the fused call's copies";
         return 0;

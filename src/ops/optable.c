@@ -13,6 +13,7 @@ extern const struct mki_op_desc mki_op_ag_gemm;  /* ag_gemm.c */
 extern const struct mki_op_desc mki_op_gemm_rs;  /* gemm_rs.c */
 extern const struct mki_op_desc mki_op_gemm_ar;  /* gemm_rs.c */
 extern const struct mki_op_desc mki_op_moe;      /* moe.c */
+extern const struct mki_op_desc mki_op_ring_attn; /* attn.c */
 
 const struct mki_op_desc *const mki_op_table[] = {
     &mki_op_coll,
@@ -20,6 +21,7 @@ const struct mki_op_desc *const mki_op_table[] = {
     &mki_op_gemm_rs,
     &mki_op_gemm_ar,
     &mki_op_moe,
+    &mki_op_ring_attn,
     NULL,
 };
 

@@ -37,6 +37,7 @@
 
 #include "config.h"
 #include "mki.h"
+#include "ops/attn.h"
 #include "plan/plan.h"
 
 /* Figures from shared/REFERENCE.md (2 x H200, NV18, 2026-11-22) and the
@@ -44,6 +45,10 @@
 const struct mki_model mki_model_default = {
     .sm_count = 132,
     .gemm_tflops = 700.0,      /* cuBLAS bf16 677-791 TFLOP/s */
+    /* A model constant, not a measurement of our core: dense bf16
+     * attention forward on an H100/H200 (issue 21 measured cuDNN at
+     * 437-673 TFLOP/s on H200, head_dim 64-128, 4k-16k). */
+    .attn_tflops = 550.0,
     .tile_m = 128,
     .tile_n = 256,
     .nvlink_link_gbs = 26.5,   /* NV18: 18 x 26.5 = 477 GB/s per direction */
@@ -95,6 +100,7 @@ static const unsigned op_movers[MKI_OP_COUNT] = {
     [MKI_OP_MOE_DISPATCH] = MV(MKI_MOVER_REG),
     [MKI_OP_MOE_COMBINE] = MV(MKI_MOVER_REG),
     [MKI_OP_MOE_DISPATCH_GEMM] = MV(MKI_MOVER_REG),
+    [MKI_OP_RING_ATTN] = MV(MKI_MOVER_CE),
 };
 
 /* ---- names -------------------------------------------------------- */
@@ -506,7 +512,7 @@ static mkResult_t check_shape(enum mki_op op, int64_t m, int64_t n, int64_t k,
     if ((unsigned)op >= MKI_OP_COUNT)
         return mki_error(NULL, mkErrInvalidArgument, "plan: op %d is not an "
                          "operation", (int)op);
-    if (m < 1 || n < 1 || (op_has_gemm(op) && k < 1))
+    if (m < 1 || n < 1 || ((op_has_gemm(op) || op == MKI_OP_RING_ATTN) && k < 1))
         return mki_error(NULL, mkErrInvalidArgument, "plan %s: m = %lld, n = "
                          "%lld, k = %lld; sizes must be >= 1", mki_op_name(op),
                          (long long)m, (long long)n, (long long)k);
@@ -516,7 +522,82 @@ static mkResult_t check_shape(enum mki_op op, int64_t m, int64_t n, int64_t k,
     if (e != 2 && e != 4)
         return mki_error(NULL, mkErrInvalidArgument, "plan %s: dtype_bytes = "
                          "%d; give 2 (bf16, fp16) or 4 (fp32)", mki_op_name(op), e);
+    if (op == MKI_OP_RING_ATTN && e != 2)
+        return mki_error(NULL, mkErrUnsupported, "plan ring_attn: mkRingAttention "
+                         "takes 2-byte elements (bf16, fp16)");
     return mkSuccess;
+}
+
+/* ---- mkRingAttention ------------------------------------------------- */
+
+/* The plan of one batch element (plan.h's shapes: m = seq_local, n = heads
+ * x head_dim, k = kv_heads x head_dim), non-causal.  Compute: the
+ * attention rate on the rank's SMs.  One node: every rank's k and v go
+ * once to every peer on the copy engines while the kernel computes its
+ * own segment and then each peer's as it lands; rows arrive in order, so
+ * the copies keep ahead of the compute when all of them take no longer
+ * than it (then only the last chunk's compute follows the last copy).
+ * Unfused (across nodes): all-gathers of k and v, then the core. */
+static void ring_attn_model(const struct mki_model *md, const struct mki_plan_ctx *c,
+                            const struct mki_split_ovr *o, int budget, struct mki_op_plan *p)
+{
+    const int P = c->nranks, L = c->local_size;
+    const int64_t s = p->m, row = p->k * p->dtype_bytes, seg = 2 * s * row;
+    p->flops = 4.0 * (double)s * (double)s * P * (double)p->n;
+    p->t_compute_us = p->flops / (md->attn_tflops * 1e6 * budget / c->sm_count);
+    p->split.compute = p->ctas = p->sm_budget = budget;
+    p->chunk_rows = mki_attn_chunk_rows(MKI_ATTN_BSHD, 1, 1, s, row, MKI_RATT_CE_CHUNK_MIN);
+    p->chunk_bytes = (size_t)((p->chunk_rows < s ? p->chunk_rows : s) * row);
+    /* unfused: k and v of every rank gathered (two calls), then the core */
+    struct work g;
+    memset(&g, 0, sizeof(g));
+    double intra = 0, inter = 0;
+    coll_bytes(c, (double)seg * P, 0, &intra, &inter);
+    g.intra = (int64_t)intra, g.inter = (int64_t)inter;
+    g.shard_rows = 2 * s, g.row_bytes = row;
+    struct cand ag;
+    search(md, c, &g, MKI_OP_ALLGATHER, NULL, budget, &ag);
+    const int comm = g.intra > 0 || g.inter > 0;
+    p->t_unfused_us = p->t_compute_us +
+                      (comm ? (ag.ok ? ag.t.fused : INFINITY) + 2 * md->launch_us : 0);
+    p->t_fused_us = p->t_unfused_us;
+    p->intra_bytes = g.intra, p->inter_bytes = g.inter;
+    if (comm && ag.ok) p->t_intra_us = ag.t.i, p->t_inter_us = ag.t.x;
+    if (P == 1) {
+        snprintf(p->reason, sizeof(p->reason), "one rank: the attention core alone, "
+                 "nothing to communicate");
+        return;
+    }
+    if (P > MKI_ATTN_MAXSEG) {
+        snprintf(p->reason, sizeof(p->reason), "%d ranks: this version attends over at most "
+                 "%d (mkErrUnsupported)", P, MKI_ATTN_MAXSEG);
+        return;
+    }
+    if (c->nnodes > 1) {
+        snprintf(p->reason, sizeof(p->reason), "ranks on several nodes: mkAllGather of k "
+                 "and v (the proxy across nodes), then the core over every rank's keys");
+        if (o && (o->set & MKI_OVR_FUSED) && o->fused)
+            strncat(p->reason, "; MK_SM_SPLIT fused=1 has no effect across nodes",
+                    sizeof(p->reason) - strlen(p->reason) - 1);
+        return;
+    }
+    const int64_t ring_bytes = (int64_t)(L - 1) * seg;
+    const double t_ring = us_of(ring_bytes, intra_gbs(md, c, MKI_MOVER_CE, 0, 0, 0));
+    const double t_chunk = p->t_compute_us / ((double)P * (double)mki_attn_nsc(s, p->chunk_rows));
+    /* (the copies' interference with the core is not modelled: not measured) */
+    p->t_fused_us = dmax(p->t_compute_us, t_ring + t_chunk) + md->fused_overhead_us +
+                    md->peer_latency_us * (L - 1);
+    if (o && (o->set & MKI_OVR_FUSED) && !o->fused) {
+        snprintf(p->reason, sizeof(p->reason), "one node, but MK_SM_SPLIT sets fused=0: "
+                 "mkAllGather of k and v, then the core over every rank's keys");
+        return;
+    }
+    p->fused = 1;
+    p->mover = MKI_MOVER_CE;
+    p->intra_bytes = ring_bytes, p->inter_bytes = 0;
+    p->t_intra_us = t_ring, p->t_inter_us = 0;
+    snprintf(p->reason, sizeof(p->reason), "one node: the fused ring, k and v on the copy "
+             "engines beside the kernel");
 }
 
 mkResult_t mki_plan_model(const struct mki_model *md,
@@ -528,6 +609,15 @@ mkResult_t mki_plan_model(const struct mki_model *md,
     MKI_CHECK(check_shape(op, m, n, k, e));
     int budget = c->sm_budget > 0 ? c->sm_budget : c->sm_count;
     MKI_CHECK(mki_plan_check_ovr(o, op, budget));
+    if (op == MKI_OP_RING_ATTN) {
+        struct mki_op_plan p;
+        memset(&p, 0, sizeof(p));
+        p.op = op, p.m = m, p.n = n, p.k = k, p.dtype_bytes = e;
+        p.overridden = o ? o->set : 0;
+        ring_attn_model(md, c, o, budget, &p);
+        *out = p;
+        return mkSuccess;
+    }
     struct work w;
     work_of(md, c, op, m, n, k, e, &w);
     struct mki_op_plan p;

@@ -35,6 +35,10 @@
  *   ag_gemm        C[M x N] = allgather(A)[M x K] * B[K x N]; A sharded by rows
  *   gemm_rs        C = reducescatter(A[M x K/P] * B[K/P x N]); K sharded
  *   gemm_ar        C = allreduce(A[M x K/P] * B[K/P x N]); K sharded
+ *   ring_attn      one batch element of mkRingAttention: M = seq_local
+ *                  (rows per rank), N = heads x head_dim (a row of q),
+ *                  K = kv_heads x head_dim (a row of k); non-causal FLOPs
+ *                  4 M (P M) N per rank; batch scales every time alike
  * (k is ignored by the collectives).  Cross-rank partial sums travel as
  * fp32 (DESIGN §3: one rounding at the owner).
  *
@@ -150,6 +154,7 @@ struct mki_plan_ctx {
 struct mki_model {
     int sm_count;              /* SMs when the device does not say */
     double gemm_tflops;        /* dense bf16 GEMM on the whole GPU */
+    double attn_tflops;        /* attention forward (bf16/fp16) on the whole GPU */
     int tile_m, tile_n;        /* GEMM tile of one CTA */
     double nvlink_link_gbs;    /* one NVLink, one direction */
     int nvlink_ref_links;      /* links behind the *_sat figures (NV18) */

@@ -11,6 +11,7 @@
 #include "mki.h"
 #include "mem/mem.h"
 #include "plan/plan.h"
+#include "ops/attn.h"
 #include "ops/gemm_rs.h"
 #include "ops/moe.h"
 #include "topology/topo.h"
@@ -40,6 +41,46 @@ void mki_plan_print_comm(struct mki_strbuf *sb, const struct mkComm *comm)
                       f->has_gpu ? f->gpu.busid : "none",
                       f->nnics ? f->nic_names[0] : "-", path);
     }
+}
+
+/* mkRingAttention (plan.h: one batch element, m = seq_local, n = heads x
+ * head_dim, k = kv_heads x head_dim): the ring's steps, what one step
+ * moves and computes, and whether the copies hide under the compute,
+ * non-causal and with the zigzag causal mask (half the FLOPs). */
+static void ring_attn_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
+                            const struct mki_op_plan *p)
+{
+    const int P = c->nranks;
+    const double step_mib = 2.0 * (double)p->m * (double)p->k * p->dtype_bytes / 1048576.0;
+    const double tc = p->t_compute_us;
+    if (p->fused) {
+        const int64_t nsc = mki_attn_nsc(p->m, p->chunk_rows);
+        mki_sb_printf(sb, "  copies    %d copy-engine stream(s) per peer; chunks of %" PRId64
+                      " rows of k and of v (%zu bytes each), %" PRId64 " per rank's segment\n",
+                      p->ce_streams, p->chunk_rows, p->chunk_bytes, nsc);
+        mki_sb_printf(sb, "  ring      %d steps: this rank's keys, then each peer's as they "
+                      "land (rank r - 1 first); a step is one rank's k and v, %.1f MiB over "
+                      "%s, and %.0f us of compute; every peer's copies run at once, %.0f us "
+                      "in all at this rank\n", P, step_mib, mki_path_name(c->intra_path),
+                      tc / P, p->t_intra_us);
+        mki_sb_printf(sb, "  overlap   non-causal: copies %.0f us %s compute %.0f us (%s); "
+                      "causal zigzag: compute %.0f us (%s)\n", p->t_intra_us,
+                      p->t_intra_us <= tc ? "<=" : ">", tc,
+                      p->t_intra_us <= tc ? "hidden" : "not hidden", tc / 2,
+                      p->t_intra_us <= tc / 2 ? "hidden" : "not hidden");
+    } else if (P > 1) {
+        mki_sb_printf(sb, "  sequence  mkAllGather of k and of v (%.1f MiB per rank each "
+                      "call), then the core over the %d ranks' keys\n", step_mib / 2, P);
+    }
+    mki_sb_printf(sb, "  compute   %.2f TFLOP per rank and batch element, non-causal (4 x "
+                  "seq_local x (%d x seq_local) x heads x head_dim): %.0f us at %.0f TFLOP/s on "
+                  "%d of %d SMs (the model's attention rate, a constant, not measured)",
+                  p->flops / 1e12, P, tc, mki_model_default.attn_tflops * p->ctas / c->sm_count,
+                  p->ctas, c->sm_count);
+    if (P > 1)
+        mki_sb_printf(sb, "; mkAttnCausalZigzag about half on every rank, mkAttnCausal %d "
+                      "times the first rank's work on the last", 2 * P - 1);
+    mki_sb_printf(sb, "\n");
 }
 
 void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
@@ -111,12 +152,14 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
     if (p->op == MKI_OP_MOE_DISPATCH_GEMM)
         mki_sb_printf(sb, "  kernel    %d CTAs of %d threads: the dispatch, then one grouped GEMM "
                       "(the engine) over the local experts' rows\n", p->ctas, MKI_MOE_THREADS);
+    if (p->op == MKI_OP_RING_ATTN) ring_attn_print(sb, c, p);
     if (p->op == MKI_OP_MOE_COMBINE)
         mki_sb_printf(sb, "  kernel    %d CTAs of %d threads: stage y for the peers, then a warp "
                       "per token pulls its top-k rows and sums them in fp32\n", p->ctas,
                       MKI_MOE_THREADS);
     if (p->op != MKI_OP_GEMM_RS && p->op != MKI_OP_GEMM_AR && p->op != MKI_OP_MOE_DISPATCH &&
-        p->op != MKI_OP_MOE_COMBINE && p->op != MKI_OP_MOE_DISPATCH_GEMM)
+        p->op != MKI_OP_MOE_COMBINE && p->op != MKI_OP_MOE_DISPATCH_GEMM &&
+        p->op != MKI_OP_RING_ATTN)
         mki_sb_printf(sb, "  chunk     %" PRId64 " rows, %zu bytes\n",
                       p->chunk_rows, p->chunk_bytes);
     mki_sb_printf(sb, "  traffic   %.1f MiB intra, %.1f MiB inter per rank; "
@@ -190,7 +233,7 @@ static mkResult_t info_text(mkComm_t comm, const char *op, int64_t m, int64_t n,
         return mki_error(comm, mkErrInvalidArgument, "mkCommGetInfo: op \"%s\""
                          " is not one of allgather, reducescatter, allreduce, "
                          "alltoall, ag_gemm, gemm_rs, gemm_ar, moe_dispatch, moe_combine, "
-                         "moe_dispatch_gemm", op);
+                         "moe_dispatch_gemm, ring_attn", op);
     struct mki_op_plan p;
     MKI_CHECK(mki_plan_op(comm, (enum mki_op)id, m, n, k, elem, &p));
     mki_plan_print(sb, mki_plan_context(comm), &p);

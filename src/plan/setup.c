@@ -20,6 +20,7 @@
 #include "plan/plan.h"
 #include "topology/topo.h"
 #include "mem/mem.h"
+#include "ops/attn.h"
 
 /* Which transports can run on a rank: socket always; the RDMA ones when
  * built and its GPU's NICs are of their kind.  The network stage confirms
@@ -280,13 +281,11 @@ static int cache_find(struct mki_plan *pl, enum mki_op op, int64_t m, int64_t n,
  * driver may copy between ranks of one device with a kernel. */
 #define AGG_MPS_FREE_SMS 8
 
-/* mkAllGatherGemm's grid: the plan's compute CTAs (every SM of the budget:
- * the copy engine moves the rows), fewer when ranks share a GPU, so that
- * every spinning grid fits beside the others' and a few SMs stay free;
- * copy-engine streams per peer: 4 with 3 or more ranks per node (4 H200,
- * three runs: 32768x1024x8192 0.94-0.97x -> 1.00-1.14x, 4096x8192x8192
- * 1.05x -> 1.14x, no shape slower), 1 with 2 (no gain measured there). */
-static void ag_gemm_runs(const struct mki_plan_ctx *c, struct mki_op_plan *p)
+/* The grid of a fused kernel whose bytes ride the copy engines: the plan's
+ * compute CTAs (every SM of the budget), fewer when ranks share a GPU, so
+ * that every spinning grid fits beside the others' and a few SMs stay
+ * free. */
+static void ce_fused_ctas(const struct mki_plan_ctx *c, struct mki_op_plan *p)
 {
     int ctas = p->split.compute > 0 ? p->split.compute : c->sm_budget;
     const int share = c->gpu_share > 1 ? c->gpu_share : 1;
@@ -294,7 +293,27 @@ static void ag_gemm_runs(const struct mki_plan_ctx *c, struct mki_op_plan *p)
         ctas = (c->sm_count - AGG_MPS_FREE_SMS) / share;
     p->split.compute = ctas < 1 ? 1 : ctas;
     p->ctas = p->split.compute;
+}
+
+/* mkAllGatherGemm's grid (above); copy-engine streams per peer: 4 with 3
+ * or more ranks per node (4 H200, three runs: 32768x1024x8192 0.94-0.97x
+ * -> 1.00-1.14x, 4096x8192x8192 1.05x -> 1.14x, no shape slower), 1 with 2
+ * (no gain measured there). */
+static void ag_gemm_runs(const struct mki_plan_ctx *c, struct mki_op_plan *p)
+{
+    ce_fused_ctas(c, p);
     p->ce_streams = c->local_size >= 3 ? 4 : 1;
+}
+
+/* mkRingAttention's fused ring: the same grid as mkAllGatherGemm's (its k
+ * and v ride the copy engines beside it), and MKI_RATT_SPLIT_MAX copy
+ * streams per peer with 3 or more ranks per node (as mkAllGatherGemm's
+ * measurement; not measured for attention). */
+static void ring_attn_runs(const struct mki_plan_ctx *c, struct mki_op_plan *p)
+{
+    if (!p->fused) return;
+    ce_fused_ctas(c, p);
+    p->ce_streams = c->local_size >= 3 ? MKI_RATT_SPLIT_MAX : 1;
 }
 
 /* A plain collective over m x n elements (plan.h's shapes): the call's
@@ -318,6 +337,7 @@ mkResult_t mki_plan_runs(const struct mki_plan_ctx *c, const struct mki_params *
                          int coll_mover, int registered, struct mki_op_plan *p)
 {
     if (p->op == MKI_OP_AG_GEMM) ag_gemm_runs(c, p);
+    if (p->op == MKI_OP_RING_ATTN) ring_attn_runs(c, p);
     if (p->op <= MKI_OP_ALLTOALL) MKI_CHECK(coll_runs(c, pr, coll_mover, registered, p));
     return mkSuccess;
 }
@@ -331,8 +351,8 @@ mkResult_t mki_plan_op(struct mkComm *comm, enum mki_op op, int64_t m,
         return mki_error(comm, mkErrInternal, "plan asked before the "
                          "communicator's plan was set up");
     if (!mki_op_has_gemm(op) && op != MKI_OP_MOE_DISPATCH && op != MKI_OP_MOE_COMBINE &&
-        op != MKI_OP_MOE_DISPATCH_GEMM)
-        k = 1; /* k: the GEMM's; the MoE calls' top-k */
+        op != MKI_OP_MOE_DISPATCH_GEMM && op != MKI_OP_RING_ATTN)
+        k = 1; /* k: the GEMM's; the MoE calls' top-k; a row of k (ring_attn) */
     pthread_mutex_lock(&pl->lock);
     int hit = cache_find(pl, op, m, n, k, dtype_bytes, out);
     pthread_mutex_unlock(&pl->lock);

@@ -7,8 +7,8 @@
 #   bash tests/gpu/all.sh [tests|bench|all|scale|ab]
 #
 # tests: collectives (sizes up to 16 MB), GEMM engine, mkAllGatherGemm,
-#        mkGemmReduceScatter, mkMoEDispatch / mkMoECombine, the kill
-#        drill, compute-sanitizer, on
+#        mkGemmReduceScatter, mkMoEDispatch / mkMoECombine,
+#        mkRingAttention, the kill drill, compute-sanitizer, on
 #        2 GPUs, 1 GPU under MPS, and where there are GPUs for them at 4
 #        and 8 ranks and on virtual nodes (MK_NODE_SIZE, socket transport);
 #        then tests/gpu/scale.sh (16 and 8 ranks on 2 GPUs under MPS as
@@ -56,8 +56,8 @@ stop_stale() {
         p=$(awk '{print $4}' /proc/$p/stat 2>/dev/null) || break
         anc="$anc$p "
     done
-    for q in $(pgrep -f "build-gpu/([a-z0-9]+/)+(test_coll|test_scale|mkbench_coll|test_ag_gemm|mkbench_ag_gemm|test_gemm_rs|mkbench_gemm_rs|test_moe|mkbench_moe|test_kill|test_gemm|bench_gemm|mkbench_net|demo)( |\$)" || true) \
-             $(pgrep -f "tests/gpu/(all|run|ag_gemm|gemm_rs|moe|gemm|net|demo|scale|ab|kill|sanitize|soak)\.sh" || true); do
+    for q in $(pgrep -f "build-gpu/([a-z0-9]+/)+(test_coll|test_scale|mkbench_coll|test_ag_gemm|mkbench_ag_gemm|test_gemm_rs|mkbench_gemm_rs|test_moe|mkbench_moe|test_attn|test_attn_core|mkbench_attn|test_kill|test_gemm|bench_gemm|mkbench_net|demo)( |\$)" || true) \
+             $(pgrep -f "tests/gpu/(all|run|ag_gemm|gemm_rs|moe|attn|gemm|net|demo|scale|ab|kill|sanitize|soak)\.sh" || true); do
         case "$anc" in *" $q "*) ;; *) pids="$pids $q" ;; esac
     done
     if [ -n "$pids" ]; then
@@ -67,7 +67,7 @@ stop_stale() {
     fi
     if pgrep -x nvidia-cuda-mps >/dev/null 2>&1 || pgrep -x nvidia-cuda-mps-control >/dev/null 2>&1; then
         echo "all.sh: stopping an MPS daemon left running" >&2
-        for d in /tmp/mps /tmp/mps-agg /tmp/mps-grs /tmp/mps-moe /tmp/mps-kill /tmp/mps-soak /tmp/mps-scale /tmp/nvidia-mps; do # the scripts' pipes, then the default
+        for d in /tmp/mps /tmp/mps-agg /tmp/mps-grs /tmp/mps-moe /tmp/mps-attn /tmp/mps-kill /tmp/mps-soak /tmp/mps-scale /tmp/nvidia-mps; do # the scripts' pipes, then the default
             echo quit | CUDA_MPS_PIPE_DIRECTORY=$d nvidia-cuda-mps-control >/dev/null 2>&1
         done
         sleep 1
@@ -80,6 +80,7 @@ RT=${MK_GPU_RT:-build-gpu/rt}
 AGG=${MK_GPU_AGG:-build-gpu/agg}
 GRS=${MK_GPU_GRS:-build-gpu/grs}
 MOE=${MK_GPU_MOE:-build-gpu/moe}
+ATTN=${MK_GPU_ATTN:-build-gpu/attn}
 GEMM=build-gpu/gemm
 DEST=${OUT:-build-gpu/out}
 mkdir -p "$DEST" && DEST=$(cd "$DEST" && pwd) || { echo "all.sh: cannot make $DEST" >&2; exit 1; }
@@ -134,6 +135,7 @@ tests) part coll "$RT" bash tests/gpu/run.sh quick tests
        part gemm_rs "$GRS" bash tests/gpu/gemm_rs.sh test
        part gemm_ar "$GRS" bash tests/gpu/gemm_rs.sh ar-test
        part moe "$MOE" bash tests/gpu/moe.sh test
+       part attn "$ATTN" bash tests/gpu/attn.sh test
        part demo build-gpu/demo bash tests/gpu/demo.sh run
        part gemm "$GEMM" bash tests/gpu/gemm.sh test
        part kill build-gpu/kill bash tests/gpu/kill.sh
@@ -146,6 +148,7 @@ bench) part coll "$RT" bash tests/gpu/run.sh full bench
        part gemm_rs "$GRS" bash tests/gpu/gemm_rs.sh bench
        part gemm_ar "$GRS" bash tests/gpu/gemm_rs.sh ar-bench
        part moe "$MOE" bash tests/gpu/moe.sh bench
+       part attn "$ATTN" bash tests/gpu/attn.sh bench
        part net build-gpu/net bash tests/gpu/net.sh run
        part gemm "$GEMM" bash tests/gpu/gemm.sh bench ;;
 all)   part coll "$RT" bash tests/gpu/run.sh full all
@@ -153,6 +156,7 @@ all)   part coll "$RT" bash tests/gpu/run.sh full all
        part gemm_rs "$GRS" bash tests/gpu/gemm_rs.sh all
        part gemm_ar "$GRS" bash tests/gpu/gemm_rs.sh ar-all
        part moe "$MOE" bash tests/gpu/moe.sh all
+       part attn "$ATTN" bash tests/gpu/attn.sh all
        part demo build-gpu/demo bash tests/gpu/demo.sh run
        part net build-gpu/net bash tests/gpu/net.sh run
        part gemm "$GEMM" bash tests/gpu/gemm.sh all
@@ -176,6 +180,7 @@ parts) for p in ${MK_PARTS:-}; do # NAME[:MODE], in the order given
            gemm_rs) part gemm_rs "$GRS" bash tests/gpu/gemm_rs.sh "${m:-test}" ;;
            gemm_ar) part gemm_ar "$GRS" bash tests/gpu/gemm_rs.sh "ar-${m:-test}" ;;
            moe)     part moe "$MOE" bash tests/gpu/moe.sh "${m:-test}" ;;
+           attn)    part attn "$ATTN" bash tests/gpu/attn.sh "${m:-test}" ;;
            demo)    part demo build-gpu/demo bash tests/gpu/demo.sh run ;;
            gemm)    part gemm "$GEMM" bash tests/gpu/gemm.sh "${m:-test}" ;;
            kill)    part kill build-gpu/kill bash tests/gpu/kill.sh ;;
@@ -193,7 +198,7 @@ esac
     printf '%s\n' "${summary[@]}"
     for f in "$S"/coll/summary.txt "$S"/ag_gemm/ag_gemm-summary.txt \
              "$S"/gemm_rs/gemm_rs-summary.txt "$S"/gemm_ar/gemm_ar-summary.txt \
-             "$S"/moe/moe-summary.txt \
+             "$S"/moe/moe-summary.txt "$S"/attn/attn-summary.txt \
              "$S"/kill/kill-summary.txt \
              "$S"/gpusan/sanitize-summary.txt "$S"/soak/soak-summary.txt \
              "$S"/scale/scale-summary.txt \

@@ -3,7 +3,8 @@
 # scripts run, into build-gpu/: the collectives' tests and benchmark
 # (build-gpu/rt), the GEMM engine's (build-gpu/gemm), mkAllGatherGemm's
 # (build-gpu/agg), mkGemmReduceScatter's (build-gpu/grs), mkMoEDispatch
-# and mkMoECombine's (build-gpu/moe), the kill drill (build-gpu/kill).
+# and mkMoECombine's (build-gpu/moe), mkRingAttention's (build-gpu/attn),
+# the kill drill (build-gpu/kill).
 # Then carry build-gpu/rt, build-gpu/gemm and build-gpu/agg (or the subset
 # you run), or only the archive build-gpu/bins.tar.xz, and call
 # tests/gpu/all.sh there.
@@ -14,6 +15,7 @@ sh kernels/gemm/build.sh
 bash tests/gpu/ag_gemm.sh build
 bash tests/gpu/gemm_rs.sh build
 bash tests/gpu/moe.sh build
+bash tests/gpu/attn.sh build
 bash tests/gpu/demo.sh build
 bash tests/gpu/net.sh build
 bash tests/gpu/kill.sh build
@@ -22,6 +24,7 @@ bash tests/gpu/kill.sh build
 tar cJf build-gpu/bins.tar.xz build-gpu/rt/test_coll build-gpu/rt/test_scale build-gpu/rt/mkbench_coll \
     build-gpu/agg/test_ag_gemm build-gpu/agg/mkbench_ag_gemm build-gpu/demo/demo \
     build-gpu/grs/test_gemm_rs build-gpu/grs/mkbench_gemm_rs build-gpu/moe/test_moe build-gpu/moe/mkbench_moe \
+    build-gpu/attn/test_attn build-gpu/attn/test_attn_core build-gpu/attn/mkbench_attn \
     build-gpu/kill/test_kill $(ls build-gpu/demo/gpu_f 2>/dev/null) \
     build-gpu/net/mkbench_net build-gpu/gemm/test_gemm build-gpu/gemm/bench_gemm \
     build-gpu/gemm/test_gemm_args build-gpu/gemm/gemm.o

@@ -46,6 +46,25 @@ out=$("$mkinfo" --op moe_dispatch_gemm --m 4096 --n 7168 --k 8 2>&1)
 expect "--op moe_dispatch_gemm" "then one grouped GEMM" "$out"
 out=$("$mkinfo" --op gemm_rs --m 16 --n 8192 --k 8192 2>&1)
 expect "gemm_rs m=16" "k-slices  2 per tile" "$out"
+# ring_attn: m = seq_local, n = heads x head_dim, k = kv_heads x head_dim
+out=$("$mkinfo" --op ring_attn --m 16384 --n 4096 --k 1024 --ranks 2 2>&1)
+expect "--op ring_attn" "plan of ring_attn m=16384 n=4096 k=1024" "$out"
+expect "--op ring_attn" "decision  fused (one node: the fused ring" "$out"
+expect "--op ring_attn" "chunks of 2048 rows of k and of v (4194304 bytes each), 8 per" "$out"
+expect "--op ring_attn" "a step is one rank's k and v, 64.0 MiB over nvlink" "$out"
+expect "--op ring_attn" "overlap   non-causal: copies .* (hidden); causal zigzag" "$out"
+expect "--op ring_attn" "8.80 TFLOP per rank and batch element.* at 550 TFLOP/s" "$out"
+out=$("$mkinfo" --op ring_attn --m 4096 --n 4096 --k 1024 --ranks 4 --nodes 2 --net cx7 2>&1)
+expect "ring_attn across nodes" "decision  unfused (ranks on several nodes" "$out"
+expect "ring_attn across nodes" "sequence  mkAllGather of k and of v" "$out"
+out=$("$mkinfo" --op ring_attn --m 4096 --n 4096 --k 1024 --ranks 8 --nodes 2 2>&1)
+expect "ring_attn, 16 ranks" "at most 8 (mkErrUnsupported)" "$out"
+out=$(MK_SM_SPLIT=ring_attn:fused=0 "$mkinfo" --op ring_attn --m 4096 --n 4096 --k 1024 \
+      --ranks 2 2>&1)
+expect "ring_attn:fused=0" "decision  unfused (one node, but MK_SM_SPLIT sets fused=0" "$out"
+out=$("$mkinfo" --op ring_attn --m 4096 --n 4096 --k 1024 --dtype fp32 2>&1); rc=$?
+expect "ring_attn fp32" "takes 2-byte elements" "$out"
+[ $rc = 1 ] && passed=$((passed + 1)) || { echo "FAIL: ring_attn fp32 exit $rc"; failed=$((failed + 1)); }
 
 if grep -q "define HAVE_HWLOC 1" "$builddir/config.h" 2>/dev/null; then
     out=$(MK_TOPO_XML=$srcdir/tests/xml/dgx-h100.xml \

@@ -14,6 +14,12 @@
  *   mkbench moe [options]       mkMoEDispatch and mkMoECombine against NCCL's
  *                               all-to-allv with pack/unpack kernels (under
  *                               mpirun)
+ *   mkbench attn [options]      mkRingAttention's core alone on one GPU
+ *                               against mki_attn_run (bench/attn_sdpa.py:
+ *                               PyTorch's SDPA on the same shapes)
+ *   mkbench ring_attn [options] mkRingAttention against the unfused NCCL ring
+ *                               and the core alone on the same work (under
+ *                               mpirun)
  */
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +29,8 @@ int mkb_ag_gemm_main(int argc, char **argv);
 int mkb_gemm_rs_main(int argc, char **argv);
 int mkb_gemm_ar_main(int argc, char **argv);
 int mkb_moe_main(int argc, char **argv);
+int mkb_attn_main(int argc, char **argv);
+int mkb_ring_attn_main(int argc, char **argv);
 #ifdef MKB_HAVE_COLL
 int mkb_coll_main(int argc, char **argv);
 #endif
@@ -34,6 +42,8 @@ static int usage(void)
                     "       mkbench gemm_rs [options] (under mpirun; --help)\n"
                     "       mkbench gemm_ar [options] (under mpirun; --help)\n"
                     "       mkbench moe [options]     (under mpirun; --help)\n"
+                    "       mkbench attn [options]    (one GPU; --help)\n"
+                    "       mkbench ring_attn [options] (under mpirun; --help)\n"
 #ifdef MKB_HAVE_COLL
                     "       mkbench coll [options]   (mkbench coll --help)\n"
 #endif
@@ -52,6 +62,8 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "gemm_ar") == 0)
         return mkb_gemm_ar_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "moe") == 0) return mkb_moe_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "attn") == 0) return mkb_attn_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "ring_attn") == 0) return mkb_ring_attn_main(argc - 1, argv + 1);
 #ifdef MKB_HAVE_COLL
     if (strcmp(argv[1], "coll") == 0) return mkb_coll_main(argc - 1, argv + 1);
 #endif

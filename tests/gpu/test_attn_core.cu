@@ -1,0 +1,332 @@
+/*
+ * test_attn_core.cu - the attention core alone (kernels/attn/attn.h:
+ * mki_attn_run), without a communicator: against an fp64 host reference
+ * on sampled (batch, head, row) triples, over several key segments with
+ * piecewise (zigzag) positions as the ring gives them, both layouts, head
+ * dims 64 and 128, GQA, fp16 and bf16, causal or not, odd lengths; o and
+ * lse poisoned before every call; each case run 4 times.  Then, with
+ * "time", TFLOP/s of the core at the issue's shapes.
+ *
+ *   test_attn_core [seed]            correctness
+ *   test_attn_core time [reps]       timing table
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "attn/attn.h"
+#include "rt/rt.h"
+
+#define CK(x)                                                                                \
+    do {                                                                                     \
+        cudaError_t e_ = (x);                                                                \
+        if (e_ != cudaSuccess) {                                                             \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(2);                                                                         \
+        }                                                                                    \
+    } while (0)
+
+static uint64_t rng_state;
+static double urand()
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+static uint16_t to16(float f, bool f16)
+{
+    if (f16) {
+        __half h = __float2half_rn(f);
+        return *(uint16_t *)&h;
+    }
+    __nv_bfloat16 b = __float2bfloat16_rn(f);
+    return *(uint16_t *)&b;
+}
+static float from16(uint16_t v, bool f16)
+{
+    if (f16) return __half2float(*(__half *)&v);
+    return __bfloat162float(*(__nv_bfloat16 *)&v);
+}
+
+struct Case {
+    int d, layout, causal, f16, nseg;
+    int64_t batch, seq, heads, kvh;
+    int zig; /* positions: zigzag pieces per segment */
+};
+
+static int64_t idx(int layout, int64_t b, int64_t s, int64_t h, int64_t d, int64_t S, int64_t H,
+                   int64_t D)
+{
+    return layout == MKI_ATTN_BSHD ? ((b * S + s) * H + h) * D + d : ((b * H + h) * S + s) * D + d;
+}
+
+static int run_case(const Case &c, int rep_seed)
+{
+    const bool f16 = c.f16 != 0;
+    const int64_t S = c.seq, B = c.batch, H = c.heads, HK = c.kvh, D = c.d;
+    const int64_t nq = B * S * H * D, nk = B * S * HK * D;
+    const int P = c.nseg;
+    std::vector<uint16_t> hq(nq), ho(nq);
+    std::vector<std::vector<uint16_t>> hk(P, std::vector<uint16_t>(nk)), hv(P, std::vector<uint16_t>(nk));
+    for (auto &x : hq) x = to16((float)(urand() * 2 - 1), f16);
+    for (int s = 0; s < P; ++s)
+        for (int64_t i = 0; i < nk; ++i) {
+            hk[s][i] = to16((float)(urand() * 2 - 1), f16);
+            hv[s][i] = to16((float)(urand() * 2 - 1), f16);
+        }
+    /* positions: segment s plays rank s of a ring of P; q is rank `me` */
+    const int me = P > 1 ? 1 % P : 0;
+    auto pos_of = [&](int r, mki_attn_pos *p) {
+        if (c.zig) {
+            const int64_t h2 = S / 2;
+            p->split = h2;
+            p->off0 = r * h2;
+            p->off1 = (2 * P - 1 - r) * h2;
+        } else {
+            p->split = S;
+            p->off0 = r * S;
+            p->off1 = 0;
+        }
+    };
+    void *dq, *dout;
+    float *dlse;
+    std::vector<void *> dk(P), dv(P);
+    CK(cudaMalloc(&dq, nq * 2));
+    CK(cudaMalloc(&dout, nq * 2));
+    CK(cudaMalloc((void **)&dlse, B * H * S * 4));
+    for (int s = 0; s < P; ++s) {
+        CK(cudaMalloc(&dk[s], nk * 2));
+        CK(cudaMalloc(&dv[s], nk * 2));
+        CK(cudaMemcpy(dk[s], hk[s].data(), nk * 2, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dv[s], hv[s].data(), nk * 2, cudaMemcpyHostToDevice));
+    }
+    CK(cudaMemcpy(dq, hq.data(), nq * 2, cudaMemcpyHostToDevice));
+    mki_attn_args a;
+    memset(&a, 0, sizeof(a));
+    a.q = dq;
+    a.o = dout;
+    a.lse = dlse;
+    a.batch = B;
+    a.seq = S;
+    a.heads = H;
+    a.kv_heads = HK;
+    a.head_dim = D;
+    a.layout = c.layout;
+    a.dtype = f16 ? MKI_F16 : MKI_BF16;
+    a.scale = 1.0f / sqrtf((float)D);
+    a.causal = c.causal;
+    pos_of(me, &a.qpos);
+    a.nseg = P;
+    for (int s = 0; s < P; ++s) {
+        const int src = (me - s + P) % P; /* ring order: own first */
+        a.seg[s].k = dk[src];
+        a.seg[s].v = dv[src];
+        pos_of(src, &a.seg[s].pos);
+    }
+    char msg[256];
+    std::vector<float> hl(B * H * S);
+    int bad = 0;
+    for (int rep = 0; rep < 4 && !bad; ++rep) {
+        CK(cudaMemset(dout, 0xff, nq * 2)); /* NaN in both types */
+        CK(cudaMemset(dlse, 0xff, B * H * S * 4));
+        int r = mki_attn_run(&a, 0, msg, sizeof(msg));
+        if (r) {
+            printf("FAIL run: %s\n", msg);
+            return 1;
+        }
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(ho.data(), dout, nq * 2, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(hl.data(), dlse, B * H * S * 4, cudaMemcpyDeviceToHost));
+        /* every output written (no NaN left) */
+        for (int64_t i = 0; i < nq && !bad; ++i)
+            if (isnan(from16(ho[i], f16))) {
+                printf("FAIL: o[%lld] not written\n", (long long)i);
+                bad = 1;
+            }
+        /* sampled rows against fp64 */
+        double maxe = 0, maxl = 0;
+        const int samples = 48;
+        std::vector<double> sc(P * S);
+        for (int t = 0; t < samples && !bad; ++t) {
+            const int64_t b = (int64_t)(urand() * B), h = (int64_t)(urand() * H);
+            int64_t i = (int64_t)(urand() * S);
+            if (t == 0) i = 0;
+            if (t == 1) i = S - 1;
+            const int64_t hk_ = h / (H / HK);
+            mki_attn_pos qp;
+            pos_of(me, &qp);
+            const int64_t qpos = i < qp.split ? qp.off0 + i : qp.off1 + (i - qp.split);
+            double mx = -1e300;
+            for (int src = 0; src < P; ++src) {
+                mki_attn_pos kp;
+                pos_of(src, &kp);
+                for (int64_t j = 0; j < S; ++j) {
+                    const int64_t kpos = j < kp.split ? kp.off0 + j : kp.off1 + (j - kp.split);
+                    double v = -INFINITY;
+                    if (!c.causal || kpos <= qpos) {
+                        v = 0;
+                        for (int64_t d = 0; d < D; ++d)
+                            v += (double)from16(hq[idx(c.layout, b, i, h, d, S, H, D)], f16) *
+                                 (double)from16(hk[src][idx(c.layout, b, j, hk_, d, S, HK, D)], f16);
+                        v *= (double)a.scale;
+                    }
+                    sc[src * S + j] = v;
+                    mx = std::max(mx, v);
+                }
+            }
+            double l = 0;
+            for (auto &v : sc) {
+                v = std::isinf(v) ? 0 : exp(v - mx);
+                l += v;
+            }
+            for (int64_t d = 0; d < D; ++d) {
+                double acc = 0;
+                for (int src = 0; src < P; ++src)
+                    for (int64_t j = 0; j < S; ++j)
+                        if (sc[src * S + j] != 0)
+                            acc += sc[src * S + j] *
+                                   (double)from16(hv[src][idx(c.layout, b, j, hk_, d, S, HK, D)], f16);
+                acc /= l;
+                const double got = from16(ho[idx(c.layout, b, i, h, d, S, H, D)], f16);
+                maxe = std::max(maxe, fabs(got - acc));
+            }
+            const double lse = mx + log(l);
+            maxl = std::max(maxl, fabs((double)hl[(b * H + h) * S + i] - lse));
+        }
+        /* o: P rounded to 16 bits before P V (relative 2^-8 bf16 / 2^-11
+         * fp16 per term) and o rounded once: for values in [-1, 1] an
+         * error of a few units of the output's last place */
+        const double tol = f16 ? 4e-3 : 2e-2;
+        if (maxe > tol || maxl > 1e-3 || isnan(maxe) || isnan(maxl)) {
+            printf("FAIL d%d %s %s %s seg%d%s B%lld S%lld H%lld/%lld rep %d: max |o err| %.3g "
+                   "(tol %.g), max |lse err| %.3g\n",
+                   c.d, c.layout ? "BHSD" : "BSHD", c.causal ? "causal" : "full",
+                   f16 ? "f16" : "bf16", P, c.zig ? " zigzag" : "", (long long)B, (long long)S,
+                   (long long)H, (long long)HK, rep, maxe, tol, maxl);
+            bad = 1;
+        } else if (rep == 0) {
+            printf("ok   d%d %s %s %s seg%d%s B%lld S%lld H%lld/%lld: max |o err| %.3g, |lse err| %.3g\n",
+                   c.d, c.layout ? "BHSD" : "BSHD", c.causal ? "causal" : "full",
+                   f16 ? "f16" : "bf16", P, c.zig ? " zigzag" : "", (long long)B, (long long)S,
+                   (long long)H, (long long)HK, maxe, maxl);
+        }
+    }
+    (void)rep_seed;
+    cudaFree(dq);
+    cudaFree(dout);
+    cudaFree(dlse);
+    for (int s = 0; s < P; ++s) {
+        cudaFree(dk[s]);
+        cudaFree(dv[s]);
+    }
+    return bad;
+}
+
+static int timing(int reps)
+{
+    printf("%-6s %-7s %-6s %5s %4s %4s %10s %10s\n", "d", "mask", "seq", "B", "H", "", "ms", "TFLOP/s");
+    const int ds[2] = {64, 128};
+    const int seqs[2] = {4096, 16384};
+    for (int di = 0; di < 2; ++di)
+        for (int causal = 0; causal < 2; ++causal)
+            for (int si = 0; si < 2; ++si) {
+                const int64_t D = ds[di], S = seqs[si], H = 16;
+                const int64_t B = S == 4096 ? 16 : 2;
+                const int64_t n = B * S * H * D;
+                void *q, *k, *v, *o;
+                CK(cudaMalloc(&q, n * 2));
+                CK(cudaMalloc(&k, n * 2));
+                CK(cudaMalloc(&v, n * 2));
+                CK(cudaMalloc(&o, n * 2));
+                std::vector<uint16_t> h(n);
+                for (auto &x : h) x = to16((float)(urand() * 2 - 1), false);
+                CK(cudaMemcpy(q, h.data(), n * 2, cudaMemcpyHostToDevice));
+                CK(cudaMemcpy(k, h.data(), n * 2, cudaMemcpyHostToDevice));
+                CK(cudaMemcpy(v, h.data(), n * 2, cudaMemcpyHostToDevice));
+                mki_attn_args a;
+                memset(&a, 0, sizeof(a));
+                a.q = q;
+                a.o = o;
+                a.batch = B;
+                a.seq = S;
+                a.heads = H;
+                a.kv_heads = H;
+                a.head_dim = D;
+                a.layout = MKI_ATTN_BSHD;
+                a.dtype = MKI_BF16;
+                a.scale = 1.0f / sqrtf((float)D);
+                a.causal = causal;
+                a.qpos.split = S;
+                a.nseg = 1;
+                a.seg[0].k = k;
+                a.seg[0].v = v;
+                a.seg[0].pos.split = S;
+                char msg[256];
+                cudaEvent_t e0, e1;
+                CK(cudaEventCreate(&e0));
+                CK(cudaEventCreate(&e1));
+                std::vector<float> ms;
+                for (int i = 0; i < reps + 3; ++i) {
+                    CK(cudaEventRecord(e0));
+                    if (mki_attn_run(&a, 0, msg, sizeof(msg))) {
+                        printf("FAIL: %s\n", msg);
+                        return 1;
+                    }
+                    CK(cudaEventRecord(e1));
+                    CK(cudaEventSynchronize(e1));
+                    float t;
+                    CK(cudaEventElapsedTime(&t, e0, e1));
+                    if (i >= 3) ms.push_back(t);
+                }
+                std::sort(ms.begin(), ms.end());
+                const double med = ms[ms.size() / 2];
+                const double fl = 4.0 * B * H * S * S * D * (causal ? 0.5 : 1.0);
+                printf("%-6lld %-7s %-6lld %5lld %4lld %4s %10.3f %10.1f\n", (long long)D,
+                       causal ? "causal" : "full", (long long)S, (long long)B, (long long)H, "",
+                       med, fl / med / 1e9);
+                cudaFree(q);
+                cudaFree(k);
+                cudaFree(v);
+                cudaFree(o);
+            }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "time")) {
+        rng_state = 12345;
+        return timing(argc > 2 ? atoi(argv[2]) : 20);
+    }
+    uint64_t seed = argc > 1 ? strtoull(argv[1], 0, 0) : (uint64_t)time(NULL);
+    printf("test_attn_core: seed %llu\n", (unsigned long long)seed);
+    rng_state = seed;
+    std::vector<Case> cs;
+    /* d, layout, causal, f16, nseg, batch, seq, heads, kvh, zig */
+    for (int d : {64, 128})
+        for (int layout = 0; layout < 2; ++layout)
+            for (int causal = 0; causal < 2; ++causal) {
+                cs.push_back({d, layout, causal, 0, 1, 2, 1000, 4, 4, 0});
+                cs.push_back({d, layout, causal, 1, 1, 1, 4097, 8, 2, 0});
+            }
+    cs.push_back({128, 0, 0, 0, 1, 1, 4096, 8, 1, 0});  /* GQA 8 */
+    cs.push_back({128, 0, 1, 0, 3, 1, 1000, 4, 1, 0});  /* 3 segments, contiguous causal */
+    cs.push_back({128, 1, 1, 1, 2, 2, 1000, 4, 4, 1});  /* zigzag over 2 */
+    cs.push_back({64, 0, 1, 0, 4, 1, 4098, 4, 1, 1});   /* zigzag over 4, GQA 4 */
+    cs.push_back({128, 0, 0, 0, 2, 1, 300, 2, 2, 0});   /* full over 2, short */
+    cs.push_back({128, 0, 1, 0, 1, 1, 1, 2, 2, 0});     /* one row */
+    int fails = 0;
+    for (auto &c : cs) fails += run_case(c, 0);
+    printf("%s: %d of %zu cases failed (seed %llu)\n", fails ? "FAIL" : "PASS", fails, cs.size(),
+           (unsigned long long)seed);
+    return fails ? 1 : 0;
+}

@@ -3,9 +3,11 @@
 # synccheck over a small subset, from the binaries tests/gpu/build.sh left
 # in build-gpu/.
 #
-#   bash tests/gpu/sanitize.sh [2gpu]
+#   bash tests/gpu/sanitize.sh [2gpu|attn]
 #
 # 2gpu: only the two-rank steps (the one-rank ones recorded already).
+# attn: only mkRingAttention's (the attention kernel alone on small cases,
+# then the ring at two ranks).
 #
 # One rank (MK_BOOTSTRAP=none, no launcher; compute-sanitizer does not run
 # under MPS): the GEMM engine with its fused-kernel hooks (test_gemm
@@ -99,6 +101,17 @@ step() { # NAME LIMIT NP TOOL[:OPTION,...] ARGS...
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 only2=0
 [ "${1:-}" = 2gpu ] && only2=1
+if [ "${1:-}" = attn ]; then
+    export CUDA_VISIBLE_DEVICES=0
+    step "memcheck: attention kernel, small cases" 240 1 memcheck build-gpu/attn/test_attn_core small
+    step "synccheck: attention kernel, small cases" 240 1 synccheck build-gpu/attn/test_attn_core small
+    if [ "$ngpu" -ge 2 ]; then
+        export CUDA_VISIBLE_DEVICES=0,1
+        step "2gpu memcheck: ring, s1000 zigzag d128" 240 2 memcheck build-gpu/attn/test_attn correct bshd 2
+    fi
+    cat "$SUMMARY"
+    exit $status
+fi
 export CUDA_VISIBLE_DEVICES=0
 [ $only2 = 1 ] || {
 step "memcheck: GEMM engine (--small)" 240 1 memcheck build-gpu/gemm/test_gemm --small

@@ -23,7 +23,7 @@
  * serves both layouts; rows past the sequence are zero-filled) in 128-byte
  * swizzled boxes of 128 rows x 64 elements, the layout wgmma reads K-major
  * (Q, K) and N-major (V).  Key blocks that the causal mask hides entirely
- * are skipped by both sides alike (block_kind()).  Tiles are dealt to CTAs
+ * are skipped by both sides alike (BlockIter).  Tiles are dealt to CTAs
  * round-robin, the queries of the highest positions (the most keys under
  * a causal mask) first.
  *
@@ -189,21 +189,6 @@ __device__ __forceinline__ Tile tile_of(const AttnParams &p, int t)
 
 enum { BLK_SKIP = 0, BLK_FULL = 1, BLK_MASK = 2 };
 
-/* Whether key block kb of segment s is skipped, taken whole, or masked
- * for the queries of block qb (the producer and the consumers agree). */
-__device__ __forceinline__ int block_kind(const AttnParams &p, int s, int qb, int kb)
-{
-    const int k0 = kb * BN, k1 = min(k0 + BN, p.seq);
-    const bool edge = k1 - k0 < BN;
-    if (!p.causal) return edge ? BLK_MASK : BLK_FULL;
-    const int q0 = qb * BM, q1 = min(q0 + BM, p.seq);
-    int qlo, qhi, klo, khi;
-    p.qpos.range(q0, q1, &qlo, &qhi);
-    p.kpos[s].range(k0, k1, &klo, &khi);
-    if (klo > qhi) return BLK_SKIP;
-    return (khi <= qlo && !edge) ? BLK_FULL : BLK_MASK;
-}
-
 /* ---------------------------------------------------------------- ring */
 
 __device__ __forceinline__ bool ring_wait(const RingParams &r, const uint64_t *addr,
@@ -282,11 +267,25 @@ __device__ __forceinline__ int tile_index(const AttnParams &p, int i)
 
 /* The key blocks of a tile in order (segments, then blocks), skipping
  * those the causal mask hides: the producer and the consumers walk the
- * same list. */
+ * same list.  A block is skipped when its first key's position is past
+ * the tile's last query's, taken whole when its last key's is not past
+ * the tile's first query's (and it has no row past the end), masked
+ * otherwise.  Positions grow within each piece of a segment (attn.h), so
+ * after a skipped block the rest of its piece is skipped at once: the
+ * walk costs the blocks it takes, not the segment's length. */
 struct BlockIter {
     int s, kb, kind;
-    __device__ __forceinline__ void start() { s = 0; kb = -1; }
-    __device__ __forceinline__ bool next(const AttnParams &p, int qb)
+    int qlo, qhi; /* the tile's query positions */
+    __device__ __forceinline__ void start(const AttnParams &p, int qb)
+    {
+        s = 0;
+        kb = -1;
+        if (p.causal) {
+            const int q0 = qb * BM, q1 = min(q0 + BM, p.seq);
+            p.qpos.range(q0, q1, &qlo, &qhi);
+        }
+    }
+    __device__ __forceinline__ bool next(const AttnParams &p)
     {
         const int nkb = (p.seq + BN - 1) / BN;
         for (;;) {
@@ -294,8 +293,22 @@ struct BlockIter {
                 kb = 0;
                 if (++s >= p.nseg) return false;
             }
-            kind = block_kind(p, s, qb, kb);
-            if (kind != BLK_SKIP) return true;
+            const int k0 = kb * BN, k1 = min(k0 + BN, p.seq);
+            const bool edge = k1 - k0 < BN;
+            if (!p.causal) {
+                kind = edge ? BLK_MASK : BLK_FULL;
+                return true;
+            }
+            int klo, khi;
+            p.kpos[s].range(k0, k1, &klo, &khi);
+            if (klo <= qhi) {
+                kind = (khi <= qlo && !edge) ? BLK_FULL : BLK_MASK;
+                return true;
+            }
+            /* skipped: so is the rest of this piece */
+            const int split = p.kpos[s].split;
+            const int jump = k0 < split ? split / BN : nkb; /* the block holding row split */
+            if (jump - 1 > kb) kb = jump - 1;
         }
     }
 };
@@ -320,9 +333,9 @@ __device__ void producer(const AttnParams &p, const RingParams &r, char *sm, Bar
             tma_load_4d(sm + Smem<kD>::kQ + qbuf * kTile + c * kBoxBytes, &p.tm_q, c * 64,
                         x.qb * BM, x.h, x.b, bar.q_full(qbuf));
         BlockIter it;
-        it.start();
+        it.start(p, x.qb);
         int last_chunk = -1, last_s = -1;
-        while (it.next(p, x.qb)) {
+        while (it.next(p)) {
             const int s = it.s, kb = it.kb;
             if (p.flags[s]) {
                 const int j = kb * BN / p.chunk_rows;
@@ -497,8 +510,8 @@ __device__ void consumer(const AttnParams &p, char *sm, Bars<kD> bar, int wg, in
         float a0, a1;
         mbar_wait(bar.q_full(qbuf), (i / kQB) & 1);
         BlockIter it;
-        it.start();
-        if (it.next(p, x.qb)) {
+        it.start(p, x.qb);
+        if (it.next(p)) {
             /* block 0: S only */
             mbar_wait(bar.k_full(st), ph);
             wgmma_fence();
@@ -513,7 +526,7 @@ __device__ void consumer(const AttnParams &p, char *sm, Bars<kD> bar, int wg, in
                 st = 0;
                 ph ^= 1;
             }
-            while (it.next(p, x.qb)) {
+            while (it.next(p)) {
                 /* S_j and P_{j-1} V */
                 mbar_wait(bar.k_full(st), ph);
                 mbar_wait(bar.v_full(pst), pph);

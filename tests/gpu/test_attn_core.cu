@@ -252,10 +252,11 @@ static int timing(int reps)
                 CK(cudaMalloc(&v, n * 2));
                 CK(cudaMalloc(&o, n * 2));
                 std::vector<uint16_t> h(n);
-                for (auto &x : h) x = to16((float)(urand() * 2 - 1), false);
-                CK(cudaMemcpy(q, h.data(), n * 2, cudaMemcpyHostToDevice));
-                CK(cudaMemcpy(k, h.data(), n * 2, cudaMemcpyHostToDevice));
-                CK(cudaMemcpy(v, h.data(), n * 2, cudaMemcpyHostToDevice));
+                void *dst[3] = {q, k, v};
+                for (int t = 0; t < 3; ++t) { /* distinct random q, k, v */
+                    for (auto &x : h) x = to16((float)(urand() * 2 - 1), false);
+                    CK(cudaMemcpy(dst[t], h.data(), n * 2, cudaMemcpyHostToDevice));
+                }
                 mki_attn_args a;
                 memset(&a, 0, sizeof(a));
                 a.q = q;

@@ -159,10 +159,11 @@ static struct mki_attn_pos pos_of(const struct ratt_call *c, int nranks, int r)
     return p;
 }
 
-/* Segment i of a call holds the keys of rank (rank - i) mod P. */
+/* Segment i of a call holds the keys of rank (rank + i) mod P, as in the
+ * fused ring. */
 static int src_rank(const struct mkComm *comm, int i)
 {
-    return (comm->rank - i + comm->nranks) % comm->nranks;
+    return (comm->rank + i) % comm->nranks;
 }
 
 /* Everything but the peers' segments: q, o, lse, the shape, this rank's
@@ -397,7 +398,7 @@ static mkResult_t run_core(struct mki_call *call, struct mki_attn_args *a)
 }
 
 /* Every rank's k and v gathered (rank order), then the core over them,
- * this rank's own keys first and then rank - 1, rank - 2, ... as in the
+ * this rank's own keys first and then rank + 1, rank + 2, ... as in the
  * fused ring. */
 static mkResult_t run_unfused(struct mki_call *call, struct ratt_state *g,
                               const struct ratt_call *c)

@@ -123,6 +123,7 @@ if [ $tests = 1 ] && [ "$ngpu" -ge 2 ]; then
     step "2gpu stress 200 calls" 90 2 $B/test_attn stress
     step "2gpu CUDA graph x10" 90 2 $B/test_attn graph
     step "2gpu bad input" 60 2 $B/test_attn badinput
+    MK_TIMEOUT_MS=3000 step "2gpu nocall -> timeout" 40 2 $B/test_attn nocall
     MK_NODE_SIZE=1 MK_TRANSPORT=socket \
         step "2gpu 2x1 nodes (MK_NODE_SIZE=1) correct BSHD" 180 2 $B/test_attn correct bshd
 elif [ $tests = 1 ] && [ "$ngpu" -ge 1 ]; then

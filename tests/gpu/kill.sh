@@ -68,7 +68,7 @@ step() { # NAME LIMIT ARGS...
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$ngpu" -ge 2 ]; then
     export CUDA_VISIBLE_DEVICES=0,1
-    for op in allreduce ag_gemm gemm_rs gemm_ar moe; do
+    for op in allreduce ag_gemm gemm_rs gemm_ar moe ring_attn; do
         step "2gpu kill: $op" 60 $B/test_kill $op 2 1
     done
 fi
@@ -86,7 +86,7 @@ mps() { # NAME LIMIT ARGS...
     local i=0
     while pgrep -x nvidia-cuda-mps-server >/dev/null 2>&1 && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 }
-for op in allreduce ag_gemm gemm_rs gemm_ar; do
+for op in allreduce ag_gemm gemm_rs gemm_ar ring_attn; do
     mps "1gpu x2 MPS kill: $op" 60 $B/test_kill $op 2 1
     mps "1gpu x4 MPS kill: $op" 60 $B/test_kill $op 4 2
     MK_NODE_SIZE=2 MK_TRANSPORT=socket mps "1gpu x4 MPS 2x2 kill: $op" 60 $B/test_kill $op 4 3

@@ -23,6 +23,10 @@
  *                        seq_local (mkErrInvalidArgument), fp32
  *                        (mkErrUnsupported): the error, nothing written
  *                        (o, lse and q keep their bits), then a good call
+ *   test_attn nocall     after a first call on every rank, rank 1 skips
+ *                        the second: every other rank's communicator
+ *                        reports mkErrTimeout naming rank 1 (run with a
+ *                        short MK_TIMEOUT_MS) and a later call returns it
  *   test_attn time [BxHxKVxSxD] [full|causal|zigzag] [bshd|bhsd] [bf16|fp16] [N]
  *                        the median of N calls (default 20; shape
  *                        1x16x16x4096x128, S = seq_local) of ours and of
@@ -795,6 +799,47 @@ static int run_graph(void)
     return bad;
 }
 
+/* ---- a rank that never calls ------------------------------------------- */
+
+static int run_nocall(void)
+{
+    Shape x = {"nocall s1000 zigzag d128 h8/2", 1000, 1, 8, 2, 128, mkAttnCausalZigzag, 1, 0, 0};
+    x.layout = 0;
+    Bufs f;
+    bufs_alloc(f, x);
+    inputs(x, f, 9500, false);
+    /* the first call of the shape on every rank (the shape check meets
+     * every rank through the bootstrap) */
+    MK(ring(x, f.t[Q], f.t[K], f.t[V], f.o, f.lse, g_st));
+    CK(cudaStreamSynchronize(g_st));
+    int bad = 0;
+    if (g_rank != 1) {
+        MK(ring(x, f.t[Q], f.t[K], f.t[V], f.o, f.lse, g_st));
+        CK(cudaStreamSynchronize(g_st)); /* the kernel gives up at the deadline */
+        mkResult_t ae = mkSuccess;
+        for (int i = 0; i < 200 && ae == mkSuccess; i++) {
+            MK(mkCommGetAsyncError(g_comm, &ae));
+            if (ae == mkSuccess) usleep(50000);
+        }
+        const char *msg = mkGetLastError(g_comm);
+        bad = ae != mkErrTimeout || strstr(msg, "rank 1") == NULL;
+        printf("rank %d nocall: async error %s: \"%s\"  %s\n", g_rank, mkGetErrorString(ae), msg,
+               bad ? "FAIL" : "ok");
+        const mkResult_t rr = ring(x, f.t[Q], f.t[K], f.t[V], f.o, f.lse, g_st);
+        if (rr != mkErrTimeout) {
+            printf("rank %d nocall: a later call returned %s, expected mkErrTimeout  FAIL\n",
+                   g_rank, mkGetErrorString(rr));
+            bad = 1;
+        }
+    } else {
+        const char *t = getenv("MK_TIMEOUT_MS");
+        sleep((t ? atoi(t) / 1000 : 20) + 3);
+        printf("rank 1 nocall: skipped the second call\n");
+    }
+    bufs_free(f);
+    return bad;
+}
+
 /* ---- bad input -------------------------------------------------------- */
 
 static size_t differs(const void *dev, const std::vector<uint8_t> &want)
@@ -1059,19 +1104,24 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "graph")) bad = run_graph();
     else if (!strcmp(mode, "badinput")) bad = run_badinput();
     else if (!strcmp(mode, "time")) bad = run_time(argc, argv);
+    else if (!strcmp(mode, "nocall")) bad = g_n < 2 ? 1 : run_nocall();
     else {
         fprintf(stderr, "unknown mode %s\n", mode);
         return 2;
     }
-    mkResult_t ae; /* the communicator ends healthy */
+    mkResult_t ae; /* the communicator ends healthy (nocall: broken by design) */
     MK(mkCommGetAsyncError(g_comm, &ae));
-    if (ae != mkSuccess) {
+    if (ae != mkSuccess && strcmp(mode, "nocall")) {
         printf("rank %d %s: the communicator reports %s: %s  FAIL\n", g_rank, mode,
                mkGetErrorString(ae), mkGetLastError(g_comm));
         bad++;
     }
     printf("rank %d/%d on device %d: %s %s\n", g_rank, g_n, dev, mode, bad ? "FAIL" : "PASS");
     fflush(stdout);
+    if (!strcmp(mode, "nocall")) { /* a broken communicator: abort, no destroy */
+        (void)mkCommAbort(g_comm);
+        _exit(bad ? 1 : 0);
+    }
     CK(cudaFree(g_acc));
     MK(mkCommDestroy(g_self));
     MK(mkCommDestroy(g_comm));

@@ -5,9 +5,12 @@
  * ring, not a deadline), its stream drains, and it destroys and exits
  * cleanly.
  *
- *   test_kill OP NRANKS [VICTIM]    OP: allreduce | ag_gemm | gemm_rs | gemm_ar | moe
+ *   test_kill OP NRANKS [VICTIM]    OP: allreduce | ag_gemm | gemm_rs | gemm_ar | moe |
+ *                                       ring_attn
  *
  * moe: a mkMoEDispatch + mkMoECombine pair per call (one node only).
+ * ring_attn: mkRingAttention, zigzag causal, 2048 rows of 8 heads x 128
+ * per rank.
  *
  * The program starts its own ranks (fork after mkGetUniqueId): a launcher
  * such as mpirun would end the whole job when a rank dies by a signal.
@@ -72,7 +75,7 @@ __global__ void fill(__nv_bfloat16 *p, size_t n, uint32_t seed)
     }
 }
 
-enum Op { ALLREDUCE, AG_GEMM, GEMM_RS, GEMM_AR, MOE };
+enum Op { ALLREDUCE, AG_GEMM, GEMM_RS, GEMM_AR, MOE, RING_ATTN };
 static Op g_op;
 
 /* Shapes large enough that a call takes a fraction of a millisecond. */
@@ -81,7 +84,8 @@ static const int64_t M_RANK = 1024, N = 2048, K = 2048;
 struct Bufs {
     __nv_bfloat16 *a, *b, *c, *ga;
     size_t c_elems;
-    /* moe: x is a (M_RANK tokens of K), out is c; recv in ga */
+    /* moe: x is a (M_RANK tokens of K), out is c; recv in ga.
+     * ring_attn: q is a, k is ga, v is b, o is c (M_RANK x K elements each) */
     int32_t *idx, *src, *rows;
     float *w, *rw;
     int64_t *off;
@@ -117,6 +121,9 @@ static mkResult_t call(const Bufs &bf, int nranks, mkComm_t comm, cudaStream_t s
         return mkMoECombine(bf.ga, bf.off, bf.idx, bf.w, bf.rows, bf.c, M_RANK, K, MOE_TOPK, E,
                             cap, mkBfloat16, comm, st);
     }
+    case RING_ATTN: /* 2048 rows of 8 heads x 128 = M_RANK x K elements */
+        return mkRingAttention(bf.a, bf.ga, bf.b, bf.c, NULL, 1, 2048, 8, 8, 128, mkAttnBSHD,
+                               mkAttnCausalZigzag, 0.088f, mkBfloat16, comm, st);
     default:
         return mkGemmReduceScatter(bf.a, bf.b, bf.c, NULL, M_RANK * nranks, N, K,
                                    1, mkBfloat16, comm, st);
@@ -139,6 +146,7 @@ static int rank_main(int rank, int nranks, int victim, mkUniqueId id)
     case AG_GEMM: a_elems = (size_t)M_RANK * K; c_elems = (size_t)M_RANK * nranks * N; break;
     case GEMM_AR: a_elems = (size_t)M_RANK * nranks * K; c_elems = (size_t)M_RANK * nranks * N; break;
     case MOE: a_elems = (size_t)M_RANK * K; c_elems = (size_t)M_RANK * K; break;
+    case RING_ATTN: a_elems = (size_t)M_RANK * K; c_elems = (size_t)M_RANK * K; break;
     default: a_elems = (size_t)M_RANK * nranks * K; c_elems = (size_t)M_RANK * N; break;
     }
     bf.c_elems = c_elems;
@@ -158,6 +166,7 @@ static int rank_main(int rank, int nranks, int victim, mkUniqueId id)
     }
     fill<<<256, 256, 0, st>>>(bf.a, a_elems, 11u + rank);
     fill<<<256, 256, 0, st>>>(bf.b, (size_t)N * K, 7u);
+    if (g_op == RING_ATTN) fill<<<256, 256, 0, st>>>(bf.ga, (size_t)M_RANK * K, 13u + rank);
     CK(cudaGetLastError());
     for (int i = 0; i < 3; i++)
         if (call(bf, nranks, comm, st) != mkSuccess) FAILR("warm-up call %d", i);
@@ -247,13 +256,15 @@ static int rank_main(int rank, int nranks, int victim, mkUniqueId id)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: test_kill allreduce|ag_gemm|gemm_rs|gemm_ar|moe NRANKS [VICTIM]\n");
+        fprintf(stderr, "usage: test_kill allreduce|ag_gemm|gemm_rs|gemm_ar|moe|ring_attn NRANKS "
+                "[VICTIM]\n");
         return 2;
     }
     g_op = !strcmp(argv[1], "allreduce") ? ALLREDUCE
          : !strcmp(argv[1], "ag_gemm")   ? AG_GEMM
          : !strcmp(argv[1], "gemm_ar")   ? GEMM_AR
          : !strcmp(argv[1], "moe")       ? MOE
+         : !strcmp(argv[1], "ring_attn") ? RING_ATTN
                                          : GEMM_RS;
     if (g_op == GEMM_RS && strcmp(argv[1], "gemm_rs")) {
         fprintf(stderr, "test_kill: unknown op %s\n", argv[1]);

@@ -17,14 +17,8 @@ set -u
 B=${MK_GPU_KILL:-build-gpu/kill}
 if [ "${1:-}" = build ]; then
     set -e
-    NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
-    BLD=build-gpu/agg-build
-    mkdir -p "$BLD" "$B"
-    [ -f "$BLD/Makefile" ] || (cd "$BLD" && "$(cd ../.. && pwd)/configure" -q)
-    make -C "$BLD" -j"${JOBS:-2}" libmkcore.la > "$B/build.log" 2>&1 || { tail -30 "$B/build.log"; exit 1; }
-    ARCH="-gencode=arch=compute_90a,code=sm_90a"
-    INC="-Iinclude -Isrc/core -Isrc -I. -Ikernels -Ikernels/gemm -I$BLD"
-    LIBS="$BLD/.libs/libmkcore.a -lcublas -lpmix -lhwloc -libverbs -lefa -lrt -ldl -lpthread -lm"
+    . tests/gpu/build_lib.sh
+    gpu_build_lib "$B"
     $NVCC $ARCH -O2 -std=c++17 $INC tests/gpu/test_kill.cu $LIBS -o $B/test_kill
     ls -la $B
     exit 0

@@ -23,20 +23,11 @@ B=${MK_GPU_MOE:-build-gpu/moe}
 what=${1:-all}; shift || true
 if [ "$what" = build ]; then
     set -e
-    NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
-    BLD=build-gpu/agg-build
-    mkdir -p "$BLD" "$B"
-    [ -f "$BLD/Makefile" ] || (cd "$BLD" && "$(cd ../.. && pwd)/configure" -q)
-    make -C "$BLD" -j"${JOBS:-2}" libmkcore.la > "$B/build.log" 2>&1 || { tail -30 "$B/build.log"; exit 1; }
-    COMMIT=$(git rev-parse --short=12 HEAD 2>/dev/null || echo uncommitted)
-    ARCH="-gencode=arch=compute_90a,code=sm_90a"
-    INC="-Iinclude -Isrc/core -Isrc -I. -Ikernels -I$BLD -Itools/mkbench -I/usr/lib/x86_64-linux-gnu/pmix2/include"
-    LIBS="$BLD/.libs/libmkcore.a -lcublas -lnccl -lpmix -lhwloc -libverbs -lefa -lrt -ldl -lpthread -lm"
+    . tests/gpu/build_lib.sh
+    gpu_build_lib "$B"
     # objects first, then the links: a link that fails (the library without
     # the calls yet) still shows that the sources compile
     $NVCC $ARCH -O2 -std=c++17 $INC -c tests/gpu/test_moe.cu -o $B/test_moe.o
-    gcc -std=gnu11 -O2 -I/usr/local/cuda/include -DMKB_GIT_COMMIT="\"$COMMIT\"" \
-        -c tools/mkbench/common.c -o $BLD/mkb_common.o
     $NVCC $ARCH -O2 -std=c++17 $INC -DMKB_MOE_MAIN -c tools/mkbench/moe.cu -o $B/mkbench_moe.o
     $NVCC $ARCH $B/test_moe.o $LIBS -o $B/test_moe
     $NVCC $ARCH $B/mkbench_moe.o $BLD/mkb_common.o $LIBS -o $B/mkbench_moe

@@ -20,17 +20,8 @@ B=build-gpu/net
 what=${1:-run}; shift || true
 if [ "$what" = build ]; then
     set -e
-    NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
-    BLD=build-gpu/net-build
-    mkdir -p "$BLD" "$B"
-    [ -f "$BLD/Makefile" ] || (cd "$BLD" && "$(cd ../.. && pwd)/configure" -q)
-    make -C "$BLD" -j"${JOBS:-2}" libmkcore.la > "$B/build.log" 2>&1 || { tail -30 "$B/build.log"; exit 1; }
-    COMMIT=$(git rev-parse --short=12 HEAD 2>/dev/null || echo uncommitted)
-    ARCH="-gencode=arch=compute_90a,code=sm_90a"
-    INC="-Iinclude -Isrc/core -Isrc -I. -Ikernels -Ikernels/gemm -I$BLD -Itools/mkbench -I/usr/lib/x86_64-linux-gnu/pmix2/include"
-    LIBS="$BLD/.libs/libmkcore.a -lpmix -lhwloc -libverbs -lefa -lrt -ldl -lpthread -lm"
-    gcc -std=gnu11 -O2 -I/usr/local/cuda/include -DMKB_GIT_COMMIT="\"$COMMIT\"" \
-        -c tools/mkbench/common.c -o $BLD/mkb_common.o
+    . tests/gpu/build_lib.sh
+    gpu_build_lib "$B" build-gpu/net-build
     $NVCC $ARCH -O2 -std=c++17 $INC -DMKB_NET_MAIN tools/mkbench/net.cu tools/mkbench/net_tcp.cu \
         $BLD/mkb_common.o $LIBS -o $B/mkbench_net
     ls -la $B

@@ -4,7 +4,7 @@
     python3 tools/model_check.py [--mkinfo PATH] [--tol F] [--device S] [--check] JSON...
 
 For every record of mkbench's JSON files (mkbench coll, ag_gemm, gemm_rs,
-gemm_ar) it asks mkinfo for the plan of the same operation, shape, dtype
+gemm_ar, attn, ring_attn) it asks mkinfo for the plan of the same operation, shape, dtype
 and layout (ranks per node, nodes) and prints the model's time of the path
 the plan picks (fused or unfused) beside the measured one.  mkinfo plans
 for the GPUs of the machine it runs on, or, without a GPU, for 132-SM
@@ -16,7 +16,11 @@ sweep, the MoE calls: the plan of the MoE calls has no GEMM time).
 Collective sizes, as mkbench coll writes them (bytes per rank), become the
 plan's element counts: all-gather and all-to-all P * bytes (the whole
 output / send buffer), reduce-scatter P * bytes (the whole input),
-all-reduce bytes.
+all-reduce bytes.  Attention (mkbench attn: the core alone, one rank;
+ring_attn): the plan of ring_attn (m = seq_local, n = heads x head_dim, k
+= kv_heads x head_dim) is one batch element's and non-causal: the
+prediction is its time times the batch, with half the compute under a
+causal or zigzag mask (the plan does not know the mask).
 
 --check exits 1 when a record's error |measured / predicted - 1| exceeds
 --tol (default 0.15); otherwise the exit status is 0 and the table says.
@@ -31,6 +35,7 @@ import sys
 
 COLL = {"allgather", "reducescatter", "allreduce", "alltoall"}
 GEMM = {"ag_gemm", "gemm_rs", "gemm_ar"}
+ATTN = {"attn", "ring_attn"}
 MODEL_RE = re.compile(r"model\s+compute (\S+) us, intra (\S+) us, inter (\S+) us; "
                       r"fused (\S+) us, unfused (\S+) us")
 DECISION_RE = re.compile(r"decision\s+(fused|unfused)")
@@ -39,7 +44,7 @@ DECISION_RE = re.compile(r"decision\s+(fused|unfused)")
 def plan(mkinfo, op, m, n, k, dtype, rpn, nodes):
     args = [mkinfo, "--op", op, "--m", str(m), "--n", str(n), "--dtype", dtype,
             "--ranks", str(rpn), "--nodes", str(nodes)]
-    if op in GEMM:
+    if op in GEMM or op == "ring_attn":
         args += ["--k", str(k)]
     out = subprocess.run(args, capture_output=True, text=True, check=False)
     if out.returncode != 0:
@@ -49,7 +54,18 @@ def plan(mkinfo, op, m, n, k, dtype, rpn, nodes):
     if not mm or not dm:
         raise RuntimeError("%s: no model line in its output" % " ".join(args))
     fused, unfused = float(mm.group(4)), float(mm.group(5))
-    return dm.group(1), (fused if dm.group(1) == "fused" else unfused) / 1e3
+    return dm.group(1), (fused if dm.group(1) == "fused" else unfused) / 1e3, \
+        float(mm.group(1)) / 1e3
+
+
+def attn_plan(mkinfo, r, rpn, nodes):
+    """The model's time of an attention record (module doc), in ms."""
+    d, h, kvh = int(r["head_dim"]), int(r["heads"]), int(r["kv_heads"])
+    dec, t, compute = plan(mkinfo, "ring_attn", int(r["seq_local"]), h * d, kvh * d,
+                           r.get("dtype", "bf16"), rpn, nodes)
+    if r.get("mask", "full") != "full":
+        t -= compute / 2
+    return dec, t * int(r.get("batch", 1))
 
 
 def shape_of(r):
@@ -59,6 +75,9 @@ def shape_of(r):
         b = int(r["bytes"])
         elems = b // es if op == "allreduce" else P * b // es
         return elems, 1, 0, "%d B" % b
+    if op in ATTN:
+        return 0, 0, 0, "%dx%dx%dx%d %s" % (r["batch"], r["heads"], r["seq"], r["head_dim"],
+                                            r.get("mask", "full")[:6])
     return int(r["m"]), int(r["n"]), int(r["k"]), "%dx%dx%d" % (r["m"], r["n"], r["k"])
 
 
@@ -76,24 +95,28 @@ def main():
             recs = json.load(f)
         for r in recs if isinstance(recs, list) else [recs]:
             op = r.get("op")
-            if (op not in COLL and op not in GEMM) or r.get("zero_copy") or \
+            if (op not in COLL and op not in GEMM and op not in ATTN) or r.get("zero_copy") or \
                r.get("ours_ms") is None or a.device not in r.get("device", ""):
                 skipped += 1
                 continue
             P, nodes = int(r["world_size"]), int(r.get("nodes", 1))
             m, n, k, label = shape_of(r)
-            dec, pred = plan(a.mkinfo, op, m, n, k, r.get("dtype", "bf16"), P // nodes, nodes)
+            if op in ATTN:
+                dec, pred = attn_plan(a.mkinfo, r, P // nodes, nodes)
+            else:
+                dec, pred, _ = plan(a.mkinfo, op, m, n, k, r.get("dtype", "bf16"), P // nodes,
+                                    nodes)
             meas = float(r["ours_ms"])
             rows.append((os.path.basename(path), op, P, nodes, label, dec, meas, pred,
                          meas / pred - 1 if pred > 0 else float("inf")))
     if not rows:
         print("model_check: no record to compare (%d skipped)" % skipped)
         return 0
-    print("%-22s %-14s %3s %5s %-18s %-8s %10s %10s %8s" %
+    print("%-22s %-14s %3s %5s %-24s %-8s %10s %10s %8s" %
           ("file", "op", "P", "nodes", "shape / bytes", "plan", "meas_ms", "pred_ms", "error"))
     for f, op, P, nodes, label, dec, meas, pred, err in rows:
         flag = "" if abs(err) <= a.tol else "  *"
-        print("%-22s %-14s %3d %5d %-18s %-8s %10.4f %10.4f %+7.1f%%%s" %
+        print("%-22s %-14s %3d %5d %-24s %-8s %10.4f %10.4f %+7.1f%%%s" %
               (f[:22], op, P, nodes, label, dec, meas, pred, 100 * err, flag))
     errs = [abs(r[8]) for r in rows]
     bad = sum(e > a.tol for e in errs)

@@ -59,7 +59,7 @@ static void ring_attn_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
                       " rows of k and of v (%zu bytes each), %" PRId64 " per rank's segment\n",
                       p->ce_streams, p->chunk_rows, p->chunk_bytes, nsc);
         mki_sb_printf(sb, "  ring      %d steps: this rank's keys, then each peer's as they "
-                      "land (rank r - 1 first); a step is one rank's k and v, %.1f MiB over "
+                      "land (rank r + 1 first); a step is one rank's k and v, %.1f MiB over "
                       "%s, and %.0f us of compute; every peer's copies run at once, %.0f us "
                       "in all at this rank\n", P, step_mib, mki_path_name(c->intra_path),
                       tc / P, p->t_intra_us);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "gemm_launch.h"
+#include "rt/tmap.h"
 
 namespace mki {
 namespace gemm {
@@ -15,11 +16,6 @@ namespace gemm {
 #define MKI_GEMM_L2_PROMOTION CU_TENSOR_MAP_L2_PROMOTION_L2_128B
 #endif
 
-typedef CUresult (*EncodeTiledFn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
-                                  const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
-                                  const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                  CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
 static int cuda_fail(cudaError_t e, const char *what, char *msg, size_t len)
 {
     if (msg && len)
@@ -27,31 +23,10 @@ static int cuda_fail(cudaError_t e, const char *what, char *msg, size_t len)
     return MKI_GEMM_ERR_CUDA;
 }
 
-/* The driver's encoder through the runtime, so nothing links libcuda. */
-static EncodeTiledFn encoder(char *msg, size_t len)
-{
-    static EncodeTiledFn fn = nullptr;
-    if (fn)
-        return fn;
-    void *p = nullptr;
-    cudaDriverEntryPointQueryResult q;
-    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
-                                                     cudaEnableDefault, &q);
-    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !p) {
-        if (msg && len)
-            snprintf(msg, len, "gemm: cuTensorMapEncodeTiled not found in the driver (%s); "
-                     "the driver must support CUDA 12.0 or newer",
-                     cudaGetErrorString(e));
-        return nullptr;
-    }
-    fn = (EncodeTiledFn)p;
-    return fn;
-}
-
 int encode_2d(CUtensorMap *map, const void *ptr, mki_dtype_t dt, uint64_t inner, uint64_t outer,
               uint64_t ld, uint32_t box_inner, uint32_t box_outer, char *msg, size_t len)
 {
-    EncodeTiledFn fn = encoder(msg, len);
+    EncodeTiledFn fn = tmap_encoder("gemm", msg, len);
     if (!fn)
         return MKI_GEMM_ERR_CUDA;
     CUtensorMapDataType t = dt == MKI_DT_BF16  ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16

@@ -114,6 +114,7 @@
 #include "gemm_sched.h"
 #include "rt/num.cuh"
 #include "rt/ptx.cuh"
+#include "rt/wgmma.cuh"
 #include "wgmma_n256.h"
 
 namespace mki {
@@ -193,8 +194,9 @@ struct EpiTarget {
 
 /* ---------------------------------------------------------------- PTX */
 /* The shared helpers (mbarriers, bulk groups, proxy fences, signals, named
- * barriers) are the device runtime's (kernels/rt/ptx.cuh); here only what
- * is the engine's own: tensor TMA, wgmma, register reallocation. */
+ * barriers: kernels/rt/ptx.cuh; wgmma groups, descriptors, register
+ * reallocation: kernels/rt/wgmma.cuh) are the device runtime's; here only
+ * what is the engine's own: its tensor TMA. */
 
 __device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, int c0, int c1,
                                             uint64_t *bar)
@@ -223,44 +225,6 @@ __device__ __forceinline__ void tma_add_2d(const CUtensorMap *map, int c0, int c
         " [%0, {%1, %2}], [%3];" ::"l"(map),
         "r"(c0), "r"(c1), "r"(smem_u32(src))
         : "memory");
-}
-
-template <int R>
-__device__ __forceinline__ void setmaxnreg_inc()
-{
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R));
-}
-
-template <int R>
-__device__ __forceinline__ void setmaxnreg_dec()
-{
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(R));
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-
-template <int N>
-__device__ __forceinline__ void wgmma_wait(float (&d)[128])
-{
-    /* The accumulators are named as operands so the compiler cannot move
-     * reads of them above the wait. */
-#pragma unroll
-    for (int i = 0; i < 128; ++i)
-        asm volatile("" : "+f"(d[i])::"memory");
-    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-#pragma unroll
-    for (int i = 0; i < 128; ++i)
-        asm volatile("" : "+f"(d[i])::"memory");
-}
-
-/* wgmma shared-memory descriptor, 128-byte swizzle. K-major operands: rows of
- * 128 B, 8-row atoms 1024 B apart (SBO), LBO unused. N-major B: LBO is the
- * distance between 64-column blocks, SBO between 8-row (k) groups. */
-__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
-{
-    return (uint64_t)((addr >> 4) & 0x3FFF) | ((uint64_t)((lbo >> 4) & 0x3FFF) << 16) |
-           ((uint64_t)((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
 }
 
 /* ---------------------------------------------------------------- hooks */

@@ -327,6 +327,29 @@ __device__ __forceinline__ float ld16(const void *p, int64_t i, int dt)
                    : __half2float(((const __half *)p)[i]);
 }
 
+/* One value against its reference: counted non-finite, counted past
+ * tol_abs + tol_rel |r|, and the largest error; then a thread's counts
+ * into acc (below). */
+__device__ __forceinline__ void tally(float v, float r, float tol_abs, float tol_rel,
+                                      unsigned long long &bad, unsigned long long &far,
+                                      float &worst)
+{
+    if (!isfinite(v) || !isfinite(r)) {
+        bad++;
+        return;
+    }
+    const float err = fabsf(v - r);
+    if (err > tol_abs + tol_rel * fabsf(r)) far++;
+    worst = fmaxf(worst, err);
+}
+__device__ __forceinline__ void flush(unsigned long long *acc, unsigned long long bad,
+                                      unsigned long long far, float worst)
+{
+    atomicAdd(&acc[0], bad);
+    atomicAdd(&acc[1], far);
+    atomicMax(&acc[2], (unsigned long long)__float_as_uint(worst));
+}
+
 /* acc: [0] non-finite values, [1] values past tol_abs + tol_rel |ref|,
  * [2] the largest |o - ref| (float bits, non-negative: ordered as
  * integers).  ref: `ref_rows` rows, ours' row i at its row pos(i). */
@@ -341,19 +364,11 @@ __global__ void cmp_o(const void *o, const void *ref, int layout, int64_t batch,
          x += (int64_t)gridDim.x * blockDim.x) {
         int64_t b, i, h, e;
         coords(layout, rows, heads, d, x, &b, &i, &h, &e);
-        const float v = ld16(o, x, dt);
-        const float r = ld16(ref, row_at(layout, ref_rows, heads, d, b, pos_at(pos, i), h) + e, dt);
-        if (!isfinite(v) || !isfinite(r)) {
-            bad++;
-            continue;
-        }
-        const float err = fabsf(v - r);
-        if (err > tol_abs + tol_rel * fabsf(r)) far++;
-        worst = fmaxf(worst, err);
+        tally(ld16(o, x, dt),
+              ld16(ref, row_at(layout, ref_rows, heads, d, b, pos_at(pos, i), h) + e, dt),
+              tol_abs, tol_rel, bad, far, worst);
     }
-    atomicAdd(&acc[0], bad);
-    atomicAdd(&acc[1], far);
-    atomicMax(&acc[2], (unsigned long long)__float_as_uint(worst));
+    flush(acc, bad, far, worst);
 }
 
 /* The same for lse ([batch, heads, rows] floats). */
@@ -367,18 +382,9 @@ __global__ void cmp_lse(const float *l, const float *ref, int64_t batch, int64_t
     for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < n;
          x += (int64_t)gridDim.x * blockDim.x) {
         const int64_t i = x % rows, bh = x / rows;
-        const float v = l[x], r = ref[bh * ref_rows + pos_at(pos, i)];
-        if (!isfinite(v) || !isfinite(r)) {
-            bad++;
-            continue;
-        }
-        const float err = fabsf(v - r);
-        if (err > tol_abs + tol_rel * fabsf(r)) far++;
-        worst = fmaxf(worst, err);
+        tally(l[x], ref[bh * ref_rows + pos_at(pos, i)], tol_abs, tol_rel, bad, far, worst);
     }
-    atomicAdd(&acc[0], bad);
-    atomicAdd(&acc[1], far);
-    atomicMax(&acc[2], (unsigned long long)__float_as_uint(worst));
+    flush(acc, bad, far, worst);
 }
 
 struct Cmp {
@@ -816,25 +822,10 @@ static int run_nocall(void)
     if (g_rank != 1) {
         MK(ring(x, f.t[Q], f.t[K], f.t[V], f.o, f.lse, g_st));
         CK(cudaStreamSynchronize(g_st)); /* the kernel gives up at the deadline */
-        mkResult_t ae = mkSuccess;
-        for (int i = 0; i < 200 && ae == mkSuccess; i++) {
-            MK(mkCommGetAsyncError(g_comm, &ae));
-            if (ae == mkSuccess) usleep(50000);
-        }
-        const char *msg = mkGetLastError(g_comm);
-        bad = ae != mkErrTimeout || strstr(msg, "rank 1") == NULL;
-        printf("rank %d nocall: async error %s: \"%s\"  %s\n", g_rank, mkGetErrorString(ae), msg,
-               bad ? "FAIL" : "ok");
-        const mkResult_t rr = ring(x, f.t[Q], f.t[K], f.t[V], f.o, f.lse, g_st);
-        if (rr != mkErrTimeout) {
-            printf("rank %d nocall: a later call returned %s, expected mkErrTimeout  FAIL\n",
-                   g_rank, mkGetErrorString(rr));
-            bad = 1;
-        }
+        bad = mkt_nocall_report();
+        bad |= mkt_nocall_later(ring(x, f.t[Q], f.t[K], f.t[V], f.o, f.lse, g_st));
     } else {
-        const char *t = getenv("MK_TIMEOUT_MS");
-        sleep((t ? atoi(t) / 1000 : 20) + 3);
-        printf("rank 1 nocall: skipped the second call\n");
+        mkt_nocall_sit_out("second call");
     }
     bufs_free(f);
     return bad;
@@ -1079,19 +1070,7 @@ int main(int argc, char **argv)
     MK(mkCommCuDevice(g_comm, &dev));
     CK(cudaSetDevice(dev));
     CK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
-    /* every rank must use the same seed: rank 0's, through an all-reduce
-     * (the value summed with zeros elsewhere) */
-    {
-        float *sd;
-        CK(cudaMalloc(&sd, 2 * sizeof(float)));
-        float h[2] = {g_rank == 0 ? (float)(g_seed % 1000000) : 0.0f, 0.0f};
-        CK(cudaMemcpy(sd, h, sizeof(h), cudaMemcpyHostToDevice));
-        MK(mkAllReduce(sd, sd, 2, mkFloat32, g_comm, g_st));
-        CK(cudaMemcpyAsync(h, sd, sizeof(h), cudaMemcpyDeviceToHost, g_st));
-        CK(cudaStreamSynchronize(g_st));
-        g_seed = (uint64_t)h[0];
-        CK(cudaFree(sd));
-    }
+    g_seed = mkt_agree_seed(g_seed, g_st); /* rank 0's, on every rank */
     /* this rank alone: the one-rank reference of every check */
     MK(mkCommSplit(g_comm, g_rank, 0, &g_self, NULL));
     CK(cudaMalloc(&g_acc, 4 * sizeof(unsigned long long)));

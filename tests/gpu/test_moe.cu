@@ -1527,25 +1527,10 @@ static int run_nocall(void)
     if (g_rank != 1) {
         MK(call_dispatch(c, g_comm));
         CK(cudaStreamSynchronize(g_st)); /* the kernel gives up at the deadline */
-        mkResult_t ae = mkSuccess;
-        for (int i = 0; i < 200 && ae == mkSuccess; i++) {
-            MK(mkCommGetAsyncError(g_comm, &ae));
-            if (ae == mkSuccess) usleep(50000);
-        }
-        const char *msg = mkGetLastError(g_comm);
-        bad = ae != mkErrTimeout || strstr(msg, "rank 1") == NULL;
-        printf("rank %d nocall: async error %s: \"%s\"  %s\n", g_rank, mkGetErrorString(ae), msg,
-               bad ? "FAIL" : "ok");
-        const mkResult_t rr = call_dispatch(c, g_comm);
-        if (rr != mkErrTimeout) {
-            printf("rank %d nocall: a later call returned %s, expected mkErrTimeout FAIL\n",
-                   g_rank, mkGetErrorString(rr));
-            bad = 1;
-        }
+        bad = mkt_nocall_report();
+        bad |= mkt_nocall_later(call_dispatch(c, g_comm));
     } else {
-        const char *t = getenv("MK_TIMEOUT_MS");
-        sleep((t ? atoi(t) / 1000 : 20) + 3);
-        printf("rank 1 nocall: skipped the dispatch\n");
+        mkt_nocall_sit_out("dispatch");
     }
     return bad;
 }
@@ -1683,19 +1668,7 @@ int main(int argc, char **argv)
     MK(mkCommCuDevice(g_comm, &dev));
     CK(cudaSetDevice(dev));
     CK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
-    /* every rank must use the same seed: rank 0's, through an all-reduce
-     * (the value summed with zeros elsewhere) */
-    {
-        float *sd;
-        CK(cudaMalloc(&sd, 2 * sizeof(float)));
-        float h[2] = {g_rank == 0 ? (float)(g_seed % 1000000) : 0.0f, 0.0f};
-        CK(cudaMemcpy(sd, h, sizeof(h), cudaMemcpyHostToDevice));
-        MK(mkAllReduce(sd, sd, 2, mkFloat32, g_comm, g_st));
-        CK(cudaMemcpyAsync(h, sd, sizeof(h), cudaMemcpyDeviceToHost, g_st));
-        CK(cudaStreamSynchronize(g_st));
-        g_seed = (uint64_t)h[0];
-        CK(cudaFree(sd));
-    }
+    g_seed = mkt_agree_seed(g_seed, g_st); /* rank 0's, on every rank */
     if (g_rank == 0)
         printf("test_moe %s: seed %llu (MK_SEED=%llu repeats it), %d ranks\n", mode,
                (unsigned long long)g_seed, (unsigned long long)g_seed, g_n);

@@ -271,10 +271,7 @@ extern "C" int mkb_ag_gemm_main(int argc, char **argv)
     MKB_MK(mkCommCuDevice(g_comm, &dev));
     MKB_CHECK(cudaSetDevice(dev));
     MKB_CHECK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
-    ncclUniqueId id;
-    if (g_rank == 0) MKB_NC(ncclGetUniqueId(&id));
-    MKB_MK(g_comm->boot->bcast(g_comm->boot_ctx, &id, sizeof id, 0));
-    MKB_NC(ncclCommInitRank(&g_nccl, g_n, id, g_rank));
+    g_nccl = mkb_nccl_init(g_comm, g_rank, g_n);
     MKB_CB(cublasCreate(&g_blas));
     MKB_CB(cublasSetStream(g_blas, g_st));
     for (result &r : res) {

@@ -749,12 +749,7 @@ int bench_main(int argc, char **argv, bool ring)
     MKB_CHECK(cudaStreamCreateWithFlags(&g_cs, cudaStreamNonBlocking));
     if (!ring) MKB_MK(mkCommSplit(g_comm, g_rank, 0, &g_one, NULL));
     const bool nccl = ring && op.nccl && g_n > 1;
-    if (nccl) {
-        ncclUniqueId id;
-        if (g_rank == 0) MKB_NC(ncclGetUniqueId(&id));
-        MKB_MK(g_comm->boot->bcast(g_comm->boot_ctx, &id, sizeof id, 0));
-        MKB_NC(ncclCommInitRank(&g_nccl, g_n, id, g_rank));
-    }
+    if (nccl) g_nccl = mkb_nccl_init(g_comm, g_rank, g_n);
     int l2 = 0;
     MKB_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
     std::vector<result> res;

@@ -1070,10 +1070,7 @@ extern "C" int mkb_moe_main(int argc, char **argv)
                         MK_MOE_MAX_TOPK);
             return 2;
         }
-    ncclUniqueId id;
-    if (g_rank == 0) MKB_NC(ncclGetUniqueId(&id));
-    MKB_MK(g_comm->boot->bcast(g_comm->boot_ctx, &id, sizeof id, 0));
-    if (nccl) MKB_NC(ncclCommInitRank(&g_nccl, g_n, id, g_rank));
+    if (nccl) g_nccl = mkb_nccl_init(g_comm, g_rank, g_n);
     uint64_t seed = (uint64_t)time(NULL) * 2654435761ull;
     MKB_MK(g_comm->boot->bcast(g_comm->boot_ctx, &seed, sizeof seed, 0));
     if (g_rank == 0) printf("random inputs and routing, seed %llu\n", (unsigned long long)seed);

@@ -8,6 +8,7 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <nccl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,20 @@
             exit(2);                                                              \
         }                                                                         \
     } while (0)
+
+/* An NCCL communicator over comm's ranks (the baseline of the series), its
+ * id sent from rank 0 through our bootstrap.  Collective over comm. */
+inline ncclComm_t mkb_nccl_init(mkComm_t comm, int rank, int nranks)
+{
+    const int g_rank = rank;       /* what MKB_NC and MKB_MK name */
+    const mkComm_t g_comm = comm;
+    ncclUniqueId id;
+    if (g_rank == 0) MKB_NC(ncclGetUniqueId(&id));
+    MKB_MK(comm->boot->bcast(comm->boot_ctx, &id, sizeof id, 0));
+    ncclComm_t nc;
+    MKB_NC(ncclCommInitRank(&nc, nranks, id, rank));
+    return nc;
+}
 
 /* n random values in [-1, 1) from seed, as bf16 (f16 = 0) or fp16 bits. */
 static __global__ void mkb_fill_rand(uint16_t *p, size_t n, uint64_t seed, int f16)

@@ -1,0 +1,618 @@
+/*
+ * attn_kernel.cuh - the attention kernel's device side: shared-memory
+ * layout, the block walk, the ring's protocol waits, the TMA producer and
+ * the wgmma consumers, the kernel.  Included by attn.cu (the host side:
+ * tensor maps, checks, launches), once.
+ *
+ * One persistent CTA per SM, 384 threads = 3 warpgroups:
+ *
+ *     WG0: producer (one thread, 56 regs)     WG1, WG2: consumers (224 regs)
+ *     ----------------------------------      ----------------------------------
+ *     for each tile (b, h, 128 queries):      for each tile:
+ *       wait q_empty; TMA Q -> smem             wait q_full
+ *       for each segment, key block:            for each key block j:
+ *         (ring) wait the chunk's flag            wait k_full; S = Q K^T (wgmma,
+ *         wait k_empty; TMA K -> stage              64 rows of Q per warpgroup)
+ *         wait v_empty; TMA V -> stage            release K; mask (causal
+ *                                                   diagonal, keys past the
+ *                                                   end); online softmax in
+ *                                                   fp32 (base 2)
+ *                                                 wait v_full; O += P V (P
+ *                                                   from registers); release V
+ *                                               release Q; O /= l; store O, lse
+ *
+ * Q, K and V tiles arrive by 4-D TMA (dims d, seq, heads, batch: one map
+ * serves both layouts; rows past the sequence are zero-filled) in 128-byte
+ * swizzled boxes of 128 rows x 64 elements, the layout wgmma reads K-major
+ * (Q, K) and N-major (V).  Key blocks that the causal mask hides entirely
+ * are skipped by both sides alike (BlockIter).  Tiles are dealt to CTAs
+ * round-robin, the queries of the highest positions (the most keys under
+ * a causal mask) first.
+ *
+ * In the ring (ops/attn.h), segment 0 is this rank's keys and segments
+ * 1.. those of the next ranks in the bank, each chunk waited for by
+ * the producer before its first block; CTA 0 runs the gate on a spare
+ * thread of WG0; every wait has the runtime's deadline.
+ */
+#pragma once
+
+#include <cuda.h> /* CUtensorMap (type only) */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "attn/attn.h"
+#include "attn/wgmma_attn.h"
+#include "ops/attn.h"
+#include "rt/num.cuh"
+#include "rt/ptx.cuh"
+#include "rt/wait.cuh"
+#include "rt/wgmma.cuh"
+
+namespace mki {
+namespace attn {
+
+
+constexpr int BM = MKI_ATTN_BM, BN = MKI_ATTN_BN;
+constexpr int kThreads = 384;
+constexpr int kBoxBytes = 128 * 128; /* 128 rows x 64 elements x 2 bytes */
+
+template <int kD>
+struct Smem {
+    /* K and V stages each (d = 64: 4 stages measured 6% faster than 2) */
+    static constexpr int kStages = kD == 64 ? 4 : 2;
+    static constexpr int kQBufs = 2; /* the next tile's Q loads during this one */
+    static constexpr int kTile = (kD / 64) * kBoxBytes; /* 128 rows x kD */
+    static constexpr int kQ = 0;                        /* kQBufs Q buffers */
+    static constexpr int kK = kQ + kQBufs * kTile;
+    static constexpr int kV = kK + kStages * kTile;
+    static constexpr int kBar = kV + kStages * kTile;
+    static constexpr int kBytes = 1024 + kBar + 256;
+};
+static_assert(Smem<128>::kBytes <= 227 * 1024, "shared memory over the sm_90 limit");
+
+/* Position map of a tensor's local rows (attn.h). */
+struct Pos {
+    int split, off0, off1;
+    __device__ __forceinline__ int at(int i) const { return i < split ? off0 + i : off1 + (i - split); }
+    /* min and max position over rows [i0, i1), i1 > i0 */
+    __device__ __forceinline__ void range(int i0, int i1, int *lo, int *hi) const
+    {
+        if (i0 < split && split < i1) {
+            const int a = at(i0), b = at(split - 1), c = at(split), d = at(i1 - 1);
+            *lo = min(a, c);
+            *hi = max(b, d);
+        } else {
+            *lo = at(i0);
+            *hi = at(i1 - 1);
+        }
+    }
+};
+
+struct AttnParams {
+    CUtensorMap tm_q;
+    CUtensorMap tm_k[MKI_ATTN_MAXSEG];
+    CUtensorMap tm_v[MKI_ATTN_MAXSEG];
+    void *o;
+    float *lse;
+    long long o_ss, o_sh, o_sb; /* o's strides in elements: sequence, head, batch */
+    int batch, seq, heads, kv_heads, group, nqb, num_tiles;
+    int layout, causal, nseg;
+    float scale_log2;
+    Pos qpos;
+    Pos kpos[MKI_ATTN_MAXSEG];
+    const uint64_t *flags[MKI_ATTN_MAXSEG];
+    int chunk_rows, nsc;
+    uint64_t flag_target;
+};
+
+/* The ring's protocol (ops/attn.h); on = 0 for the core alone. */
+struct RingParams {
+    int on, nsrc, split;
+    int seg_src[MKI_ATTN_MAXSEG];
+    int nchunks;
+    mki_ratt_ctl *ctl;
+    const mki_ratt_ctl *peer_ctl[MKI_MAXLOCAL];
+    mki_rt_dev rt;
+};
+
+struct CtaState {
+    uint64_t e;
+    cta_note note;
+};
+__shared__ CtaState cta;
+
+/* ---------------------------------------------------------------- PTX */
+
+__device__ __forceinline__ void tma_load_4d(void *dst, const CUtensorMap *map, int c0, int c1,
+                                            int c2, int c3, uint64_t *bar)
+{
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(smem_u32(dst)),
+        "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar))
+        : "memory");
+}
+
+__device__ __forceinline__ float ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* ---------------------------------------------------------------- schedule */
+
+struct Tile {
+    int b, h, qb;
+};
+
+/* Tile t: heads of a batch together (GQA groups share keys in L2), the
+ * query blocks of the highest positions first. */
+__device__ __forceinline__ Tile tile_of(const AttnParams &p, int t)
+{
+    Tile x;
+    const int qbr = t % p.nqb;
+    const int bh = t / p.nqb;
+    x.qb = p.nqb - 1 - qbr;
+    x.h = bh % p.heads;
+    x.b = bh / p.heads;
+    return x;
+}
+
+enum { BLK_SKIP = 0, BLK_FULL = 1, BLK_MASK = 2 };
+
+/* ---------------------------------------------------------------- ring */
+
+__device__ __forceinline__ bool ring_wait(const RingParams &r, const uint64_t *addr,
+                                          uint64_t target, int local, int chunk, int phase)
+{
+    return wait_noted(r.rt, cta.note, addr, target, r.rt.glob[local], chunk, phase);
+}
+
+/* The gate (ops/attn.h): the previous ranks first, the order in which the
+ * host enqueued the copies. */
+__device__ void ring_gate(const RingParams &r)
+{
+    const uint64_t e = cta.e;
+    st_relaxed_sys(&r.ctl->cur, e);
+    for (int i = 1; i < r.nsrc; ++i) {
+        const int q = (r.rt.local - i + r.nsrc) % r.nsrc;
+        if (e > 1) (void)ring_wait(r, &r.peer_ctl[q]->released, e - 1, q, -1, 2);
+        /* opened even after a failure: the side streams must end */
+        for (int x = 0; x < r.split; ++x) st_release_sys(&r.ctl->go[q][x], 1);
+    }
+}
+
+__device__ void ring_wait_all(const RingParams &r)
+{
+    for (int s = 0; s < r.nsrc; ++s) {
+        if (s == r.rt.local) continue;
+        for (int c = 0; c < r.nchunks; ++c)
+            if (!ring_wait(r, &r.ctl->sig[s][c], 1, s, c, 1)) return;
+    }
+}
+
+__device__ void ring_begin(const RingParams &r)
+{
+    cta.note.quit = 0;
+    cta.e = r.on ? *reinterpret_cast<volatile const uint64_t *>(&r.ctl->calls) + 1 : 0;
+}
+
+__device__ void ring_finish(const RingParams &r)
+{
+    note_report(r.rt, cta.note, cta.e);
+    __threadfence();
+    if (atomicAdd(&r.ctl->exits, 1u) != gridDim.x - 1) return;
+    r.ctl->exits = 0;
+    if (!cta.note.quit)
+        for (int s = 0; s < r.nsrc; ++s)
+            if (s != r.rt.local)
+                for (int c = 0; c < r.nchunks; ++c) r.ctl->sig[s][c] = 0;
+    __threadfence_system();
+    *reinterpret_cast<volatile uint64_t *>(&r.ctl->calls) = cta.e;
+    st_release_sys(&r.ctl->released, cta.e);
+}
+
+/* ---------------------------------------------------------------- barriers */
+
+/* mbarriers in shared memory: Q (two buffers), then K and V stages. */
+template <int kD>
+struct Bars {
+    uint64_t *b;
+    __device__ __forceinline__ uint64_t *q_full(int i) const { return b + i; }
+    __device__ __forceinline__ uint64_t *q_empty(int i) const { return b + 2 + i; }
+    __device__ __forceinline__ uint64_t *k_full(int s) const { return b + 4 + s; }
+    __device__ __forceinline__ uint64_t *k_empty(int s) const { return b + 4 + Smem<kD>::kStages + s; }
+    __device__ __forceinline__ uint64_t *v_full(int s) const { return b + 4 + 2 * Smem<kD>::kStages + s; }
+    __device__ __forceinline__ uint64_t *v_empty(int s) const { return b + 4 + 3 * Smem<kD>::kStages + s; }
+};
+
+/* The i-th tile of this CTA: rounds of gridDim.x tiles, dealt forwards
+ * and backwards in turn (a CTA that got a heavy tile of a causal round
+ * gets a light one in the next); -1 past the end. */
+__device__ __forceinline__ int tile_index(const AttnParams &p, int i)
+{
+    const int g = gridDim.x;
+    const int t = i * g + ((i & 1) ? g - 1 - (int)blockIdx.x : (int)blockIdx.x);
+    return t < p.num_tiles ? t : -1;
+}
+
+/* The key blocks of a tile in order (segments, then blocks), skipping
+ * those the causal mask hides: the producer and the consumers walk the
+ * same list.  A block is skipped when its first key's position is past
+ * the tile's last query's, taken whole when its last key's is not past
+ * the tile's first query's (and it has no row past the end), masked
+ * otherwise.  Positions grow within each piece of a segment (attn.h), so
+ * after a skipped block the rest of its piece is skipped at once: the
+ * walk costs the blocks it takes, not the segment's length. */
+struct BlockIter {
+    int s, kb, kind;
+    int qlo, qhi; /* the tile's query positions */
+    __device__ __forceinline__ void start(const AttnParams &p, int qb)
+    {
+        s = 0;
+        kb = -1;
+        if (p.causal) {
+            const int q0 = qb * BM, q1 = min(q0 + BM, p.seq);
+            p.qpos.range(q0, q1, &qlo, &qhi);
+        }
+    }
+    __device__ __forceinline__ bool next(const AttnParams &p)
+    {
+        const int nkb = (p.seq + BN - 1) / BN;
+        for (;;) {
+            if (++kb >= nkb) {
+                kb = 0;
+                if (++s >= p.nseg) return false;
+            }
+            const int k0 = kb * BN, k1 = min(k0 + BN, p.seq);
+            const bool edge = k1 - k0 < BN;
+            if (!p.causal) {
+                kind = edge ? BLK_MASK : BLK_FULL;
+                return true;
+            }
+            int klo, khi;
+            p.kpos[s].range(k0, k1, &klo, &khi);
+            if (klo <= qhi) {
+                kind = (khi <= qlo && !edge) ? BLK_FULL : BLK_MASK;
+                return true;
+            }
+            /* skipped: so is the rest of this piece */
+            const int split = p.kpos[s].split;
+            const int jump = k0 < split ? split / BN : nkb; /* the block holding row split */
+            if (jump - 1 > kb) kb = jump - 1;
+        }
+    }
+};
+
+/* ---------------------------------------------------------------- producer */
+
+template <int kD>
+__device__ void producer(const AttnParams &p, const RingParams &r, char *sm, Bars<kD> bar)
+{
+    constexpr int kTile = Smem<kD>::kTile, kS = Smem<kD>::kStages;
+    int st = 0, ph = 0;
+    for (int i = 0;; ++i) {
+        const int t = tile_index(p, i);
+        if (t < 0) break;
+        const Tile x = tile_of(p, t);
+        constexpr int kQB = Smem<kD>::kQBufs;
+        const int hk = x.h / p.group, qbuf = i % kQB;
+        mbar_wait(bar.q_empty(qbuf), ((i / kQB) & 1) ^ 1);
+        mbar_expect_tx(bar.q_full(qbuf), kTile);
+#pragma unroll
+        for (int c = 0; c < kD / 64; ++c)
+            tma_load_4d(sm + Smem<kD>::kQ + qbuf * kTile + c * kBoxBytes, &p.tm_q, c * 64,
+                        x.qb * BM, x.h, x.b, bar.q_full(qbuf));
+        BlockIter it;
+        it.start(p, x.qb);
+        int last_chunk = -1, last_s = -1;
+        while (it.next(p)) {
+            const int s = it.s, kb = it.kb;
+            if (p.flags[s]) {
+                const int j = kb * BN / p.chunk_rows;
+                const int c = ((x.b * (p.layout == MKI_ATTN_BHSD ? p.kv_heads : 1) +
+                                (p.layout == MKI_ATTN_BHSD ? hk : 0)) * p.nsc) + j;
+                if (c != last_chunk || s != last_s) {
+                    last_chunk = c;
+                    last_s = s;
+                    if (r.on) (void)ring_wait(r, &p.flags[s][c], p.flag_target, r.seg_src[s], c, 0);
+                    fence_proxy_async_global(); /* a copy engine's writes -> TMA reads */
+                }
+            }
+            mbar_wait(bar.k_empty(st), ph ^ 1);
+            mbar_expect_tx(bar.k_full(st), kTile);
+#pragma unroll
+            for (int c = 0; c < kD / 64; ++c)
+                tma_load_4d(sm + Smem<kD>::kK + st * kTile + c * kBoxBytes, &p.tm_k[s], c * 64,
+                            kb * BN, hk, x.b, bar.k_full(st));
+            mbar_wait(bar.v_empty(st), ph ^ 1);
+            mbar_expect_tx(bar.v_full(st), kTile);
+#pragma unroll
+            for (int c = 0; c < kD / 64; ++c)
+                tma_load_4d(sm + Smem<kD>::kV + st * kTile + c * kBoxBytes, &p.tm_v[s], c * 64,
+                            kb * BN, hk, x.b, bar.v_full(st));
+            if (++st == kS) {
+                st = 0;
+                ph ^= 1;
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- consumers */
+
+/* The consumers' pieces: S = Q K^T issued, O += P V issued, and the
+ * masked online softmax of one block of S (base 2, two rows per thread). */
+template <int kD, bool kF16>
+__device__ __forceinline__ void issue_s(float (&sc)[64], uint32_t q_addr, uint32_t k_addr)
+{
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+        const uint32_t off = (kk / 4) * kBoxBytes + (kk % 4) * 32;
+        WgmmaSS128<kF16>::run(sc, smem_desc(q_addr + off, 16, 1024), smem_desc(k_addr + off, 16, 1024),
+                              kk != 0);
+    }
+}
+
+template <int kD, bool kF16>
+__device__ __forceinline__ void issue_pv(float (&o)[kD / 2], const uint32_t (&pa)[8][4], uint32_t v_addr)
+{
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+        const uint64_t dv = smem_desc(v_addr + kk * 2048, kBoxBytes, 1024);
+        if constexpr (kD == 128)
+            WgmmaRS128<kF16>::run(o, pa[kk], dv);
+        else
+            WgmmaRS64<kF16>::run(o, pa[kk], dv);
+    }
+}
+
+struct RowState {
+    float m0, m1, l0, l1; /* running max (base 2, scaled) and the lane's part of the sum */
+};
+
+/* Mask block `it` of S, turn it into P (in place), update the rows'
+ * state; returns the factors the old O must be scaled by. */
+__device__ __forceinline__ void softmax_block(const AttnParams &p, const BlockIter &it, float (&sc)[64],
+                                              RowState &rs, int qp0, int qp1, int tq, float *a0,
+                                              float *a1)
+{
+    const float sl2 = p.scale_log2;
+    if (it.kind == BLK_MASK) {
+        const int k0 = it.kb * BN;
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int kc = k0 + 8 * j + tq + e;
+                const bool out = kc >= p.seq;
+                const int kp = p.causal ? p.kpos[it.s].at(kc) : 0;
+                if (out || (p.causal && kp > qp0)) sc[4 * j + e] = -INFINITY;
+                if (out || (p.causal && kp > qp1)) sc[4 * j + 2 + e] = -INFINITY;
+            }
+        }
+    }
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        mx0 = fmaxf(mx0, fmaxf(sc[4 * j], sc[4 * j + 1]));
+        mx1 = fmaxf(mx1, fmaxf(sc[4 * j + 2], sc[4 * j + 3]));
+    }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float mn0 = fmaxf(rs.m0, mx0 * sl2), mn1 = fmaxf(rs.m1, mx1 * sl2);
+    /* a row that has seen no key yet keeps exponent base 0 */
+    const float b0 = mn0 == -INFINITY ? 0.f : mn0, b1 = mn1 == -INFINITY ? 0.f : mn1;
+    *a0 = ex2(rs.m0 - b0);
+    *a1 = ex2(rs.m1 - b1);
+    rs.m0 = mn0;
+    rs.m1 = mn1;
+    float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        sc[4 * j] = ex2(fmaf(sc[4 * j], sl2, -b0));
+        sc[4 * j + 1] = ex2(fmaf(sc[4 * j + 1], sl2, -b0));
+        sc[4 * j + 2] = ex2(fmaf(sc[4 * j + 2], sl2, -b1));
+        sc[4 * j + 3] = ex2(fmaf(sc[4 * j + 3], sl2, -b1));
+        s0 += sc[4 * j] + sc[4 * j + 1];
+        s1 += sc[4 * j + 2] + sc[4 * j + 3];
+    }
+    rs.l0 = rs.l0 * *a0 + s0;
+    rs.l1 = rs.l1 * *a1 + s1;
+}
+
+/* P as the 16-bit A operand: k-step kk takes S's columns 16 kk .. 16 kk +
+ * 15, i.e. accumulators 8 kk .. 8 kk + 7. */
+template <typename T>
+__device__ __forceinline__ void pack_p(const float (&sc)[64], uint32_t (&pa)[8][4])
+{
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+            pa[kk][q] = pack2<T>(sc[8 * kk + 2 * q], sc[8 * kk + 2 * q + 1]);
+    }
+}
+
+/* Each tile's blocks j = 0 .. n-1 run as: S_0; then for j >= 1, S_j and
+ * P_{j-1} V issued together, the softmax of S_j while P_{j-1} V runs on
+ * the tensor cores; then P_{n-1} V.  (Making the two warpgroups take
+ * turns at issuing, FlashAttention-3's ping-pong, measured no faster:
+ * bench/NOTES.md.) */
+template <int kD, bool kF16>
+__device__ void consumer(const AttnParams &p, char *sm, Bars<kD> bar, int wg, int t)
+{
+    typedef typename std::conditional<kF16, __half, __nv_bfloat16>::type T;
+    constexpr int kTile = Smem<kD>::kTile, kS = Smem<kD>::kStages;
+    constexpr int kO = kD / 2; /* O accumulators per thread */
+    const int lane = t & 31, warp = t >> 5;
+    const int g = lane >> 2, tq = (lane & 3) * 2;
+    const uint32_t base = smem_u32(sm);
+    int st = 0, ph = 0;
+    for (int i = 0;; ++i) {
+        const int tt = tile_index(p, i);
+        if (tt < 0) break;
+        const Tile x = tile_of(p, tt);
+        constexpr int kQB = Smem<kD>::kQBufs;
+        const int qbuf = i % kQB;
+        const uint32_t q_addr = base + Smem<kD>::kQ + qbuf * kTile + wg * (64 * 128);
+        const int r0 = x.qb * BM + wg * 64 + warp * 16 + g; /* my rows: r0, r0 + 8 */
+        const int qp0 = p.qpos.at(r0), qp1 = p.qpos.at(r0 + 8);
+        float o[kO];
+#pragma unroll
+        for (int k = 0; k < kO; ++k) o[k] = 0.f;
+        RowState rs{-INFINITY, -INFINITY, 0.f, 0.f};
+        uint32_t pa[8][4];
+        float sc[64];
+        float a0, a1;
+        mbar_wait(bar.q_full(qbuf), (i / kQB) & 1);
+        BlockIter it;
+        it.start(p, x.qb);
+        if (it.next(p)) {
+            /* block 0: S only */
+            mbar_wait(bar.k_full(st), ph);
+            wgmma_fence();
+            issue_s<kD, kF16>(sc, q_addr, base + Smem<kD>::kK + st * kTile);
+            wgmma_commit();
+            wgmma_wait<0>(sc);
+            if (lane == 0) mbar_arrive(bar.k_empty(st));
+            softmax_block(p, it, sc, rs, qp0, qp1, tq, &a0, &a1);
+            pack_p<T>(sc, pa);
+            int pst = st, pph = ph;
+            if (++st == kS) {
+                st = 0;
+                ph ^= 1;
+            }
+            while (it.next(p)) {
+                /* S_j and P_{j-1} V */
+                mbar_wait(bar.k_full(st), ph);
+                mbar_wait(bar.v_full(pst), pph);
+                wgmma_fence();
+                issue_s<kD, kF16>(sc, q_addr, base + Smem<kD>::kK + st * kTile);
+                wgmma_commit();
+                issue_pv<kD, kF16>(o, pa, base + Smem<kD>::kV + pst * kTile);
+                wgmma_commit();
+                wgmma_wait<1>(sc);
+                if (lane == 0) mbar_arrive(bar.k_empty(st));
+                softmax_block(p, it, sc, rs, qp0, qp1, tq, &a0, &a1);
+                wgmma_wait<0>(o);
+                if (lane == 0) mbar_arrive(bar.v_empty(pst));
+                /* (skipped when no row of the warp has a new max: d = 64
+                 * full 7-10% faster, bench/NOTES.md) */
+                if (__any_sync(0xffffffffu, a0 != 1.f || a1 != 1.f))
+#pragma unroll
+                for (int j = 0; j < kO / 4; ++j) {
+                    o[4 * j] *= a0;
+                    o[4 * j + 1] *= a0;
+                    o[4 * j + 2] *= a1;
+                    o[4 * j + 3] *= a1;
+                }
+                pack_p<T>(sc, pa);
+                pst = st;
+                pph = ph;
+                if (++st == kS) {
+                    st = 0;
+                    ph ^= 1;
+                }
+            }
+            /* the last block's P V */
+            mbar_wait(bar.v_full(pst), pph);
+            wgmma_fence();
+            issue_pv<kD, kF16>(o, pa, base + Smem<kD>::kV + pst * kTile);
+            wgmma_commit();
+            wgmma_wait<0>(o);
+            if (lane == 0) mbar_arrive(bar.v_empty(pst));
+        }
+        float l0 = rs.l0, l1 = rs.l1;
+        const float m0 = rs.m0, m1 = rs.m1;
+        if (lane == 0) mbar_arrive(bar.q_empty(qbuf));
+        /* the row sums over the quad */
+        l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+        l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+        const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
+        T *ob = reinterpret_cast<T *>(p.o) + (long long)x.b * p.o_sb + (long long)x.h * p.o_sh;
+        if (r0 < p.seq) {
+            T *row = ob + (long long)r0 * p.o_ss;
+#pragma unroll
+            for (int j = 0; j < kO / 4; ++j)
+                *reinterpret_cast<uint32_t *>(row + 8 * j + tq) = pack2<T>(o[4 * j] * i0, o[4 * j + 1] * i0);
+        }
+        if (r0 + 8 < p.seq) {
+            T *row = ob + (long long)(r0 + 8) * p.o_ss;
+#pragma unroll
+            for (int j = 0; j < kO / 4; ++j)
+                *reinterpret_cast<uint32_t *>(row + 8 * j + tq) =
+                    pack2<T>(o[4 * j + 2] * i1, o[4 * j + 3] * i1);
+        }
+        if (p.lse && (lane & 3) == 0) {
+            const float ln2 = 0.6931471805599453f;
+            float *lr = p.lse + ((long long)x.b * p.heads + x.h) * p.seq;
+            if (r0 < p.seq) lr[r0] = l0 > 0.f ? (m0 + log2f(l0)) * ln2 : -INFINITY;
+            if (r0 + 8 < p.seq) lr[r0 + 8] = l1 > 0.f ? (m1 + log2f(l1)) * ln2 : -INFINITY;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- kernel */
+
+template <int kD, bool kF16>
+__global__ void __launch_bounds__(kThreads, 1)
+    attn_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ RingParams r)
+{
+    extern __shared__ char smem_raw[];
+    char *sm = reinterpret_cast<char *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+    const Bars<kD> bar{reinterpret_cast<uint64_t *>(sm + Smem<kD>::kBar)};
+    const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+    if (threadIdx.x == 0) {
+        ring_begin(r);
+        for (int i = 0; i < 2; ++i) {
+            mbar_init(bar.q_full(i), 1);  /* the producer's expect_tx */
+            mbar_init(bar.q_empty(i), 8); /* every consumer warp */
+        }
+        for (int s = 0; s < Smem<kD>::kStages; ++s) {
+            mbar_init(bar.k_full(s), 1);
+            mbar_init(bar.k_empty(s), 8);
+            mbar_init(bar.v_full(s), 1);
+            mbar_init(bar.v_empty(s), 8);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+    if (wg == 0) {
+        setmaxnreg_dec<56>();
+        if (t == 0) producer<kD>(p, r, sm, bar);
+        else if (t == 32 && r.on && blockIdx.x == 0) ring_gate(r);
+    } else {
+        setmaxnreg_inc<224>();
+        consumer<kD, kF16>(p, sm, bar, wg - 1, t);
+    }
+    __syncwarp();
+    __syncthreads();
+    if (r.on && threadIdx.x == 128) {
+        if (blockIdx.x == 0) ring_wait_all(r);
+        ring_finish(r);
+    }
+}
+
+/* No work: the call still takes part in the protocol. */
+__global__ void ratt_idle_kernel(const __grid_constant__ RingParams r)
+{
+    if (threadIdx.x == 0) {
+        ring_begin(r);
+        ring_gate(r);
+        ring_wait_all(r);
+        ring_finish(r);
+    }
+}
+
+} // namespace attn
+} // namespace mki

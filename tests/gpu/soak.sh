@@ -1,9 +1,12 @@
 #!/bin/bash
-# The random soak of the collectives and the fused GEMMs
-# (mkGemmReduceScatter, mkGemmAllReduce) on the GPU machine (issue 23):
-# test_scale soak (seeded random batches of calls, no host sync inside a
-# batch, eager or in CUDA graphs, registered or plain buffers, every call
-# checked against a host reference) at 2 ranks on 2 GPUs where there are
+# The random soak of every op on the GPU machine (issue 23): the
+# collectives, the fused GEMMs (mkGemmReduceScatter, mkGemmAllReduce,
+# mkAllGatherGemm), the MoE calls (mkMoEDispatch + mkMoECombine,
+# mkMoEDispatchGemm: one-node layouts only) and mkRingAttention (layouts
+# of at most 8 ranks): test_scale soak (seeded random batches of calls, no
+# host sync inside a batch, eager or in CUDA graphs, registered or plain
+# buffers, every call checked on every rank against a host reference;
+# the summary line counts each kind) at 2 ranks on 2 GPUs where there are
 # two, and on one GPU under MPS at 2, 4 and 8 ranks, flat and as virtual
 # nodes (2 x 2, 2 x 4: socket transport); then the 8-rank 2 x 4 case of
 # issue 23 (every collective, dtype and placement) 50 times in a row; then,

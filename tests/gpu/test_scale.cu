@@ -36,7 +36,8 @@
  * up (a bootstrap broadcast before each batch).  Ends with the number of
  * calls checked.
  *
- * The soak's calls include the fused GEMMs too (about one in four):
+ * Three calls in four are of these older kinds, as before among them:
+ * the collectives, and the fused GEMMs (about one call in six):
  * mkGemmReduceScatter and mkGemmAllReduce of a random shape (m 1 to 1024,
  * decode sizes often; n and k multiples of 8; either B layout; bf16 or
  * fp16).  Their inputs are q / 16 with |q| <= 2, so every product is a
@@ -46,11 +47,35 @@
  * one), at positions drawn from the call's seed.
  *
  * And, where the communicator is one node, mkMoEDispatch + mkMoECombine
- * pairs (about one call in nine): 0 to 96 tokens per rank, top-1 to
+ * pairs (about one call in twelve): 0 to 96 tokens per rank, top-1 to
  * top-8 of P to 8 P experts with empty slots, hidden 8 to 520, every
  * dtype, capacity exactly the rows needed or up to 3 more; the layout
  * checked exactly, sampled rows and outputs by value (exact: see
  * mcall).
+ *
+ * The fourth call in four is one of the other ops, in equal shares among
+ * those the layout has:
+ *   - mkAllGatherGemm (every layout): m_local 0 to 640 per rank, equal
+ *     (m_all NULL) or per rank (m_all, a rank of 0 rows often, its A then
+ *     NULL or not), n and k as the fused GEMMs, either B layout, the same
+ *     B on every rank or each rank its own, gatheredA NULL or a buffer;
+ *     inputs as the fused GEMMs' (exact), up to 2048 elements of C and of
+ *     gatheredA checked bit for bit (see acall);
+ *   - mkMoEDispatchGemm (one node): the routing of the MoE pairs, hidden
+ *     8 to 512 (multiples of 64 with transW 0), n 8 to 264, either W
+ *     layout, topk_weights and recv_src passed or NULL; the layout
+ *     exactly, y's rows past the last still poison, up to 2048 elements
+ *     of y bit for bit (exact: see dgcall);
+ *   - mkRingAttention (at most 8 ranks, on any number of nodes): bf16 or
+ *     fp16, BSHD or BHSD, every mask, head_dim 64 or 128, GQA 1, 2 or 4
+ *     of at most 8 heads, batch 1 or 2, seq_local 1 to 257 (odd ones
+ *     except under the zigzag), lse or NULL; every o (and lse) written
+ *     and finite, lse untouched when NULL, and up to 16 sampled rows
+ *     against a host reference in double within test_attn.cu's
+ *     tolerances (see rcheck).
+ * Each is made once, uncaptured, at its largest shape before the first
+ * batch, so that nothing the library sizes by the call grows inside a
+ * capture.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -61,6 +86,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 static uint64_t clock_gettime_ns(void)
@@ -602,6 +629,713 @@ static int mcheck(const mcall &m, char *send, char *recv, uint8_t *host)
     return 1;
 }
 
+/* ---- shared by the soak's newer kinds ---------------------------------- */
+
+/* A slot of the soak's pools per rank: SOAK_MAXC (below) fp32 elements. */
+static const size_t kSlotPerRank = (size_t)4 << 20;
+static size_t g_soak_slot; /* the bytes of one slot: kSlotPerRank * ranks */
+
+static size_t soak_up(size_t b) { return (b + 255) / 256 * 256; }
+
+/* Inputs and outputs of one call must fit its slot of the send and the
+ * recv pool (the shapes below are chosen so; this says so if not). */
+static void soak_fit(const char *what, size_t send, size_t recv)
+{
+    if (send <= g_soak_slot && recv <= g_soak_slot) return;
+    printf("FAIL rank %d: soak: %s needs %zu bytes of send and %zu of recv, a slot holds %zu\n",
+           g_rank, what, send, recv, g_soak_slot);
+    fflush(stdout);
+    exit(2);
+}
+
+/* f rounded once to bf16 (dt 0) or fp16 (dt 1), and back. */
+static uint16_t round16(float f, int dt)
+{
+    uint16_t u;
+    if (dt) {
+        const __half v = __float2half_rn(f);
+        memcpy(&u, &v, 2);
+    } else {
+        const __nv_bfloat16 v = __float2bfloat16_rn(f);
+        memcpy(&u, &v, 2);
+    }
+    return u;
+}
+
+static double val16(uint16_t u, int dt)
+{
+    if (dt) {
+        __half_raw r;
+        r.x = u;
+        return (double)__half2float(__half(r));
+    }
+    __nv_bfloat16_raw r;
+    r.x = u;
+    return (double)__bfloat162float(__nv_bfloat16(r));
+}
+
+static bool finite16(uint16_t u, int dt)
+{
+    return dt ? (u & 0x7c00u) != 0x7c00u : (u & 0x7f80u) != 0x7f80u;
+}
+
+/* ---- mkAllGatherGemm in the soak ------------------------------------------ */
+
+/* One mkAllGatherGemm: C = [A_0; A_1; ...] op(B) on every rank.  Rank r
+ * holds m[r] rows of A (m_all, or m_all NULL when every rank holds the
+ * same), row i element kk being gq(seed, r, 0, i k + kk) as the fused
+ * GEMMs' A; B is gq(seed, b, 1, .) with b = 0 on every rank (the same B)
+ * or b = this rank (each rank its own B, as the man page allows: C then
+ * differs between ranks, and a rank that used a peer's B is caught).
+ * Exact as gcall: q / 16 with |q| <= 2, every sum exact in fp32, one
+ * rounding.  gatheredA (when passed) must be the gathered A bit for bit. */
+struct acall {
+    int dt, transb, same_b, with_ga, equal, null_a;
+    int64_t n, k;
+    std::vector<int64_t> m; /* every rank's rows, in rank order */
+    uint64_t seed;
+};
+
+enum { AGG_MAXM = 640, AGG_MAXN = 1032, AGG_MAXK = 1024 };
+/* this rank's A and B; C and gatheredA (M <= ranks x AGG_MAXM rows) */
+static_assert(256 + (size_t)AGG_MAXM * AGG_MAXK * 2 + (size_t)AGG_MAXN * AGG_MAXK * 2 <=
+                  kSlotPerRank, "mkAllGatherGemm's A and B fit a slot of one rank");
+static_assert(256 + (size_t)AGG_MAXM * (AGG_MAXN + AGG_MAXK) * 2 <= kSlotPerRank,
+              "mkAllGatherGemm's C and gatheredA fit a slot (per rank of rows)");
+
+static int64_t arows(const acall &a)
+{
+    int64_t s = 0;
+    for (int64_t x : a.m) s += x;
+    return s;
+}
+
+static acall soak_agg(uint64_t *st)
+{
+    static const int64_t ms[] = {0, 1, 7, 16, 24, 64, 100, 128, 257, AGG_MAXM};
+    static const int64_t ns[] = {8, 256, 264, 520, 1024, AGG_MAXN};
+    static const int64_t ks[] = {8, 64, 256, 520, AGG_MAXK};
+    acall a;
+    a.dt = (int)(soak_rng_fwd(st) & 1); /* bf16 or fp16 */
+    a.transb = (int)(soak_rng_fwd(st) & 1);
+    a.same_b = (int)(soak_rng_fwd(st) & 1);
+    a.with_ga = (int)(soak_rng_fwd(st) & 1);
+    a.equal = (int)(soak_rng_fwd(st) & 1);
+    a.null_a = (int)(soak_rng_fwd(st) & 1); /* A = NULL on a rank of no rows */
+    a.n = soak_pick(st, ns, 6);
+    a.k = soak_pick(st, ks, 5);
+    if (a.equal) {
+        a.m.assign((size_t)g_n, soak_pick(st, ms, 10));
+    } else {
+        a.m.assign((size_t)g_n, 0);
+        for (int r = 0; r < g_n; r++) a.m[(size_t)r] = soak_pick(st, ms, 10);
+        if (soak_rng_fwd(st) & 1) a.m[(size_t)(soak_rng_fwd(st) % (uint64_t)g_n)] = 0;
+    }
+    a.seed = soak_rng_fwd(st);
+    return a;
+}
+
+/* A and B in send; C and gatheredA in recv (each 256-byte aligned). */
+struct abufs {
+    char *a, *b, *c, *ga;
+};
+
+static abufs aplace(const acall &a, char *send, char *recv)
+{
+    const size_t ml = (size_t)a.m[(size_t)g_rank], M = (size_t)arows(a);
+    const size_t n = (size_t)a.n, k = (size_t)a.k;
+    abufs p;
+    p.a = send;
+    p.b = send + soak_up(ml * k * 2);
+    p.c = recv;
+    p.ga = recv + soak_up(M * n * 2);
+    soak_fit("ag_gemm", (size_t)(p.b - send) + n * k * 2, (size_t)(p.ga - recv) + M * k * 2);
+    return p;
+}
+
+/* Inputs, poisoned outputs, the call. */
+static mkResult_t acall_run(const acall &a, char *send, char *recv)
+{
+    const abufs p = aplace(a, send, recv);
+    const int64_t ml = a.m[(size_t)g_rank], M = arows(a);
+    if (ml > 0) gfill<<<256, 256, 0, g_st>>>(p.a, (uint64_t)(ml * a.k), a.dt, a.seed, g_rank, 0);
+    gfill<<<256, 256, 0, g_st>>>(p.b, (uint64_t)(a.n * a.k), a.dt, a.seed, a.same_b ? 0 : g_rank,
+                                 1);
+    if (M > 0) {
+        CK(cudaMemsetAsync(p.c, 0xff, (size_t)(M * a.n) * 2, g_st));
+        if (a.with_ga) CK(cudaMemsetAsync(p.ga, 0xff, (size_t)(M * a.k) * 2, g_st));
+    }
+    CK(cudaGetLastError());
+    return mkAllGatherGemm(ml == 0 && a.null_a ? NULL : p.a, p.b, p.c, a.with_ga ? p.ga : NULL,
+                           ml, a.equal ? NULL : a.m.data(), a.n, a.k, a.transb,
+                           a.dt ? mkFloat16 : mkBfloat16, g_comm, g_st);
+}
+
+/* m_all as text: "NULL (m_local each)" or the counts (the first 16). */
+static void aname(const acall &a, char *buf, size_t len)
+{
+    if (a.equal) {
+        snprintf(buf, len, "NULL, %lld each", (long long)a.m[0]);
+        return;
+    }
+    size_t at = 0;
+    for (int r = 0; r < g_n && r < 16 && at + 1 < len; r++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%lld", r ? "," : "{",
+                               (long long)a.m[(size_t)r]);
+    if (at + 1 < len) snprintf(buf + at, len - at, "%s", g_n > 16 ? ",...}" : "}");
+}
+
+/* Up to 2048 elements of C (all of a small one) against the host's exact
+ * sums rounded once, then up to 2048 of gatheredA (when passed) against
+ * the inputs' bits; 1 when wrong (and a line saying how). */
+static int acheck(const acall &a, char *send, char *recv, uint8_t *host, int captured)
+{
+    const abufs p = aplace(a, send, recv);
+    const int64_t M = arows(a);
+    std::vector<int64_t> off((size_t)g_n + 1, 0);
+    for (int r = 0; r < g_n; r++) off[(size_t)r + 1] = off[(size_t)r] + a.m[(size_t)r];
+    /* the rank and local row of gathered row gi */
+    auto owner = [&](int64_t gi, int64_t *i) {
+        int r = 0;
+        while (off[(size_t)r + 1] <= gi) r++;
+        *i = gi - off[(size_t)r];
+        return r;
+    };
+    const int brank = a.same_b ? 0 : g_rank;
+    const char *what = nullptr;
+    uint64_t bad = 0, poisoned = 0, nchk = 0, h = a.seed ^ 0x3c6ef372fe94f82bull;
+    int64_t at_i = 0, at_j = 0;
+    uint32_t got0 = 0, want0 = 0;
+    const uint16_t *hc = reinterpret_cast<const uint16_t *>(host);
+    const uint64_t total = (uint64_t)(M * a.n);
+    if (total) {
+        CK(cudaMemcpy(host, p.c, total * 2, cudaMemcpyDeviceToHost));
+        nchk = total < 2048 ? total : 2048;
+        for (uint64_t x = 0; x < nchk; x++) {
+            const uint64_t e = nchk == total ? x : soak_rng_fwd(&h) % total;
+            const int64_t gi = (int64_t)(e / (uint64_t)a.n), j = (int64_t)(e % (uint64_t)a.n);
+            int64_t i;
+            const int r = owner(gi, &i);
+            long s = 0; /* in units of 1/256 */
+            for (int64_t kk = 0; kk < a.k; kk++)
+                s += (long)gq(a.seed, r, 0, (uint64_t)(i * a.k + kk)) *
+                     gq(a.seed, brank, 1, a.transb ? (uint64_t)(j * a.k + kk)
+                                                   : (uint64_t)(kk * a.n + j));
+            const uint16_t want = round16((float)s / 256.0f, a.dt), got = hc[e];
+            if (got == want) continue;
+            if (bad++ == 0) what = "C", at_i = gi, at_j = j, got0 = got, want0 = want;
+            poisoned += got == 0xffff;
+        }
+    }
+    const uint64_t gtotal = (uint64_t)(M * a.k);
+    if (!bad && a.with_ga && gtotal) {
+        CK(cudaMemcpy(host, p.ga, gtotal * 2, cudaMemcpyDeviceToHost));
+        nchk = gtotal < 2048 ? gtotal : 2048;
+        for (uint64_t x = 0; x < nchk; x++) {
+            const uint64_t e = nchk == gtotal ? x : soak_rng_fwd(&h) % gtotal;
+            const int64_t gi = (int64_t)(e / (uint64_t)a.k), kk = (int64_t)(e % (uint64_t)a.k);
+            int64_t i;
+            const int r = owner(gi, &i);
+            const uint16_t want = (uint16_t)bits_of(gq(a.seed, r, 0, (uint64_t)(i * a.k + kk)),
+                                                    a.dt),
+                           got = hc[e];
+            if (got == want) continue;
+            if (bad++ == 0) what = "gatheredA", at_i = gi, at_j = kk, got0 = got, want0 = want;
+            poisoned += got == 0xffff;
+        }
+    }
+    if (!bad) return 0;
+    char ms[160];
+    aname(a, ms, sizeof ms);
+    printf("FAIL rank %d: ag_gemm %s M %lld (m_all %s) x n %lld x k %lld transB %d, %s B, "
+           "gatheredA %s, A %s%s: %llu of %llu checked elements of %s wrong, first at row %lld "
+           "col %lld: got 0x%x, expected 0x%x; %llu poison (never written)\n",
+           g_rank, dt_names[a.dt], (long long)M, ms, (long long)a.n, (long long)a.k, a.transb,
+           a.same_b ? "the same" : "per-rank", a.with_ga ? "passed" : "NULL",
+           a.m[(size_t)g_rank] == 0 && a.null_a ? "NULL" : "passed",
+           captured ? ", captured in a CUDA graph" : ", eager", (unsigned long long)bad,
+           (unsigned long long)nchk, what, (long long)at_i, (long long)at_j, got0, want0,
+           (unsigned long long)poisoned);
+    fflush(stdout);
+    return 1;
+}
+
+/* ---- mkMoEDispatchGemm in the soak --------------------------------------- */
+
+/* One mkMoEDispatchGemm (one node only): the routing, tokens, weights and
+ * x of the dispatch + combine pairs (mcall: x q / 16 with |q| <= 2), and
+ * rank d's W (El experts' n x hidden, transW 1, or hidden x n, transW 0)
+ * gq(seed, d, 1, .), q / 16 with |q| <= 2: every y element an exact fp32
+ * sum of products that are multiples of 1/256, rounded once.  y's rows
+ * are in the layout of the dispatch's recv (mlayout_of: by local expert,
+ * then source rank, then slot), so row i is x[t] of rank src[2i] times
+ * op(W_e), t = src[2i + 1] / topk, e its local expert. */
+struct dgcall {
+    mcall m; /* dt: bf16 or fp16 only */
+    int64_t n;
+    int transw, with_w, with_src;
+};
+
+enum { DG_MAXH = 512, DG_MAXN = 264, DG_MAXT = 96, DG_MAXK = 8, DG_MAXEL = 8 };
+/* x, idx, w and W; y (at most ranks x DG_MAXT x DG_MAXK + 3 rows) and the
+ * layout arrays */
+static_assert(4 * 256 + (size_t)DG_MAXT * DG_MAXH * 2 + 2 * (size_t)DG_MAXT * DG_MAXK * 4 +
+                      (size_t)DG_MAXEL * DG_MAXN * DG_MAXH * 2 <=
+                  kSlotPerRank, "mkMoEDispatchGemm's inputs fit a slot of one rank");
+static_assert(5 * 256 + ((size_t)DG_MAXT * DG_MAXK + 3) * (DG_MAXN * 2 + 4 + 8) +
+                      (DG_MAXEL + 1) * 8 + (size_t)DG_MAXT * DG_MAXK * 4 <=
+                  kSlotPerRank, "mkMoEDispatchGemm's outputs fit a slot (per rank)");
+
+static dgcall soak_dg(uint64_t *st)
+{
+    static const int64_t hs1[] = {8, 64, 136, DG_MAXH}; /* transW 1: multiples of 8 */
+    static const int64_t hs0[] = {64, 128, DG_MAXH};    /* transW 0: multiples of 64 */
+    static const int64_t ns[] = {8, 72, DG_MAXN};
+    static const int64_t ks[] = {1, 2, 4, DG_MAXK};
+    static const int64_t es[] = {1, 2, DG_MAXEL};
+    dgcall d;
+    d.m.dt = (int)(soak_rng_fwd(st) & 1);
+    d.transw = (int)(soak_rng_fwd(st) & 1);
+    d.m.hidden = d.transw ? soak_pick(st, hs1, 4) : soak_pick(st, hs0, 3);
+    d.n = soak_pick(st, ns, 3);
+    d.m.topk = soak_pick(st, ks, 4);
+    d.m.experts = g_n * soak_pick(st, es, 3);
+    d.with_w = (soak_rng_fwd(st) % 4) != 0;   /* topk_weights and recv_weights, or NULL */
+    d.with_src = (soak_rng_fwd(st) % 4) != 0; /* recv_src, or NULL */
+    d.m.seed = soak_rng_fwd(st);
+    int64_t most = 0;
+    for (int64_t r : mlayout_of(d.m).rows) most = r > most ? r : most;
+    d.m.cap = most + (int64_t)(soak_rng_fwd(st) % 4); /* now and then exactly enough */
+    return d;
+}
+
+/* Inputs in send, outputs in recv (each 256-byte aligned). */
+struct dgbufs {
+    char *x, *W, *y;
+    int32_t *idx, *src, *rows;
+    float *w, *rw;
+    int64_t *off;
+};
+
+static dgbufs dgplace(const dgcall &d, char *send, char *recv)
+{
+    const mcall &m = d.m;
+    const size_t T = (size_t)mtokens(m, g_rank), K = (size_t)m.topk, cap = (size_t)m.cap;
+    const size_t rb = (size_t)m.hidden * 2, el = (size_t)(m.experts / g_n), n = (size_t)d.n;
+    dgbufs b;
+    b.x = send;
+    b.idx = (int32_t *)(send + soak_up(T * rb));
+    b.w = (float *)((char *)b.idx + soak_up(T * K * 4));
+    b.W = (char *)b.w + soak_up(T * K * 4);
+    b.y = recv;
+    b.rw = (float *)(recv + soak_up(cap * n * 2));
+    b.src = (int32_t *)((char *)b.rw + soak_up(cap * 4));
+    b.off = (int64_t *)((char *)b.src + soak_up(cap * 8));
+    b.rows = (int32_t *)((char *)b.off + soak_up((el + 1) * 8));
+    soak_fit("moe_dispatch_gemm", (size_t)(b.W - send) + el * n * rb,
+             (size_t)((char *)b.rows - recv) + T * K * 4);
+    return b;
+}
+
+static mkResult_t dgcall_run(const dgcall &d, char *send, char *recv)
+{
+    const dgbufs b = dgplace(d, send, recv);
+    const mcall &m = d.m;
+    const int64_t T = mtokens(m, g_rank), el = m.experts / g_n;
+    if (T > 0) {
+        fill_kernel<<<64, 256, 0, g_st>>>(b.x, (uint64_t)(T * m.hidden), m.dt, m.seed, g_rank, 2);
+        mroute<<<16, 256, 0, g_st>>>(b.idx, b.w, T * m.topk, m.experts, m.seed, g_rank);
+    }
+    gfill<<<256, 256, 0, g_st>>>(b.W, (uint64_t)(el * d.n * m.hidden), m.dt, m.seed, g_rank, 1);
+    /* y and recv_weights NaN; recv_src, expert_offsets, send_rows 0xa5
+     * bytes (not -1, an empty slot's send_rows) */
+    CK(cudaMemsetAsync(b.y, 0xff, (size_t)((char *)b.src - b.y), g_st));
+    CK(cudaMemsetAsync(b.src, 0xa5, (size_t)((char *)b.rows - (char *)b.src) +
+                                        (size_t)(T * m.topk) * 4, g_st));
+    CK(cudaGetLastError());
+    return mkMoEDispatchGemm(b.x, b.idx, d.with_w ? b.w : NULL, b.W, b.y, d.with_w ? b.rw : NULL,
+                             d.with_src ? b.src : NULL, b.off, b.rows, T, m.hidden, d.n, m.topk,
+                             m.experts, m.cap, d.transw, m.dt ? mkFloat16 : mkBfloat16, g_comm,
+                             g_st);
+}
+
+/* The layout exactly (expert_offsets, send_rows, recv_src and
+ * recv_weights where passed), y's rows past off[El] still poison, and up
+ * to 2048 elements of y (all of a small one) bit for bit against the
+ * host's exact sums rounded once; 1 when wrong (and a line saying how). */
+static int dgcheck(const dgcall &d, char *send, char *recv, uint8_t *host, int captured)
+{
+    const dgbufs b = dgplace(d, send, recv);
+    const mcall &m = d.m;
+    const mlayout L = mlayout_of(m);
+    const int64_t T = mtokens(m, g_rank), rows = L.rows[(size_t)g_rank], el = m.experts / g_n;
+    const int64_t n = d.n;
+    const char *what = nullptr;
+    long at = -1;
+    uint32_t got0 = 0, want0 = 0;
+    std::vector<int64_t> off((size_t)el + 1);
+    std::vector<int32_t> src((size_t)(2 * rows)), sr((size_t)(T * m.topk));
+    std::vector<float> rw((size_t)rows);
+    CK(cudaMemcpy(off.data(), b.off, off.size() * 8, cudaMemcpyDeviceToHost));
+    if (rows && d.with_src)
+        CK(cudaMemcpy(src.data(), b.src, src.size() * 4, cudaMemcpyDeviceToHost));
+    if (rows && d.with_w) CK(cudaMemcpy(rw.data(), b.rw, rw.size() * 4, cudaMemcpyDeviceToHost));
+    if (T) CK(cudaMemcpy(sr.data(), b.rows, sr.size() * 4, cudaMemcpyDeviceToHost));
+    if (off != L.off) what = "expert_offsets";
+    for (size_t i = 0; !what && d.with_src && i < src.size(); i++)
+        if (src[i] != L.src[i]) what = "recv_src", at = (long)i / 2;
+    for (size_t i = 0; !what && i < sr.size(); i++)
+        if (sr[i] != L.send_rows[i]) what = "send_rows", at = (long)i;
+    for (int64_t i = 0; !what && d.with_w && i < rows; i++)
+        if (rw[(size_t)i] !=
+            mweight(m, L.src[(size_t)(2 * i)], (uint64_t)L.src[(size_t)(2 * i + 1)]))
+            what = "recv_weights", at = (long)i;
+    const uint64_t ybytes = (uint64_t)(m.cap * n) * 2;
+    if (!what && ybytes) CK(cudaMemcpy(host, b.y, ybytes, cudaMemcpyDeviceToHost));
+    for (uint64_t x = (uint64_t)(rows * n) * 2; !what && x < ybytes; x++)
+        if (host[x] != 0xff)
+            what = "y past expert_offsets[El] (must stay poison)", at = (long)(x / 2 / (uint64_t)n);
+    const uint16_t *hy = reinterpret_cast<const uint16_t *>(host);
+    const uint64_t total = (uint64_t)(rows * n), nchk = total < 2048 ? total : 2048;
+    uint64_t h = m.seed ^ 0xbb67ae8584caa73bull;
+    for (uint64_t x = 0; !what && x < nchk; x++) {
+        const uint64_t e = nchk == total ? x : soak_rng_fwd(&h) % total;
+        const int64_t i = (int64_t)(e / (uint64_t)n), j = (int64_t)(e % (uint64_t)n);
+        const int s = L.src[(size_t)(2 * i)];
+        const int32_t slot = L.src[(size_t)(2 * i + 1)];
+        const int64_t t = slot / m.topk;
+        const int64_t le = mexpert(m, s, (uint64_t)slot) - (int64_t)g_rank * el; /* local expert */
+        long sum = 0; /* in units of 1/256 */
+        for (int64_t kk = 0; kk < m.hidden; kk++)
+            sum += (long)qval(m.seed, s, (uint64_t)(t * m.hidden + kk), 2) *
+                   gq(m.seed, g_rank, 1, (uint64_t)(le * n * m.hidden +
+                                                    (d.transw ? j * m.hidden + kk : kk * n + j)));
+        const uint16_t want = round16((float)sum / 256.0f, m.dt), got = hy[e];
+        if (got != want) what = "y", at = (long)e, got0 = got, want0 = want;
+    }
+    if (!what) return 0;
+    printf("FAIL rank %d: moe_dispatch_gemm %s hidden %lld n %lld transW %d top-%lld of %lld "
+           "experts, %lld tokens, %lld rows, capacity %lld, weights %s, recv_src %s%s: %s wrong "
+           "at %ld", g_rank, dt_names[m.dt], (long long)m.hidden, (long long)n, d.transw,
+           (long long)m.topk, (long long)m.experts, (long long)T, (long long)rows,
+           (long long)m.cap, d.with_w ? "passed" : "NULL", d.with_src ? "passed" : "NULL",
+           captured ? ", captured in a CUDA graph" : ", eager", what, at);
+    if (!strcmp(what, "y"))
+        printf(" (row %ld col %ld): got 0x%x, expected 0x%x%s", at / (long)n, at % (long)n, got0,
+               want0, got0 == 0xffff ? " (poison: never written)" : "");
+    printf("\n");
+    fflush(stdout);
+    return 1;
+}
+
+/* ---- mkRingAttention in the soak ----------------------------------------- */
+
+/* One mkRingAttention (at most 8 ranks): rank r's q, k, v element (b, i,
+ * h, e) (local row i, head h of that tensor's heads) is q / 16 for q =
+ * qval(seed ^ salt, r, ((b s + i) H + h) D + e, Q): q and k in [-2, 2],
+ * v in [-1, 1], exact in both dtypes, scores of standard deviation about
+ * 1.3 at scale 1 / sqrt(D) (a softmax neither flat nor one-hot).  The
+ * host computes sampled rows in double, as test_attn.cu's host_row. */
+struct rcall {
+    int dt, layout, mask, with_lse;
+    int64_t batch, seq, heads, kvh, d;
+    uint64_t seed;
+};
+
+enum { RA_Q, RA_K, RA_V }; /* the tensors, each its own salt in rq */
+
+enum { RA_MAXB = 2, RA_MAXS = 257, RA_MAXH = 8, RA_MAXD = 128 };
+/* q, k, v; o and lse (kv heads <= heads) */
+static_assert(3 * 256 + 3 * (size_t)RA_MAXB * RA_MAXS * RA_MAXH * RA_MAXD * 2 <= kSlotPerRank,
+              "mkRingAttention's q, k and v fit a slot of one rank");
+static_assert(256 + (size_t)RA_MAXB * RA_MAXS * RA_MAXH * (RA_MAXD * 2 + 4) <= kSlotPerRank,
+              "mkRingAttention's o and lse fit a slot of one rank");
+
+static float rscale(const rcall &a) { return 1.0f / sqrtf((float)a.d); }
+
+static const char *const mask_names[] = {"full", "causal", "zigzag"};
+
+/* The element of rank r's tensor t (heads H) at (b, i, h, e), times 16. */
+__host__ __device__ static inline int rq(uint64_t seed, int t, int r, int64_t seq, int64_t H,
+                                         int64_t d, int64_t b, int64_t i, int64_t h, int64_t e)
+{
+    return qval(seed ^ (t == RA_Q ? 0x243f6a8885a308d3ull
+                        : t == RA_K ? 0x13198a2e03707344ull : 0xa4093822299f31d0ull),
+                r, (uint64_t)(((b * seq + i) * H + h) * d + e), t == RA_V ? 16 : 32);
+}
+
+/* Offset of (b, i, h, 0) in a tensor of seq rows and H heads. */
+__host__ __device__ static inline int64_t ra_row(int layout, int64_t seq, int64_t H, int64_t d,
+                                                 int64_t b, int64_t i, int64_t h)
+{
+    return layout == mkAttnBSHD ? ((b * seq + i) * H + h) * d : ((b * H + h) * seq + i) * d;
+}
+
+/* The bits of element x of rank r's tensor t in its layout. */
+__host__ __device__ static inline uint16_t rbits(int t, int layout, int64_t seq, int64_t H,
+                                                 int64_t d, int dt, uint64_t seed, int r,
+                                                 int64_t x)
+{
+    const int64_t e = x % d;
+    int64_t rest = x / d, b, i, h;
+    if (layout == mkAttnBSHD) {
+        h = rest % H;
+        rest /= H;
+        i = rest % seq;
+        b = rest / seq;
+    } else {
+        i = rest % seq;
+        rest /= seq;
+        h = rest % H;
+        b = rest / H;
+    }
+    return (uint16_t)bits_of(rq(seed, t, r, seq, H, d, b, i, h, e), dt);
+}
+
+__global__ void rfill(void *buf, int t, int layout, int64_t batch, int64_t seq, int64_t H,
+                      int64_t d, int dt, uint64_t seed, int r)
+{
+    const int64_t n = batch * seq * H * d;
+    for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < n;
+         x += (int64_t)gridDim.x * blockDim.x)
+        static_cast<uint16_t *>(buf)[x] = rbits(t, layout, seq, H, d, dt, seed, r, x);
+}
+
+/* Global position of rank r's local row i (mkRingAttention(3)). */
+static int64_t rpos(const rcall &a, int r, int64_t i)
+{
+    if (a.mask == mkAttnCausalZigzag) { /* chunks r and 2P - 1 - r of s / 2 rows */
+        const int64_t c = a.seq / 2;
+        return i < c ? r * c + i : (2 * (int64_t)g_n - 1 - r) * c + (i - c);
+    }
+    return r * a.seq + i; /* causal: rows [r s, (r + 1) s); full: unused */
+}
+
+static rcall soak_ratt(uint64_t *st)
+{
+    static const int64_t ss[] = {1, 7, 64, 100, 128, 129, RA_MAXS};
+    static const int64_t zs[] = {2, 8, 64, 100, 128, 130, 256}; /* zigzag: even */
+    static const int64_t kvs[] = {1, 2, 4, RA_MAXH};
+    rcall a;
+    a.dt = (int)(soak_rng_fwd(st) & 1);
+    a.layout = (int)(soak_rng_fwd(st) & 1);
+    a.mask = (int)(soak_rng_fwd(st) % 3);
+    a.with_lse = (soak_rng_fwd(st) % 4) != 0;
+    a.d = (soak_rng_fwd(st) & 1) ? 128 : 64;
+    const int64_t ratio = (int64_t)1 << (soak_rng_fwd(st) % 3); /* GQA 1, 2, 4 */
+    a.kvh = kvs[soak_rng_fwd(st) % (ratio == 1 ? 4u : ratio == 2 ? 3u : 2u)];
+    a.heads = a.kvh * ratio; /* at most 8 */
+    a.batch = 1 + (int64_t)(soak_rng_fwd(st) % RA_MAXB);
+    a.seq = a.mask == mkAttnCausalZigzag ? soak_pick(st, zs, 7) : soak_pick(st, ss, 7);
+    a.seed = soak_rng_fwd(st);
+    return a;
+}
+
+struct rbufs {
+    char *q, *k, *v, *o;
+    float *lse;
+    size_t qb, kvb, lb;
+};
+
+static rbufs rplace(const rcall &a, char *send, char *recv)
+{
+    rbufs p;
+    p.qb = (size_t)(a.batch * a.seq * a.heads * a.d) * 2;
+    p.kvb = (size_t)(a.batch * a.seq * a.kvh * a.d) * 2;
+    p.lb = (size_t)(a.batch * a.heads * a.seq) * 4;
+    p.q = send;
+    p.k = send + soak_up(p.qb);
+    p.v = p.k + soak_up(p.kvb);
+    p.o = recv;
+    p.lse = (float *)(recv + soak_up(p.qb));
+    soak_fit("ring_attn", (size_t)(p.v - send) + p.kvb, soak_up(p.qb) + p.lb);
+    return p;
+}
+
+/* Inputs, o and lse poisoned (lse even when not passed: it must stay so),
+ * the call. */
+static mkResult_t rcall_run(const rcall &a, char *send, char *recv)
+{
+    const rbufs p = rplace(a, send, recv);
+    rfill<<<256, 256, 0, g_st>>>(p.q, RA_Q, a.layout, a.batch, a.seq, a.heads, a.d, a.dt, a.seed,
+                                 g_rank);
+    rfill<<<256, 256, 0, g_st>>>(p.k, RA_K, a.layout, a.batch, a.seq, a.kvh, a.d, a.dt, a.seed,
+                                 g_rank);
+    rfill<<<256, 256, 0, g_st>>>(p.v, RA_V, a.layout, a.batch, a.seq, a.kvh, a.d, a.dt, a.seed,
+                                 g_rank);
+    CK(cudaMemsetAsync(p.o, 0xff, p.qb, g_st));
+    CK(cudaMemsetAsync(p.lse, 0xff, p.lb, g_st));
+    CK(cudaGetLastError());
+    return mkRingAttention(p.q, p.k, p.v, p.o, a.with_lse ? p.lse : NULL, a.batch, a.seq, a.heads,
+                           a.kvh, a.d, (mkAttnLayout_t)a.layout, (mkAttnMask_t)a.mask, rscale(a),
+                           a.dt ? mkFloat16 : mkBfloat16, g_comm, g_st);
+}
+
+/* k and v of one (batch, kv head) over every rank's rows (rank r's row j
+ * at r s + j), as floats, with each row's global position. */
+struct rslice {
+    int64_t b, kh;
+    std::vector<float> k, v;
+};
+
+/* Every element of o written and finite; lse finite (or, not passed,
+ * untouched); then up to 16 (batch, head, row) triples (4 (batch, head)
+ * pairs; the first and last rows, the zigzag chunk edge and a tile edge
+ * among the rows) against softmax(scale q k^T) v and log(sum exp(scale
+ * q.k)) in double over the keys the row sees, within test_attn.cu's
+ * tolerances (host_row there):
+ *     |o - ref| <= 2 u (A + |o|) + 2 ds A + [fp16] sum min(p_j, 2^-25) |v_j| / l + 1e-6
+ *     |lse - ref| <= 1e-3 + ds
+ * with u the dtype's unit roundoff (2^-8 bf16, 2^-11 fp16), A = sum p_j
+ * |v_j| / sum p_j, ds = max over keys of scale sum_e |q_e k_e| D 2^-23.
+ * 1 when wrong (and a line saying how). */
+static int rcheck(const rcall &a, char *send, char *recv, uint8_t *host, int captured)
+{
+    const rbufs p = rplace(a, send, recv);
+    const int64_t S = a.seq, D = a.d, H = a.heads, nkeys = (int64_t)g_n * S;
+    const int64_t group = a.heads / a.kvh;
+    CK(cudaMemcpy(host, p.o, p.qb, cudaMemcpyDeviceToHost));
+    std::vector<uint32_t> hl(p.lb / 4);
+    CK(cudaMemcpy(hl.data(), p.lse, p.lb, cudaMemcpyDeviceToHost));
+    const uint16_t *ho = reinterpret_cast<const uint16_t *>(host);
+    char what[200] = "";
+    double worst = 0, worst_lse = 0;
+    uint64_t nonfinite = 0, poisoned = 0;
+    for (size_t x = 0; x < p.qb / 2; x++) {
+        nonfinite += !finite16(ho[x], a.dt);
+        poisoned += ho[x] == 0xffff;
+    }
+    if (nonfinite)
+        snprintf(what, sizeof what, "%llu of %llu elements of o not finite, %llu of them the "
+                 "poison (never written)", (unsigned long long)nonfinite,
+                 (unsigned long long)(p.qb / 2), (unsigned long long)poisoned);
+    uint64_t lbad = 0;
+    for (uint32_t w : hl) {
+        float f;
+        memcpy(&f, &w, 4);
+        lbad += a.with_lse ? !std::isfinite(f) : w != 0xffffffffu;
+    }
+    if (!what[0] && lbad)
+        snprintf(what, sizeof what, "%llu of %llu lse values %s", (unsigned long long)lbad,
+                 (unsigned long long)hl.size(),
+                 a.with_lse ? "not finite (never written?)" : "written with lse NULL");
+    /* the sampled rows */
+    const int64_t nrows = a.batch * H * S;
+    const int nsamp = nrows < 16 ? (int)nrows : 16;
+    uint64_t hs = a.seed ^ 0xa54ff53a5f1d36f1ull;
+    int64_t pb[4], ph[4];
+    for (int z = 0; z < 4; z++) {
+        pb[z] = (int64_t)(soak_rng_fwd(&hs) % (uint64_t)a.batch);
+        ph[z] = (int64_t)(soak_rng_fwd(&hs) % (uint64_t)H);
+    }
+    const int64_t edges[6] = {0, S - 1, S / 2 - 1, S / 2, 127, 128};
+    std::vector<int64_t> kpos((size_t)nkeys);
+    for (int r = 0; r < g_n; r++)
+        for (int64_t j = 0; j < S; j++) kpos[(size_t)(r * S + j)] = rpos(a, r, j);
+    std::vector<rslice> cache;
+    const double sc = (double)rscale(a), u = a.dt ? ldexp(1.0, -11) : ldexp(1.0, -8);
+    const double sub_lim = ldexp(1.0, -25);
+    std::vector<double> q((size_t)D), s((size_t)nkeys), o((size_t)D), am((size_t)D), sub((size_t)D);
+    for (int z = 0; !what[0] && z < nsamp; z++) {
+        int64_t b, h, i;
+        if (nrows <= 16) {
+            b = z / (H * S);
+            h = (z / S) % H;
+            i = z % S;
+        } else {
+            b = pb[z % 4];
+            h = ph[z % 4];
+            i = z < 6 && edges[z] >= 0 && edges[z] < S
+                    ? edges[z]
+                    : (int64_t)(soak_rng_fwd(&hs) % (uint64_t)S);
+        }
+        const int64_t kh = h / group, qp = rpos(a, g_rank, i);
+        const rslice *sl = nullptr;
+        for (const rslice &c : cache)
+            if (c.b == b && c.kh == kh) sl = &c;
+        if (!sl) {
+            cache.emplace_back();
+            rslice &c = cache.back();
+            c.b = b;
+            c.kh = kh;
+            c.k.resize((size_t)(nkeys * D));
+            c.v.resize((size_t)(nkeys * D));
+            for (int r = 0; r < g_n; r++)
+                for (int64_t j = 0; j < S; j++)
+                    for (int64_t e = 0; e < D; e++) {
+                        const size_t at = (size_t)((r * S + j) * D + e);
+                        c.k[at] = (float)rq(a.seed, RA_K, r, S, a.kvh, D, b, j, kh, e) / 16.0f;
+                        c.v[at] = (float)rq(a.seed, RA_V, r, S, a.kvh, D, b, j, kh, e) / 16.0f;
+                    }
+            sl = &c;
+        }
+        for (int64_t e = 0; e < D; e++)
+            q[(size_t)e] = (double)rq(a.seed, RA_Q, g_rank, S, H, D, b, i, h, e) / 16.0;
+        /* the scores of the keys the row sees */
+        double m = -INFINITY, ds = 0;
+        for (int64_t j = 0; j < nkeys; j++) {
+            if (a.mask != mkAttnFull && kpos[(size_t)j] > qp) continue;
+            const float *kr = &sl->k[(size_t)(j * D)];
+            double dot = 0, mag = 0;
+            for (int64_t e = 0; e < D; e++) {
+                dot += q[(size_t)e] * kr[e];
+                mag += fabs(q[(size_t)e] * kr[e]);
+            }
+            s[(size_t)j] = sc * dot;
+            m = std::max(m, s[(size_t)j]);
+            ds = std::max(ds, sc * mag * (double)D * ldexp(1.0, -23));
+        }
+        double l = 0;
+        std::fill(o.begin(), o.end(), 0.0);
+        std::fill(am.begin(), am.end(), 0.0);
+        std::fill(sub.begin(), sub.end(), 0.0);
+        for (int64_t j = 0; j < nkeys; j++) {
+            if (a.mask != mkAttnFull && kpos[(size_t)j] > qp) continue;
+            const double pj = exp(s[(size_t)j] - m), ps = std::min(pj, sub_lim);
+            const float *vr = &sl->v[(size_t)(j * D)];
+            l += pj;
+            for (int64_t e = 0; e < D; e++) {
+                o[(size_t)e] += pj * vr[e];
+                am[(size_t)e] += pj * fabs(vr[e]);
+                sub[(size_t)e] += ps * fabs(vr[e]);
+            }
+        }
+        const int64_t base = ra_row(a.layout, S, H, D, b, i, h);
+        for (int64_t e = 0; e < D && !what[0]; e++) {
+            const double ref = o[(size_t)e] / l, A = am[(size_t)e] / l;
+            const double tol = 2 * u * (A + fabs(ref)) + 2 * ds * A +
+                               (a.dt ? sub[(size_t)e] / l : 0.0) + 1e-6;
+            const double got = val16(ho[(size_t)(base + e)], a.dt), err = fabs(got - ref);
+            worst = std::max(worst, err / tol);
+            if (!(err <= tol))
+                snprintf(what, sizeof what, "o of batch %lld head %lld row %lld (position %lld) "
+                         "element %lld = %.9g, expected %.9g (tolerance %.3g)", (long long)b,
+                         (long long)h, (long long)i, (long long)qp, (long long)e, got, ref, tol);
+        }
+        if (a.with_lse && !what[0]) {
+            const double ref = m + log(l), tol = 1e-3 + ds;
+            float f;
+            memcpy(&f, &hl[(size_t)((b * H + h) * S + i)], 4);
+            const double err = fabs((double)f - ref);
+            worst_lse = std::max(worst_lse, err / tol);
+            if (!(err <= tol))
+                snprintf(what, sizeof what, "lse of batch %lld head %lld row %lld (position "
+                         "%lld) = %.9g, expected %.9g (tolerance %.3g)", (long long)b,
+                         (long long)h, (long long)i, (long long)qp, (double)f, ref, tol);
+        }
+    }
+    if (!what[0]) return 0;
+    printf("FAIL rank %d: ring_attn %s %s %s batch %lld seq_local %lld heads %lld kv_heads %lld "
+           "head_dim %lld, lse %s%s: %s (the largest o and lse errors in the rows checked: "
+           "%.2f and %.2f of their tolerance)\n", g_rank, dt_names[a.dt],
+           a.layout == mkAttnBSHD ? "BSHD" : "BHSD", mask_names[a.mask], (long long)a.batch,
+           (long long)S, (long long)H, (long long)a.kvh, (long long)D,
+           a.with_lse ? "passed" : "NULL", captured ? ", captured in a CUDA graph" : ", eager",
+           what, worst, worst_lse);
+    fflush(stdout);
+    return 1;
+}
+
 /* ---- soak -------------------------------------------------------------- */
 
 static uint64_t soak_rng(uint64_t *st) { return soak_rng_fwd(st); }
@@ -612,6 +1346,7 @@ static int64_t soak_pick(uint64_t *st, const int64_t *v, int nv)
 }
 
 enum { SOAK_MAXC = 1u << 20, SOAK_BATCH = 12 };
+static_assert((size_t)SOAK_MAXC * 4 == kSlotPerRank, "the newer kinds' slot per rank");
 
 static uint64_t soak_count(uint64_t *st)
 {
@@ -624,6 +1359,7 @@ static uint64_t soak_count(uint64_t *st)
 static int run_soak(double seconds, uint64_t seed)
 {
     const size_t slot = (size_t)SOAK_MAXC * (size_t)g_n * 4;
+    g_soak_slot = slot;
     char *pool[2][2]; /* [registered?][send/recv] */
     void *reg[2];
     for (int k = 0; k < 2; k++)
@@ -658,9 +1394,62 @@ static int run_soak(double seconds, uint64_t seed)
         const mcall m = {mkFloat32, 520, 8, 8 * (int64_t)g_n, (int64_t)g_n * 96 * 8 + 3, 1};
         MK(mcall_run(m, pool[0][0], pool[0][1]));
     }
+    /* mkAllGatherGemm at the largest rows, n and k: equal shards with and
+     * without gatheredA (the fused call's bank; the unfused sequence's
+     * gathered A), and unequal ones with the largest shard (the unfused
+     * sequence's padded shards across nodes) */
+    {
+        acall a;
+        a.dt = 0;
+        a.transb = 1;
+        a.same_b = 1;
+        a.equal = 1;
+        a.null_a = 0;
+        a.n = AGG_MAXN;
+        a.k = AGG_MAXK;
+        a.m.assign((size_t)g_n, AGG_MAXM);
+        a.seed = 1;
+        for (int ga = 0; ga < 2; ga++) {
+            a.with_ga = ga;
+            MK(acall_run(a, pool[0][0], pool[0][1]));
+        }
+        if (g_n > 1) {
+            a.equal = 0;
+            a.m.assign((size_t)g_n, 1);
+            a.m[0] = AGG_MAXM;
+            MK(acall_run(a, pool[0][0], pool[0][1]));
+        }
+    }
+    /* mkMoEDispatchGemm (one node only): the largest capacity, hidden, n,
+     * top-k and experts (the inbox, the private rows and the GEMM's table) */
+    if (moe_ok) {
+        dgcall d;
+        d.m = {mkBfloat16, DG_MAXH, DG_MAXK, DG_MAXEL * (int64_t)g_n,
+               (int64_t)g_n * DG_MAXT * DG_MAXK + 3, 1};
+        d.n = DG_MAXN;
+        d.transw = 1;
+        d.with_w = 1;
+        d.with_src = 1;
+        MK(dgcall_run(d, pool[0][0], pool[0][1]));
+    }
+    /* mkRingAttention (at most 8 ranks: mkErrUnsupported above): the
+     * largest k and v (the bank; the unfused sequence's gathered k, v) */
+    const int ratt_ok = g_n <= 8;
+    if (ratt_ok) {
+        const rcall a = {mkBfloat16, mkAttnBSHD, mkAttnFull, 1, RA_MAXB, RA_MAXS, RA_MAXH,
+                         RA_MAXH, RA_MAXD, 1};
+        MK(rcall_run(a, pool[0][0], pool[0][1]));
+    }
     CK(cudaStreamSynchronize(g_st));
+    /* a quarter of the calls one of the newer kinds (those this layout
+     * has), the rest the older kinds as before */
+    int newk[3], nnew = 0;
+    newk[nnew++] = 3;
+    if (moe_ok) newk[nnew++] = 4;
+    if (ratt_ok) newk[nnew++] = 5;
     uint64_t st = seed;
     long calls = 0, batches = 0, graphs = 0, zero = 0, wrong = 0, fusedn = 0, moen = 0;
+    long aggn = 0, dgn = 0, rattn = 0;
     const double t0 = (double)clock_gettime_ns() / 1e9;
     for (;;) {
         int go = g_rank == 0 ? (double)clock_gettime_ns() / 1e9 - t0 < seconds : 0;
@@ -674,15 +1463,66 @@ static int run_soak(double seconds, uint64_t seed)
         config cs[SOAK_BATCH];
         gcall gs[SOAK_BATCH];
         mcall mcs[SOAK_BATCH];
-        int fused[SOAK_BATCH]; /* 1: a fused GEMM, 2: a MoE pair */
+        acall as[SOAK_BATCH];
+        dgcall dgs[SOAK_BATCH];
+        rcall rcs[SOAK_BATCH];
+        /* 0: a collective, 1: a fused GEMM, 2: a MoE pair, 3: an all-gather
+         * GEMM, 4: a MoE dispatch GEMM, 5: a ring attention */
+        int fused[SOAK_BATCH];
         uint64_t seeds[SOAK_BATCH];
         void *outs[SOAK_BATCH];
         cudaGraph_t g = nullptr;
         if (graph) CK(cudaStreamBeginCapture(g_st, cudaStreamCaptureModeThreadLocal));
         for (int i = 0; i < n; i++) {
             config &c = cs[i];
-            const int kind = (int)(soak_rng(&st) % (moe_ok ? 9 : 8)); /* 6, 7: a fused GEMM; 8: MoE */
-            fused[i] = kind == 8 ? 2 : kind >= 6;
+            /* the older kinds: 0-5 a collective, 6, 7 a fused GEMM, 8 MoE */
+            const int kind = soak_rng(&st) % 4 == 0 ? -1 : (int)(soak_rng(&st) % (moe_ok ? 9 : 8));
+            fused[i] = kind < 0 ? newk[soak_rng(&st) % (uint64_t)nnew] : kind == 8 ? 2 : kind >= 6;
+            char *const sp_i = pool[registered][0] + (size_t)i * slot;
+            char *const rp_i = pool[registered][1] + (size_t)i * slot;
+            if (fused[i] == 3) {
+                as[i] = soak_agg(&st);
+                const mkResult_t r = acall_run(as[i], sp_i, rp_i);
+                if (r != mkSuccess) {
+                    char ms[160];
+                    aname(as[i], ms, sizeof ms);
+                    printf("FAIL rank %d: soak batch %ld call %d (ag_gemm %s m_all %s x n %lld x "
+                           "k %lld transB %d%s): %s\n", g_rank, batches, i, dt_names[as[i].dt],
+                           ms, (long long)as[i].n, (long long)as[i].k, as[i].transb,
+                           graph ? " captured" : "", mkGetLastError(g_comm));
+                    return 1;
+                }
+                continue;
+            }
+            if (fused[i] == 4) {
+                dgs[i] = soak_dg(&st);
+                const mkResult_t r = dgcall_run(dgs[i], sp_i, rp_i);
+                if (r != mkSuccess) {
+                    printf("FAIL rank %d: soak batch %ld call %d (moe_dispatch_gemm %s hidden %lld "
+                           "n %lld transW %d top-%lld of %lld, capacity %lld%s): %s\n", g_rank,
+                           batches, i, dt_names[dgs[i].m.dt], (long long)dgs[i].m.hidden,
+                           (long long)dgs[i].n, dgs[i].transw, (long long)dgs[i].m.topk,
+                           (long long)dgs[i].m.experts, (long long)dgs[i].m.cap,
+                           graph ? " captured" : "", mkGetLastError(g_comm));
+                    return 1;
+                }
+                continue;
+            }
+            if (fused[i] == 5) {
+                rcs[i] = soak_ratt(&st);
+                const mkResult_t r = rcall_run(rcs[i], sp_i, rp_i);
+                if (r != mkSuccess) {
+                    const rcall &a = rcs[i];
+                    printf("FAIL rank %d: soak batch %ld call %d (ring_attn %s %s %s batch %lld "
+                           "seq_local %lld heads %lld/%lld head_dim %lld%s): %s\n", g_rank,
+                           batches, i, dt_names[a.dt], a.layout == mkAttnBSHD ? "BSHD" : "BHSD",
+                           mask_names[a.mask], (long long)a.batch, (long long)a.seq,
+                           (long long)a.heads, (long long)a.kvh, (long long)a.d,
+                           graph ? " captured" : "", mkGetLastError(g_comm));
+                    return 1;
+                }
+                continue;
+            }
             if (fused[i] == 2) {
                 mcs[i] = soak_moe(&st);
                 const mkResult_t r = mcall_run(mcs[i], pool[registered][0] + (size_t)i * slot,
@@ -741,7 +1581,18 @@ static int run_soak(double seconds, uint64_t seed)
         for (int i = 0; i < n; i++) {
             const config &c = cs[i];
             int w;
-            if (fused[i] == 2) {
+            char *const sp_i = pool[registered][0] + (size_t)i * slot;
+            char *const rp_i = pool[registered][1] + (size_t)i * slot;
+            if (fused[i] == 3) {
+                w = acheck(as[i], sp_i, rp_i, host, graph);
+                aggn++;
+            } else if (fused[i] == 4) {
+                w = dgcheck(dgs[i], sp_i, rp_i, host, graph);
+                dgn++;
+            } else if (fused[i] == 5) {
+                w = rcheck(rcs[i], sp_i, rp_i, host, graph);
+                rattn++;
+            } else if (fused[i] == 2) {
                 w = mcheck(mcs[i], pool[registered][0] + (size_t)i * slot,
                            pool[registered][1] + (size_t)i * slot, host);
                 moen++;
@@ -780,9 +1631,10 @@ static int run_soak(double seconds, uint64_t seed)
         for (int j = 0; j < 2; j++) CK(cudaFree(pool[k][j]));
     CK(cudaFreeHost(host));
     printf("%s rank %d: soak %.0f s: %ld calls checked in %ld batches (%ld in CUDA graphs, %ld "
-           "of count 0, %ld fused GEMMs, %ld MoE dispatch + combine pairs), %ld wrong\n",
+           "of count 0, %ld fused GEMMs, %ld MoE dispatch + combine pairs, %ld all-gather "
+           "GEMMs, %ld MoE dispatch GEMMs, %ld ring attentions), %ld wrong\n",
            wrong ? "FAIL" : "DONE", g_rank, seconds, calls, batches, graphs, zero, fusedn, moen,
-           wrong);
+           aggn, dgn, rattn, wrong);
     return wrong ? 1 : 0;
 }
 

@@ -118,9 +118,17 @@ mkResult_t mki_check_dev_ptr(struct mkComm *comm, const char *func, const char *
  * naming the first rank that differs. */
 #define MKI_SHAPES 16
 struct mki_shape_cache {
-    int n;
+    int n;    /* shapes held */
+    int next; /* the slot the next new shape takes once all are held */
     uint64_t hash[MKI_SHAPES];
 };
+/* Whether a shape is held; hold a new one.  A rank's hash may differ
+ * from its peers' for the same call (its own row count is part of it), so
+ * the slot a new shape takes must not depend on the hash: in turn, so
+ * that every rank's cache holds the same shapes and every rank skips the
+ * check for the same calls. */
+int mki_shape_known(const struct mki_shape_cache *cache, uint64_t hash);
+void mki_shape_remember(struct mki_shape_cache *cache, uint64_t hash);
 typedef mkResult_t (*mki_shape_cmp)(struct mkComm *comm, const void *all, size_t rec,
                                     const void *ctx);
 mkResult_t mki_agree_shape(struct mkComm *comm, struct mki_shape_cache *cache,

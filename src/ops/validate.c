@@ -101,12 +101,28 @@ static mkResult_t others_ok(struct mkComm *comm, const char *func, const char *a
     return mkSuccess;
 }
 
+int mki_shape_known(const struct mki_shape_cache *cache, uint64_t hash)
+{
+    for (int i = 0; i < cache->n; i++)
+        if (cache->hash[i] == hash) return 1;
+    return 0;
+}
+
+void mki_shape_remember(struct mki_shape_cache *cache, uint64_t hash)
+{
+    if (cache->n < MKI_SHAPES) {
+        cache->hash[cache->n++] = hash;
+        return;
+    }
+    cache->hash[cache->next] = hash;
+    cache->next = (cache->next + 1) % MKI_SHAPES;
+}
+
 mkResult_t mki_agree_shape(struct mkComm *comm, struct mki_shape_cache *cache,
                            const char *func, uint64_t hash, void *records, size_t rec,
                            mkResult_t local, mki_shape_cmp compare, const void *ctx)
 {
-    for (int i = 0; local == mkSuccess && cache && i < cache->n; i++)
-        if (cache->hash[i] == hash) return mkSuccess;
+    if (local == mkSuccess && cache && mki_shape_known(cache, hash)) return mkSuccess;
     char saved[MKI_ERRMSG_LEN];
     snprintf(saved, sizeof(saved), "%s", mkGetLastError(comm));
     const int32_t ok = local == mkSuccess;
@@ -124,6 +140,6 @@ mkResult_t mki_agree_shape(struct mkComm *comm, struct mki_shape_cache *cache,
     }
     if (r == mkSuccess) r = others_ok(comm, func, records, rec);
     if (r != mkSuccess || !cache) return r;
-    cache->hash[cache->n < MKI_SHAPES ? cache->n++ : (int)(hash % MKI_SHAPES)] = hash;
+    mki_shape_remember(cache, hash);
     return mkSuccess;
 }

@@ -3,7 +3,8 @@
  * and its control block, argument validation on one rank, and the first-call shape
  * check across real processes (fork + TCP bootstrap): a rank that passes
  * another k, n or row count is reported by name on every rank, and
- * nothing is computed.
+ * nothing is computed; the cache of shapes already checked makes the same
+ * choices on every rank though its hashes differ between ranks.
  */
 #include <signal.h>
 #include <stddef.h>
@@ -18,6 +19,7 @@
 #include "ranks.h"
 #include "mki.h"
 #include "ops/ag_gemm.h"
+#include "ops/op.h"
 
 static void test_chunks(void)
 {
@@ -132,6 +134,43 @@ static void test_one_rank(void)
     CHECK_RES(mkCommDestroy(comm), mkSuccess);
 }
 
+/* ---- the cache of checked shapes -------------------------------------- */
+
+/* Each rank hashes its own row count into a shape's key, so the keys of
+ * one call differ between ranks; every rank must still skip the check for
+ * exactly the same calls, or one rank waits in a check the others skipped
+ * (seen in the GPU soak: 8 ranks, per-rank rows, more shapes than the
+ * cache holds).  Three ranks, 40 shapes, 4000 calls in a random order. */
+static void test_shape_cache(void)
+{
+    enum { RANKS = 3, SHAPES = 40, CALLS = 4000 };
+    struct mki_shape_cache cache[RANKS];
+    memset(cache, 0, sizeof(cache));
+    uint64_t x = 0x2545f4914f6cdd1dull;
+    int hits = 0, misses = 0, agree = 1;
+    for (int c = 0; c < CALLS; c++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        /* a small working set most of the time, sometimes any shape */
+        const uint64_t shape = (x >> 40) % 8 ? (x >> 20) % 12 : (x >> 20) % SHAPES;
+        int known0 = -1;
+        for (int r = 0; r < RANKS; r++) {
+            /* rank r's key: the shape and its own rows (shape + r) */
+            const uint64_t h = mki_hash64(mki_hash64(1469598103934665603ull, shape),
+                                          shape * 7 + (uint64_t)r);
+            const int known = mki_shape_known(&cache[r], h);
+            if (r == 0) known0 = known;
+            else if (known != known0) agree = 0;
+            if (!known) mki_shape_remember(&cache[r], h);
+        }
+        if (known0) hits++;
+        else misses++;
+    }
+    CHECK(agree);
+    CHECK(hits > CALLS / 2); /* the cache does hold shapes */
+    CHECK(misses > SHAPES);  /* and turns them over */
+    for (int r = 0; r < RANKS; r++) CHECK(cache[r].n == MKI_SHAPES);
+}
+
 /* ---- several processes: the shape check ----------------------------- */
 
 
@@ -192,6 +231,7 @@ int main(void)
     alarm(120);
     setenv("MK_TIMEOUT_MS", "20000", 1);
     test_chunks();
+    test_shape_cache();
     /* forked ranks first: the parent must not have touched CUDA yet */
     CHECK(run_ranks(2, 2, new_id(), mismatched_k) == 0);
     CHECK(run_ranks(3, 3, new_id(), mismatched_rows) == 0);

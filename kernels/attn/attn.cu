@@ -31,9 +31,9 @@ int smem_for(int d) { return d == 64 ? Smem<64>::kBytes : Smem<128>::kBytes; }
 /* ---------------------------------------------------------------- host */
 
 /* The 4-D map of a [batch, seq, heads, d] (BSHD) or [batch, heads, seq, d]
- * (BHSD) tensor: dims {d, seq, heads, batch}, box {64, 128, 1, 1}. */
+ * (BHSD) tensor: dims {d, seq, heads, batch}, box {64, rows, 1, 1}. */
 int encode_4d(CUtensorMap *map, const void *ptr, int dtype, int layout, int64_t batch,
-              int64_t seq, int64_t heads, int64_t d, char *msg, size_t len)
+              int64_t seq, int64_t heads, int64_t d, int rows, char *msg, size_t len)
 {
     EncodeTiledFn fn = tmap_encoder("attn", msg, len);
     if (!fn) return MKI_ATTN_ERR_CUDA;
@@ -49,7 +49,7 @@ int encode_4d(CUtensorMap *map, const void *ptr, int dtype, int layout, int64_t 
         strides[1] = (cuuint64_t)(seq * d) * es;
         strides[2] = (cuuint64_t)(heads * seq * d) * es;
     }
-    cuuint32_t box[4] = {64, 128, 1, 1};
+    cuuint32_t box[4] = {64, (cuuint32_t)rows, 1, 1};
     cuuint32_t estr[4] = {1, 1, 1, 1};
     CUresult r = fn(map, dtype == MKI_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
                     4, const_cast<void *>(ptr), dims, strides, box, estr,
@@ -70,13 +70,17 @@ int make_params(const mki_attn_args *a, AttnParams *p, char *msg, size_t len)
     if (r) return r;
     memset(p, 0, sizeof(*p));
     if ((r = encode_4d(&p->tm_q, a->q, a->dtype, a->layout, a->batch, a->seq, a->heads,
-                       a->head_dim, msg, len)))
+                       a->head_dim, BM, msg, len)))
+        return r;
+    if (kStoreOByTma<128> && a->head_dim == 128 &&
+        (r = encode_4d(&p->tm_o, a->o, a->dtype, a->layout, a->batch, a->seq, a->heads,
+                       a->head_dim, 64, msg, len)))
         return r;
     for (int s = 0; s < a->nseg; ++s) {
         if ((r = encode_4d(&p->tm_k[s], a->seg[s].k, a->dtype, a->layout, a->batch, a->seq,
-                           a->kv_heads, a->head_dim, msg, len)) ||
+                           a->kv_heads, a->head_dim, BN, msg, len)) ||
             (r = encode_4d(&p->tm_v[s], a->seg[s].v, a->dtype, a->layout, a->batch, a->seq,
-                           a->kv_heads, a->head_dim, msg, len)))
+                           a->kv_heads, a->head_dim, BN, msg, len)))
             return r;
         p->kpos[s].split = (int)a->seg[s].pos.split;
         p->kpos[s].off0 = (int)a->seg[s].pos.off0;

@@ -59,6 +59,10 @@ namespace attn {
 constexpr int BM = MKI_ATTN_BM, BN = MKI_ATTN_BN;
 constexpr int kThreads = 384;
 constexpr int kBoxBytes = 128 * 128; /* 128 rows x 64 elements x 2 bytes */
+/* O leaves through shared memory and TMA stores at head_dim 128 (4-7%
+ * faster than register stores there, 1-3% slower at 64: bench/NOTES.md) */
+template <int kD>
+constexpr bool kStoreOByTma = kD == 128;
 
 template <int kD>
 struct Smem {
@@ -94,6 +98,7 @@ struct Pos {
 
 struct AttnParams {
     CUtensorMap tm_q;
+    CUtensorMap tm_o; /* o, box {64, 64, 1, 1}: a warpgroup's rows (head_dim 128) */
     CUtensorMap tm_k[MKI_ATTN_MAXSEG];
     CUtensorMap tm_v[MKI_ATTN_MAXSEG];
     void *o;
@@ -135,6 +140,15 @@ __device__ __forceinline__ void tma_load_4d(void *dst, const CUtensorMap *map, i
         " [%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(smem_u32(dst)),
         "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar))
         : "memory");
+}
+
+__device__ __forceinline__ void tma_store_4d(const CUtensorMap *map, int c0, int c1, int c2,
+                                             int c3, uint32_t src)
+{
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group"
+                 " [%0, {%1, %2, %3, %4}], [%5];" ::"l"(map),
+                 "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(src)
+                 : "memory");
 }
 
 __device__ __forceinline__ float ex2(float x)
@@ -452,6 +466,7 @@ __device__ void consumer(const AttnParams &p, char *sm, Bars<kD> bar, int wg, in
     typedef typename std::conditional<kF16, __half, __nv_bfloat16>::type T;
     constexpr int kTile = Smem<kD>::kTile, kS = Smem<kD>::kStages;
     constexpr int kO = kD / 2; /* O accumulators per thread */
+    constexpr bool kTmaO = kStoreOByTma<kD>;
     const int lane = t & 31, warp = t >> 5;
     const int g = lane >> 2, tq = (lane & 3) * 2;
     const uint32_t base = smem_u32(sm);
@@ -532,13 +547,44 @@ __device__ void consumer(const AttnParams &p, char *sm, Bars<kD> bar, int wg, in
         }
         float l0 = rs.l0, l1 = rs.l1;
         const float m0 = rs.m0, m1 = rs.m1;
-        if (lane == 0) mbar_arrive(bar.q_empty(qbuf));
+        if (!kTmaO && lane == 0) mbar_arrive(bar.q_empty(qbuf));
         /* the row sums over the quad */
         l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
         l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
         l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
         l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
         const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
+        if (kTmaO) {
+            /* O into this warpgroup's rows of the Q buffer (its S are all
+             * done), swizzled as the TMA box wants it (16-byte unit u of
+             * row r at unit u ^ (r % 8)); one thread stores them by TMA
+             * (rows past the sequence clipped) and frees the buffer once
+             * the store has read it */
+            const int lr0 = warp * 16 + g, lr1 = lr0 + 8;
+#pragma unroll
+            for (int j = 0; j < kO / 4; ++j) {
+                const uint32_t blk = q_addr + (j / 8) * kBoxBytes;
+                const uint32_t a0s = blk + lr0 * 128 + (((j % 8) ^ (lr0 & 7)) * 16) + tq * 2;
+                const uint32_t a1s = blk + lr1 * 128 + (((j % 8) ^ (lr1 & 7)) * 16) + tq * 2;
+                asm volatile("st.shared.u32 [%0], %1;" ::"r"(a0s),
+                             "r"(pack2<T>(o[4 * j] * i0, o[4 * j + 1] * i0))
+                             : "memory");
+                asm volatile("st.shared.u32 [%0], %1;" ::"r"(a1s),
+                             "r"(pack2<T>(o[4 * j + 2] * i1, o[4 * j + 3] * i1))
+                             : "memory");
+            }
+            fence_proxy_async_smem();
+            asm volatile("bar.sync %0, 128;" ::"r"(1 + wg) : "memory");
+            if (t == 0) {
+#pragma unroll
+                for (int c = 0; c < kD / 64; ++c)
+                    tma_store_4d(&p.tm_o, c * 64, x.qb * BM + wg * 64, x.h, x.b,
+                                 q_addr + c * kBoxBytes);
+                bulk_commit();
+                bulk_wait_read<0>();
+                mbar_arrive(bar.q_empty(qbuf));
+            }
+        } else {
         T *ob = reinterpret_cast<T *>(p.o) + (long long)x.b * p.o_sb + (long long)x.h * p.o_sh;
         if (r0 < p.seq) {
             T *row = ob + (long long)r0 * p.o_ss;
@@ -553,6 +599,7 @@ __device__ void consumer(const AttnParams &p, char *sm, Bars<kD> bar, int wg, in
                 *reinterpret_cast<uint32_t *>(row + 8 * j + tq) =
                     pack2<T>(o[4 * j + 2] * i1, o[4 * j + 3] * i1);
         }
+        }
         if (p.lse && (lane & 3) == 0) {
             const float ln2 = 0.6931471805599453f;
             float *lr = p.lse + ((long long)x.b * p.heads + x.h) * p.seq;
@@ -560,6 +607,7 @@ __device__ void consumer(const AttnParams &p, char *sm, Bars<kD> bar, int wg, in
             if (r0 + 8 < p.seq) lr[r0 + 8] = l1 > 0.f ? (m1 + log2f(l1)) * ln2 : -INFINITY;
         }
     }
+    if (kTmaO && t == 0) bulk_wait_all(); /* the last O stores done before the kernel ends */
 }
 
 /* ---------------------------------------------------------------- kernel */
@@ -576,7 +624,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         ring_begin(r);
         for (int i = 0; i < 2; ++i) {
             mbar_init(bar.q_full(i), 1);  /* the producer's expect_tx */
-            mbar_init(bar.q_empty(i), 8); /* every consumer warp */
+            /* every consumer warp, or each warpgroup's O store once read */
+            mbar_init(bar.q_empty(i), kStoreOByTma<kD> ? 2 : 8);
         }
         for (int s = 0; s < Smem<kD>::kStages; ++s) {
             mbar_init(bar.k_full(s), 1);

@@ -15,6 +15,16 @@
 #
 #   bash tests/gpu/soak.sh [SECONDS [16]]  per layout; default MK_SOAK_S or
 #                                          20; "16": only the 16-rank steps
+#   bash tests/gpu/soak.sh par SECONDS     the layouts side by side, each job
+#                                          with its share of the SMs
+#                                          (MK_SM_BUDGET), every job SECONDS:
+#     one GPU:  wave 1: 2, 4 ranks and 2 x 2 virtual nodes (10 MPS clients,
+#               12 SMs each); wave 2: 8 ranks and 2 x 4 (16 clients, 7 SMs
+#               each), SECONDS split between the waves;
+#     two GPUs: 2 ranks (one per GPU) beside 16 ranks as 2 x 8 and as
+#               4 x 4 virtual nodes (17 MPS clients a GPU, 7 SMs each).
+#   Besides more calls per minute of the machine, the jobs contend for
+#   the GPU, the copy engines and the CPUs as other users' jobs would.
 #
 # Binaries: build-gpu/rt/test_scale (tests/gpu/build.sh).  Log to
 # $OUT/soak.log; a summary table (calls checked per layout) ends it.
@@ -64,8 +74,97 @@ step() { # NAME LIMIT NP ARGS...
         for p in $left; do kill -9 "$p" 2>/dev/null; done
     fi
 }
-lim=$((S + 60))
+[ "$S" = par ] || lim=$((S + 60))
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+# ---- par: several layouts at once --------------------------------------
+# pjob NAME NP NODE_SIZE BUDGET ARGS...: one job in the background, its
+# output in $O/par-N.log (then appended to $LOG), its status in par-N.rc.
+npj=0
+pnames=()
+pjob() {
+    local name=$1 np=$2 ns=$3 budget=$4; shift 4
+    local x="-x MK_SM_BUDGET"
+    [ -n "$ns" ] && x="$x -x MK_NODE_SIZE -x MK_TRANSPORT"
+    pnames[$npj]="$name|$np"
+    (
+        export MK_SM_BUDGET=$budget
+        [ -n "$ns" ] && export MK_NODE_SIZE=$ns MK_TRANSPORT=socket
+        # shellcheck disable=SC2086
+        timeout -k 10 "$plim" $MPI $x -np "$np" "$@" > "$O/par-$npj.log" 2>&1
+        echo $? > "$O/par-$npj.rc"
+    ) &
+    npj=$((npj + 1))
+}
+# pwave: wait for the jobs, then one summary line each.
+pwave() {
+    local t0=$1 i
+    wait
+    for ((i = 0; i < npj; i++)); do
+        local name=${pnames[$i]%|*} np=${pnames[$i]#*|}
+        local rc res=PASS calls
+        rc=$(cat "$O/par-$i.rc" 2>/dev/null || echo 99)
+        [ "$rc" -ne 0 ] && res=FAIL && status=1
+        { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; } && res=TIMEOUT
+        { echo "=== $name (np $np, side by side)"; cat "$O/par-$i.log"; } >> "$LOG"
+        calls=$(awk '/soak .* calls checked/ && $7 > m {m = $7} END {print m + 0}' "$O/par-$i.log")
+        printf "%-40s %-7s %4d s  %s\n" "$name" "$res" $(( $(date +%s) - t0 )) \
+            "$( [ "$calls" -gt 0 ] && echo "$calls calls, each checked on $np ranks")" >> "$SUMMARY"
+        rm -f "$O/par-$i.log" "$O/par-$i.rc"
+    done
+    npj=0
+    pnames=()
+    local left
+    left=$(pgrep -f "^(\./)?$RT/test_scale( |$)" || true)
+    if [ -n "$left" ]; then
+        echo "LEFTOVER after a wave: $left" >> "$SUMMARY"
+        status=1
+        for p in $left; do kill -9 "$p" 2>/dev/null; done
+    fi
+}
+if [ "$S" = par ]; then
+    P=${2:-${MK_SOAK_S:-60}}
+    if [ -n "${MK_GPU_DEADLINE:-}" ] && [ $((MK_GPU_DEADLINE - $(date +%s) - 90)) -lt "$P" ]; then
+        P=$((MK_GPU_DEADLINE - $(date +%s) - 90))
+    fi
+    if [ "$P" -lt 20 ]; then
+        echo "soak.sh par: no time left" >> "$SUMMARY"; cat "$SUMMARY"; exit 3
+    fi
+    if [ "$ngpu" -ge 2 ]; then
+        export CUDA_VISIBLE_DEVICES=0,1 CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-soak CUDA_MPS_LOG_DIRECTORY=/tmp/mps-soak-log
+    else
+        export CUDA_VISIBLE_DEVICES=0 CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-soak CUDA_MPS_LOG_DIRECTORY=/tmp/mps-soak-log
+    fi
+    mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+    if ! nvidia-cuda-mps-control -d >> "$LOG" 2>&1; then
+        echo "soak.sh par: nvidia-cuda-mps-control -d failed" >> "$SUMMARY"; cat "$SUMMARY"; exit 1
+    fi
+    if [ "$ngpu" -ge 2 ]; then
+        plim=$((P + 90))
+        t0=$(date +%s)
+        pjob "2gpu x2 soak ${P}s (par, 7 SMs)" 2 "" 7 $RT/test_scale soak "$P"
+        pjob "2gpu x16 MPS 2x8 soak ${P}s (par, 7 SMs)" 16 8 7 $RT/test_scale soak "$P"
+        pjob "2gpu x16 MPS 4x4 soak ${P}s (par, 7 SMs)" 16 4 7 $RT/test_scale soak "$P"
+        pwave "$t0"
+    else
+        P1=$((P / 2)); P2=$((P - P1))
+        plim=$((P1 + 60))
+        t0=$(date +%s)
+        pjob "1gpu x2 MPS soak ${P1}s (par, 12 SMs)" 2 "" 12 $RT/test_scale soak "$P1"
+        pjob "1gpu x4 MPS soak ${P1}s (par, 12 SMs)" 4 "" 12 $RT/test_scale soak "$P1"
+        pjob "1gpu x4 MPS 2x2 soak ${P1}s (par, 12 SMs)" 4 2 12 $RT/test_scale soak "$P1"
+        pwave "$t0"
+        plim=$((P2 + 60))
+        t0=$(date +%s)
+        pjob "1gpu x8 MPS soak ${P2}s (par, 7 SMs)" 8 "" 7 $RT/test_scale soak "$P2"
+        pjob "1gpu x8 MPS 2x4 soak ${P2}s (par, 7 SMs)" 8 4 7 $RT/test_scale soak "$P2"
+        pwave "$t0"
+    fi
+    echo quit | nvidia-cuda-mps-control
+    sleep 1
+    grep -E "^FAIL|seed" "$LOG" | head -20
+    cat "$SUMMARY"
+    exit $status
+fi
 only16=0
 [ "${2:-}" = 16 ] && only16=1
 # 16 ranks: 8 per GPU on 2 GPUs under MPS, as 2 x 8 and 4 x 4 virtual

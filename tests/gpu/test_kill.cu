@@ -224,9 +224,21 @@ static int rank_main(int rank, int nranks, int victim, mkUniqueId id)
     CK(cudaMalloc(&snap, c_elems * 2));
     CK(cudaMemcpyAsync(snap, bf.c, c_elems * 2, cudaMemcpyDeviceToDevice, side));
     CK(cudaStreamSynchronize(side));
+    /* Where a survivor that does not end spends its time (MKT_STAMPS=1). */
+    const bool stamps = getenv("MKT_STAMPS") != NULL;
+    if (stamps) {
+        printf("rank %d: +%.1f ms: output copied; draining the stream\n", rank,
+               (now_ns() - g_sh->t_dead) / 1e6);
+        fflush(stdout);
+    }
     /* The stream drains (kernels stop at their next wait or at entry). */
     const uint64_t t1 = now_ns();
     cudaError_t se = cudaStreamSynchronize(st);
+    if (stamps) {
+        printf("rank %d: +%.1f ms: drained (%s)\n", rank, (now_ns() - g_sh->t_dead) / 1e6,
+               cudaGetErrorString(se));
+        fflush(stdout);
+    }
     if (se != cudaSuccess) FAILR("stream: %s", cudaGetErrorString(se));
     if (now_ns() - t1 > 2000000000ull) FAILR("the stream took %.1f s to drain", (now_ns() - t1) / 1e9);
     /* A later call fails at once, naming the rank. */

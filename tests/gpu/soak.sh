@@ -21,10 +21,14 @@
 #     one GPU:  wave 1: 2, 4 ranks and 2 x 2 virtual nodes (10 MPS clients,
 #               12 SMs each); wave 2: 8 ranks and 2 x 4 (16 clients, 7 SMs
 #               each), SECONDS split between the waves;
-#     two GPUs: 2 ranks (one per GPU) beside 16 ranks as 2 x 8 and as
-#               4 x 4 virtual nodes (17 MPS clients a GPU, 7 SMs each).
+#     two GPUs: 2 ranks (one per GPU) beside 16 ranks as 2 x 8 virtual
+#               nodes (9 MPS clients a GPU, 12 SMs each; 16 ranks twice
+#               over do not fit 80 GB: seen, out of memory).
 #   Besides more calls per minute of the machine, the jobs contend for
 #   the GPU, the copy engines and the CPUs as other users' jobs would.
+#   But a GPU fault in one job ends every MPS client of that GPU (the MPS
+#   server tears them all down): when several jobs fail, the first
+#   failure in time is the cause, the others' illegal addresses follow.
 #
 # Binaries: build-gpu/rt/test_scale (tests/gpu/build.sh).  Log to
 # $OUT/soak.log; a summary table (calls checked per layout) ends it.
@@ -141,9 +145,8 @@ if [ "$S" = par ]; then
     if [ "$ngpu" -ge 2 ]; then
         plim=$((P + 90))
         t0=$(date +%s)
-        pjob "2gpu x2 soak ${P}s (par, 7 SMs)" 2 "" 7 $RT/test_scale soak "$P"
-        pjob "2gpu x16 MPS 2x8 soak ${P}s (par, 7 SMs)" 16 8 7 $RT/test_scale soak "$P"
-        pjob "2gpu x16 MPS 4x4 soak ${P}s (par, 7 SMs)" 16 4 7 $RT/test_scale soak "$P"
+        pjob "2gpu x2 soak ${P}s (par, 12 SMs)" 2 "" 12 $RT/test_scale soak "$P"
+        pjob "2gpu x16 MPS 2x8 soak ${P}s (par, 12 SMs)" 16 8 12 $RT/test_scale soak "$P"
         pwave "$t0"
     else
         P1=$((P / 2)); P2=$((P - P1))

@@ -58,6 +58,14 @@ namespace attn {
 
 constexpr int BM = MKI_ATTN_BM, BN = MKI_ATTN_BN;
 constexpr int kThreads = 384;
+/* Registers per thread of the producer warpgroup and of each consumer one
+ * (setmaxnreg).  They can only move within what the CTA gets at launch:
+ * kThreads x the launch bound's count (65536 / kThreads, down to a
+ * multiple of 8: 168); asking more makes setmaxnreg.inc wait forever
+ * (seen: a branch with consumers on 240 hung). */
+constexpr int kRegProducer = 56, kRegConsumer = 224;
+static_assert(128 * kRegProducer + 256 * kRegConsumer <= kThreads * (65536 / kThreads / 8 * 8),
+              "setmaxnreg.inc cannot be granted");
 constexpr int kBoxBytes = 128 * 128; /* 128 rows x 64 elements x 2 bytes */
 /* O leaves through shared memory and TMA stores at head_dim 128 (4-7%
  * faster than register stores there, 1-3% slower at 64: bench/NOTES.md) */
@@ -637,11 +645,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     __syncthreads();
     if (wg == 0) {
-        setmaxnreg_dec<56>();
+        setmaxnreg_dec<kRegProducer>();
         if (t == 0) producer<kD>(p, r, sm, bar);
         else if (t == 32 && r.on && blockIdx.x == 0) ring_gate(r);
     } else {
-        setmaxnreg_inc<224>();
+        setmaxnreg_inc<kRegConsumer>();
         consumer<kD, kF16>(p, sm, bar, wg - 1, t);
     }
     __syncwarp();

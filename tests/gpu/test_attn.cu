@@ -112,6 +112,7 @@ static unsigned long long *g_acc;
 #define MKT_EXIT_MK 3
 #include "check.h"
 #include "fill.cuh"
+#include "attn_ref.h"
 
 enum { Q = 0, K = 1, V = 2 };
 static const int kRepeats = 4, kSamples = 32;
@@ -496,54 +497,13 @@ static void sample(const Shape &x, int call, int z, int64_t *b, int64_t *h, int6
     *i = z < 6 && edges[z] >= 0 && edges[z] < x.s ? edges[z] : pick(3, x.s);
 }
 
-struct Ref { /* one row in double: o, its tolerance per element, lse */
-    std::vector<double> o, tol;
-    double lse, tol_lse;
-};
-
 /* softmax(scale q k^T) v over the keys row `pos` sees, and the tolerance
- * of the header. */
-static Ref host_row(const Shape &x, const Slice &sl, const std::vector<double> &q, int64_t pos)
+ * of the header (attn_ref.h). */
+static AttnRef host_row(const Shape &x, const Slice &sl, const std::vector<double> &q, int64_t pos)
 {
-    const int64_t nk = x.mask == mkAttnFull ? x.tot() : pos + 1, d = x.d;
-    const double sc = x.scale(), u = unit_roundoff(x.dt), sub_lim = ldexp(1.0, -25);
-    std::vector<double> s((size_t)nk);
-    double m = -INFINITY, ds = 0;
-    for (int64_t j = 0; j < nk; j++) {
-        const float *kr = &sl.k[(size_t)(j * d)];
-        double dot = 0, mag = 0;
-        for (int64_t e = 0; e < d; e++) {
-            dot += q[(size_t)e] * kr[e];
-            mag += fabs(q[(size_t)e] * kr[e]);
-        }
-        s[(size_t)j] = sc * dot;
-        m = std::max(m, s[(size_t)j]);
-        ds = std::max(ds, sc * mag * (double)d * ldexp(1.0, -23));
-    }
-    Ref r;
-    r.o.assign((size_t)d, 0.0);
-    std::vector<double> a((size_t)d, 0.0), sub((size_t)d, 0.0);
-    double l = 0;
-    for (int64_t j = 0; j < nk; j++) {
-        const double p = exp(s[(size_t)j] - m), ps = std::min(p, sub_lim);
-        const float *vr = &sl.v[(size_t)(j * d)];
-        l += p;
-        for (int64_t e = 0; e < d; e++) {
-            r.o[(size_t)e] += p * vr[e];
-            a[(size_t)e] += p * fabs(vr[e]);
-            sub[(size_t)e] += ps * fabs(vr[e]);
-        }
-    }
-    r.tol.resize((size_t)d);
-    for (int64_t e = 0; e < d; e++) {
-        const double o = r.o[(size_t)e] / l, am = a[(size_t)e] / l;
-        r.o[(size_t)e] = o;
-        r.tol[(size_t)e] = 2 * u * (am + fabs(o)) + 2 * ds * am +
-                           (x.dt ? sub[(size_t)e] / l : 0.0) + 1e-6;
-    }
-    r.lse = m + log(l);
-    r.tol_lse = 1e-3 + ds;
-    return r;
+    const int64_t nk = x.mask == mkAttnFull ? x.tot() : pos + 1;
+    return attn_ref_row(q, sl.k.data(), sl.v.data(), nk, x.d, x.scale(), x.dt,
+                        [](int64_t) { return true; });
 }
 
 struct HostRes {
@@ -571,7 +531,7 @@ static HostRes host_check(const Shape &x, const Bufs &f, const void *o, const fl
         for (int64_t e = 0; e < x.d; e++)
             q[(size_t)e] = host_val(seed_of(call, Q), ((b * x.tot() + pos) * x.h + h) * x.d + e,
                                     x.dt);
-        const Ref r = host_row(x, slice_of(cache, x, f, call, b, kh, &hr.bad_input), q, pos);
+        const AttnRef r = host_row(x, slice_of(cache, x, f, call, b, kh, &hr.bad_input), q, pos);
         const int64_t base = row_at(x.layout, x.s, x.h, x.d, b, i, h);
         for (int64_t e = 0; e < x.d; e++) {
             const double v = bits_val(ho[(size_t)(base + e)], x.dt);

@@ -105,6 +105,7 @@ static mkComm_t g_comm;
 static cudaStream_t g_st;
 
 #include "check.h"
+#include "attn_ref.h"
 
 enum { AG, RS, AR, A2A, GRS, GAR };
 static const char *const op_names[] = {"allgather", "reducescatter", "allreduce", "alltoall",
@@ -492,6 +493,15 @@ static mlayout mlayout_of(const mcall &m)
     return L;
 }
 
+/* A receive capacity for m: the most rows any rank receives, plus 0 to 3
+ * (now and then exactly enough). */
+static int64_t soak_capacity(const mcall &m, uint64_t *st)
+{
+    int64_t most = 0;
+    for (int64_t r : mlayout_of(m).rows) most = r > most ? r : most;
+    return most + (int64_t)(soak_rng_fwd(st) % 4);
+}
+
 static mcall soak_moe(uint64_t *st)
 {
     static const int64_t hs[] = {8, 64, 520};
@@ -503,9 +513,7 @@ static mcall soak_moe(uint64_t *st)
     m.topk = soak_pick(st, ks, 4);
     m.experts = g_n * soak_pick(st, es, 3);
     m.seed = soak_rng_fwd(st);
-    int64_t most = 0;
-    for (int64_t r : mlayout_of(m).rows) most = r > most ? r : most;
-    m.cap = most + (int64_t)(soak_rng_fwd(st) % 4); /* now and then exactly enough */
+    m.cap = soak_capacity(m, st);
     return m;
 }
 
@@ -903,9 +911,7 @@ static dgcall soak_dg(uint64_t *st)
     d.with_w = (soak_rng_fwd(st) % 4) != 0;   /* topk_weights and recv_weights, or NULL */
     d.with_src = (soak_rng_fwd(st) % 4) != 0; /* recv_src, or NULL */
     d.m.seed = soak_rng_fwd(st);
-    int64_t most = 0;
-    for (int64_t r : mlayout_of(d.m).rows) most = r > most ? r : most;
-    d.m.cap = most + (int64_t)(soak_rng_fwd(st) % 4); /* now and then exactly enough */
+    d.m.cap = soak_capacity(d.m, st);
     return d;
 }
 
@@ -1233,9 +1239,8 @@ static int rcheck(const rcall &a, char *send, char *recv, uint8_t *host, int cap
     for (int r = 0; r < g_n; r++)
         for (int64_t j = 0; j < S; j++) kpos[(size_t)(r * S + j)] = rpos(a, r, j);
     std::vector<rslice> cache;
-    const double sc = (double)rscale(a), u = a.dt ? ldexp(1.0, -11) : ldexp(1.0, -8);
-    const double sub_lim = ldexp(1.0, -25);
-    std::vector<double> q((size_t)D), s((size_t)nkeys), o((size_t)D), am((size_t)D), sub((size_t)D);
+    const double sc = (double)rscale(a);
+    std::vector<double> q((size_t)D);
     for (int z = 0; !what[0] && z < nsamp; z++) {
         int64_t b, h, i;
         if (nrows <= 16) {
@@ -1271,40 +1276,14 @@ static int rcheck(const rcall &a, char *send, char *recv, uint8_t *host, int cap
         }
         for (int64_t e = 0; e < D; e++)
             q[(size_t)e] = (double)rq(a.seed, RA_Q, g_rank, S, H, D, b, i, h, e) / 16.0;
-        /* the scores of the keys the row sees */
-        double m = -INFINITY, ds = 0;
-        for (int64_t j = 0; j < nkeys; j++) {
-            if (a.mask != mkAttnFull && kpos[(size_t)j] > qp) continue;
-            const float *kr = &sl->k[(size_t)(j * D)];
-            double dot = 0, mag = 0;
-            for (int64_t e = 0; e < D; e++) {
-                dot += q[(size_t)e] * kr[e];
-                mag += fabs(q[(size_t)e] * kr[e]);
-            }
-            s[(size_t)j] = sc * dot;
-            m = std::max(m, s[(size_t)j]);
-            ds = std::max(ds, sc * mag * (double)D * ldexp(1.0, -23));
-        }
-        double l = 0;
-        std::fill(o.begin(), o.end(), 0.0);
-        std::fill(am.begin(), am.end(), 0.0);
-        std::fill(sub.begin(), sub.end(), 0.0);
-        for (int64_t j = 0; j < nkeys; j++) {
-            if (a.mask != mkAttnFull && kpos[(size_t)j] > qp) continue;
-            const double pj = exp(s[(size_t)j] - m), ps = std::min(pj, sub_lim);
-            const float *vr = &sl->v[(size_t)(j * D)];
-            l += pj;
-            for (int64_t e = 0; e < D; e++) {
-                o[(size_t)e] += pj * vr[e];
-                am[(size_t)e] += pj * fabs(vr[e]);
-                sub[(size_t)e] += ps * fabs(vr[e]);
-            }
-        }
+        /* softmax over the keys the row sees, and its tolerance (attn_ref.h) */
+        const AttnRef r = attn_ref_row(q, sl->k.data(), sl->v.data(), nkeys, D, sc, a.dt,
+                                       [&](int64_t j) {
+                                           return a.mask == mkAttnFull || kpos[(size_t)j] <= qp;
+                                       });
         const int64_t base = ra_row(a.layout, S, H, D, b, i, h);
         for (int64_t e = 0; e < D && !what[0]; e++) {
-            const double ref = o[(size_t)e] / l, A = am[(size_t)e] / l;
-            const double tol = 2 * u * (A + fabs(ref)) + 2 * ds * A +
-                               (a.dt ? sub[(size_t)e] / l : 0.0) + 1e-6;
+            const double ref = r.o[(size_t)e], tol = r.tol[(size_t)e];
             const double got = val16(ho[(size_t)(base + e)], a.dt), err = fabs(got - ref);
             worst = std::max(worst, err / tol);
             if (!(err <= tol))
@@ -1313,7 +1292,7 @@ static int rcheck(const rcall &a, char *send, char *recv, uint8_t *host, int cap
                          (long long)h, (long long)i, (long long)qp, (long long)e, got, ref, tol);
         }
         if (a.with_lse && !what[0]) {
-            const double ref = m + log(l), tol = 1e-3 + ds;
+            const double ref = r.lse, tol = r.tol_lse;
             float f;
             memcpy(&f, &hl[(size_t)((b * H + h) * S + i)], 4);
             const double err = fabs((double)f - ref);

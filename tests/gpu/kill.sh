@@ -27,6 +27,7 @@ O=${OUT:-$B/out}
 mkdir -p "$O"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export CUDA_MODULE_LOADING=EAGER MK_DEBUG=${MK_DEBUG:-WARN}
+export MKT_STAMPS=${MKT_STAMPS:-1} # each survivor says when its output is copied and its stream drained
 unset MK_NODE_SIZE MK_TRANSPORT
 LOG=$O/kill.log
 SUMMARY=$O/kill-summary.txt
@@ -75,7 +76,18 @@ mps() { # NAME LIMIT ARGS...
         printf "%-44s %-7s (nvidia-cuda-mps-control -d failed)\n" "$1" SKIP >> "$SUMMARY"
         return
     fi
+    : > "$CUDA_MPS_LOG_DIRECTORY/server.log" 2>/dev/null
+    local before=$status
+    status=0
     step "$@"
+    # which client the MPS server saw fault first, and its process id (the
+    # ranks print theirs): a fault in one client ends every client of the GPU
+    if [ $status != 0 ]; then
+        { echo "--- MPS server log of $1 (fatal errors, teardown):"
+          grep -E "fatal|torn down|error trig|reset" "$CUDA_MPS_LOG_DIRECTORY/server.log" | head -8
+        } >> "$LOG" 2>/dev/null
+    fi
+    [ $before != 0 ] && status=$before
     echo quit | nvidia-cuda-mps-control
     local i=0
     while pgrep -x nvidia-cuda-mps-server >/dev/null 2>&1 && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done

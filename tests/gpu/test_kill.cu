@@ -319,6 +319,10 @@ int main(int argc, char **argv)
             _exit(rank_main(r, n, victim, id));
         }
     }
+    if (getenv("MKT_STAMPS")) { /* to read the MPS server's log by */
+        for (int r = 0; r < n; r++) printf("rank %d is pid %d\n", r, (int)pid[r]);
+        fflush(stdout);
+    }
     int bad = 0;
     for (int r = 0; r < n; r++) {
         int stt = 0;

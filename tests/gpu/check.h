@@ -3,8 +3,9 @@
  * the rank, the file and line, the call and why, then exit (2; a failed
  * mkernel call MKT_EXIT_MK, 2 unless the test defines it first).  The
  * including file has g_rank and g_comm (and mkernel.h before this).
- * Then the pieces the multi-rank tests share: one seed for every rank,
- * and the two sides of the "a rank never calls" drill.
+ * Then the pieces the multi-rank tests share: their start (communicator,
+ * GPU, stream), one seed for every rank, and the two sides of the "a
+ * rank never calls" drill.
  */
 #ifndef MKT_GPU_CHECK_H
 #define MKT_GPU_CHECK_H
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef MKT_EXIT_MK
@@ -38,10 +40,28 @@
         }                                                                                  \
     } while (0)
 
-/* Rank 0's seed on every rank, through an all-reduce of our own (the
- * value summed with zeros elsewhere; below 10^6, exact in fp32). */
-static inline uint64_t mkt_agree_seed(uint64_t seed, cudaStream_t st)
+/* A multi-rank test's start: the communicator (g_comm, g_rank, *n) from
+ * the environment, this rank's GPU (returned), a non-blocking stream *st. */
+static inline int mkt_start(int *n, cudaStream_t *st)
 {
+    mkConfig_t cfg = MK_CONFIG_INITIALIZER;
+    MK(mkCommInit(&g_comm, &cfg));
+    MK(mkCommRank(g_comm, &g_rank));
+    MK(mkCommSize(g_comm, n));
+    int dev = 0;
+    MK(mkCommCuDevice(g_comm, &dev));
+    CK(cudaSetDevice(dev));
+    CK(cudaStreamCreateWithFlags(st, cudaStreamNonBlocking));
+    return dev;
+}
+
+/* The run's seed: MK_SEED, else the clock; rank 0's on every rank,
+ * through an all-reduce of our own (the value summed with zeros
+ * elsewhere; below 10^6, exact in fp32). */
+static inline uint64_t mkt_seed(cudaStream_t st)
+{
+    const char *env = getenv("MK_SEED");
+    const uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
     float *sd;
     CK(cudaMalloc(&sd, 2 * sizeof(float)));
     float h[2] = {g_rank == 0 ? (float)(seed % 1000000) : 0.0f, 0.0f};

@@ -1,8 +1,8 @@
 /*
  * fill.cuh - the GPU tests' inputs and poison: a hash of (seed, index) to
  * [-1, 1) rounded to bf16 or fp16 (the same on the host, so that every
- * rank can build any rank's inputs and a host reference), NaN poison for
- * outputs, and the cuBLAS check.  The including file has g_rank.
+ * rank can build any rank's inputs and a host reference), the value of
+ * such 16 bits on the host, NaN poison for outputs, and the cuBLAS check.  The including file has g_rank.
  */
 #ifndef MKT_GPU_FILL_CUH
 #define MKT_GPU_FILL_CUH
@@ -43,6 +43,19 @@ __global__ void fill(void *p, size_t n, uint64_t seed, int dt)
         if (dt == 0) ((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
         else ((__half *)p)[i] = __float2half(v);
     }
+}
+
+/* The value 16 bits hold as bf16 (dt 0) or fp16 (dt 1), on the host. */
+static inline float half_bits_val(uint16_t bits, int dt)
+{
+    if (dt == 0) {
+        __nv_bfloat16_raw r;
+        r.x = bits;
+        return __bfloat162float(__nv_bfloat16(r));
+    }
+    __half_raw r;
+    r.x = bits;
+    return __half2float(__half(r));
 }
 
 __global__ void poison(uint16_t *p, size_t n)

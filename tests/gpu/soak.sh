@@ -47,6 +47,21 @@ MPI="mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PAT
  -x CUDA_MODULE_LOADING -x MK_DEBUG -x MK_TIMEOUT_MS -x CUDA_VISIBLE_DEVICES \
  -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY"
 status=0
+# summary_line NAME RESULT START_EPOCH CALLS NP: one line of the table.
+summary_line() {
+    printf "%-40s %-7s %4d s  %s\n" "$1" "$2" $(( $(date +%s) - $3 )) \
+        "$( [ "$4" -gt 0 ] && echo "$4 calls, each checked on $5 ranks")" >> "$SUMMARY"
+}
+# leftovers WHAT: test processes still there after WHAT are a failure; killed.
+leftovers() {
+    local left
+    left=$(pgrep -f "^(\./)?$RT/test_scale( |$)" || true)
+    if [ -n "$left" ]; then
+        echo "LEFTOVER after $1: $left" >> "$SUMMARY"
+        status=1
+        for p in $left; do kill -9 "$p" 2>/dev/null; done
+    fi
+}
 step() { # NAME LIMIT NP ARGS...
     local name=$1 limit=$2 np=$3; shift 3
     if [ -n "${MK_GPU_DEADLINE:-}" ] && [ $((MK_GPU_DEADLINE - $(date +%s))) -lt "$limit" ]; then
@@ -68,15 +83,8 @@ step() { # NAME LIMIT NP ARGS...
     local calls
     calls=$(awk -v n="$name" '$0 == "=== " n || index($0, "=== " n " (") == 1 {on = 1; next}
         /^=== / {on = 0} on && /soak .* calls checked/ && $7 > m {m = $7} END {print m + 0}' "$LOG")
-    printf "%-40s %-7s %4d s  %s\n" "$name" "$res" $(( $(date +%s) - t0 )) \
-        "$( [ "$calls" -gt 0 ] && echo "$calls calls, each checked on $np ranks")" >> "$SUMMARY"
-    local left
-    left=$(pgrep -f "^(\./)?$RT/test_scale( |$)" || true)
-    if [ -n "$left" ]; then
-        echo "LEFTOVER after $name: $left" >> "$SUMMARY"
-        status=1
-        for p in $left; do kill -9 "$p" 2>/dev/null; done
-    fi
+    summary_line "$name" "$res" "$t0" "$calls" "$np"
+    leftovers "$name"
 }
 [ "$S" = par ] || lim=$((S + 60))
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
@@ -111,19 +119,12 @@ pwave() {
         { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; } && res=TIMEOUT
         { echo "=== $name (np $np, side by side)"; cat "$O/par-$i.log"; } >> "$LOG"
         calls=$(awk '/soak .* calls checked/ && $7 > m {m = $7} END {print m + 0}' "$O/par-$i.log")
-        printf "%-40s %-7s %4d s  %s\n" "$name" "$res" $(( $(date +%s) - t0 )) \
-            "$( [ "$calls" -gt 0 ] && echo "$calls calls, each checked on $np ranks")" >> "$SUMMARY"
+        summary_line "$name" "$res" "$t0" "$calls" "$np"
         rm -f "$O/par-$i.log" "$O/par-$i.rc"
     done
     npj=0
     pnames=()
-    local left
-    left=$(pgrep -f "^(\./)?$RT/test_scale( |$)" || true)
-    if [ -n "$left" ]; then
-        echo "LEFTOVER after a wave: $left" >> "$SUMMARY"
-        status=1
-        for p in $left; do kill -9 "$p" 2>/dev/null; done
-    fi
+    leftovers "a wave"
 }
 if [ "$S" = par ]; then
     P=${2:-${MK_SOAK_S:-60}}

@@ -542,14 +542,7 @@ static int run_replay(void)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "correct";
-    mkConfig_t cfg = MK_CONFIG_INITIALIZER;
-    MK(mkCommInit(&g_comm, &cfg));
-    MK(mkCommRank(g_comm, &g_rank));
-    MK(mkCommSize(g_comm, &g_n));
-    int dev = 0;
-    MK(mkCommCuDevice(g_comm, &dev));
-    CK(cudaSetDevice(dev));
-    CK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
+    const int dev = mkt_start(&g_n, &g_st);
     CB(cublasCreate(&g_blas));
     CB(cublasSetStream(g_blas, g_st));
     CK(cudaMalloc(&g_acc, 6 * sizeof(double)));

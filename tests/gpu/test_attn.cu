@@ -223,18 +223,6 @@ static double host_val(uint64_t seed, int64_t c, int dt)
                    : (double)__half2float(__float2half(v));
 }
 
-static float bits_val(uint16_t bits, int dt)
-{
-    if (dt == 0) {
-        __nv_bfloat16_raw r;
-        r.x = bits;
-        return __bfloat162float(__nv_bfloat16(r));
-    }
-    __half_raw r;
-    r.x = bits;
-    return __half2float(__half(r));
-}
-
 /* One call's tensors: this rank's slice and the whole sequence. */
 struct Bufs {
     void *t[3] = {}, *o = nullptr;     /* q, k, v (local), o */
@@ -450,7 +438,7 @@ static std::vector<float> cut(const Shape &x, const std::vector<uint16_t> &bits,
     std::vector<float> out((size_t)(tot * x.d));
     for (int64_t j = 0; j < tot; j++) {
         const uint16_t *row = &bits[(size_t)row_at(x.layout, tot, x.kvh, x.d, b, j, kh)];
-        for (int64_t e = 0; e < x.d; e++) out[(size_t)(j * x.d + e)] = bits_val(row[e], x.dt);
+        for (int64_t e = 0; e < x.d; e++) out[(size_t)(j * x.d + e)] = half_bits_val(row[e], x.dt);
     }
     return out;
 }
@@ -534,7 +522,7 @@ static HostRes host_check(const Shape &x, const Bufs &f, const void *o, const fl
         const AttnRef r = host_row(x, slice_of(cache, x, f, call, b, kh, &hr.bad_input), q, pos);
         const int64_t base = row_at(x.layout, x.s, x.h, x.d, b, i, h);
         for (int64_t e = 0; e < x.d; e++) {
-            const double v = bits_val(ho[(size_t)(base + e)], x.dt);
+            const double v = half_bits_val(ho[(size_t)(base + e)], x.dt);
             const double err = fabs(v - r.o[(size_t)e]);
             if (!(err <= r.tol[(size_t)e])) hr.bad_o++;
             hr.worst = std::max(hr.worst, std::isfinite(err) ? err / r.tol[(size_t)e] : 1e30);
@@ -1020,17 +1008,8 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, nullptr, _IOLBF, 0);
     const char *mode = argc > 1 ? argv[1] : "correct";
-    const char *env = getenv("MK_SEED");
-    g_seed = env ? strtoull(env, nullptr, 0) : (uint64_t)time(nullptr);
-    mkConfig_t cfg = MK_CONFIG_INITIALIZER;
-    MK(mkCommInit(&g_comm, &cfg));
-    MK(mkCommRank(g_comm, &g_rank));
-    MK(mkCommSize(g_comm, &g_n));
-    int dev = 0;
-    MK(mkCommCuDevice(g_comm, &dev));
-    CK(cudaSetDevice(dev));
-    CK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
-    g_seed = mkt_agree_seed(g_seed, g_st); /* rank 0's, on every rank */
+    const int dev = mkt_start(&g_n, &g_st);
+    g_seed = mkt_seed(g_st); /* rank 0's, on every rank */
     /* this rank alone: the one-rank reference of every check */
     MK(mkCommSplit(g_comm, g_rank, 0, &g_self, NULL));
     CK(cudaMalloc(&g_acc, 4 * sizeof(unsigned long long)));

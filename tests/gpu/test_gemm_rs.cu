@@ -653,17 +653,8 @@ int main(int argc, char **argv)
         g_ar = 1;
         mode += 3;
     }
-    const char *env = getenv("MK_SEED");
-    g_seed = env ? strtoull(env, nullptr, 0) : (uint64_t)time(nullptr);
-    mkConfig_t cfg = MK_CONFIG_INITIALIZER;
-    MK(mkCommInit(&g_comm, &cfg));
-    MK(mkCommRank(g_comm, &g_rank));
-    MK(mkCommSize(g_comm, &g_n));
-    int dev = 0;
-    MK(mkCommCuDevice(g_comm, &dev));
-    CK(cudaSetDevice(dev));
-    CK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
-    g_seed = mkt_agree_seed(g_seed, g_st); /* rank 0's, on every rank */
+    const int dev = mkt_start(&g_n, &g_st);
+    g_seed = mkt_seed(g_st); /* rank 0's, on every rank */
     if (g_rank == 0) printf("test_gemm_rs %s%s: seed %llu (MK_SEED=%llu repeats it), %d ranks\n",
                             g_ar ? "ar-" : "", mode, (unsigned long long)g_seed, (unsigned long long)g_seed, g_n);
     CB(cublasCreate(&g_blas));

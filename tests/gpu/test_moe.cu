@@ -208,14 +208,7 @@ static double bits_to_double(const unsigned char *p, int dt)
     }
     uint16_t u;
     memcpy(&u, p, 2);
-    if (dt == 0) {
-        __nv_bfloat16_raw r;
-        r.x = u;
-        return __bfloat162float(__nv_bfloat16(r));
-    }
-    __half_raw r;
-    r.x = u;
-    return __half2float(__half(r));
+    return half_bits_val(u, dt);
 }
 
 /* ---- routing -------------------------------------------------------- */
@@ -1658,17 +1651,8 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, nullptr, _IOLBF, 0);
     const char *mode = argc > 1 ? argv[1] : "correct";
-    const char *env = getenv("MK_SEED");
-    g_seed = env ? strtoull(env, nullptr, 0) : (uint64_t)time(nullptr);
-    mkConfig_t cfg = MK_CONFIG_INITIALIZER;
-    MK(mkCommInit(&g_comm, &cfg));
-    MK(mkCommRank(g_comm, &g_rank));
-    MK(mkCommSize(g_comm, &g_n));
-    int dev = 0;
-    MK(mkCommCuDevice(g_comm, &dev));
-    CK(cudaSetDevice(dev));
-    CK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
-    g_seed = mkt_agree_seed(g_seed, g_st); /* rank 0's, on every rank */
+    const int dev = mkt_start(&g_n, &g_st);
+    g_seed = mkt_seed(g_st); /* rank 0's, on every rank */
     if (g_rank == 0)
         printf("test_moe %s: seed %llu (MK_SEED=%llu repeats it), %d ranks\n", mode,
                (unsigned long long)g_seed, (unsigned long long)g_seed, g_n);

@@ -105,6 +105,7 @@ static mkComm_t g_comm;
 static cudaStream_t g_st;
 
 #include "check.h"
+#include "fill.cuh"
 #include "attn_ref.h"
 
 enum { AG, RS, AR, A2A, GRS, GAR };
@@ -668,18 +669,6 @@ static uint16_t round16(float f, int dt)
         memcpy(&u, &v, 2);
     }
     return u;
-}
-
-static double val16(uint16_t u, int dt)
-{
-    if (dt) {
-        __half_raw r;
-        r.x = u;
-        return (double)__half2float(__half(r));
-    }
-    __nv_bfloat16_raw r;
-    r.x = u;
-    return (double)__bfloat162float(__nv_bfloat16(r));
 }
 
 static bool finite16(uint16_t u, int dt)
@@ -1284,7 +1273,7 @@ static int rcheck(const rcall &a, char *send, char *recv, uint8_t *host, int cap
         const int64_t base = ra_row(a.layout, S, H, D, b, i, h);
         for (int64_t e = 0; e < D && !what[0]; e++) {
             const double ref = r.o[(size_t)e], tol = r.tol[(size_t)e];
-            const double got = val16(ho[(size_t)(base + e)], a.dt), err = fabs(got - ref);
+            const double got = half_bits_val(ho[(size_t)(base + e)], a.dt), err = fabs(got - ref);
             worst = std::max(worst, err / tol);
             if (!(err <= tol))
                 snprintf(what, sizeof what, "o of batch %lld head %lld row %lld (position %lld) "

@@ -263,14 +263,7 @@ extern "C" int mkb_ag_gemm_main(int argc, char **argv)
         fprintf(stderr, "mkbench ag_gemm: bad --shapes, --iters, --rounds or --idle-us\n");
         return 2;
     }
-    mkConfig_t cfg = MK_CONFIG_INITIALIZER;
-    MKB_MK(mkCommInit(&g_comm, &cfg));
-    MKB_MK(mkCommRank(g_comm, &g_rank));
-    MKB_MK(mkCommSize(g_comm, &g_n));
-    int dev = 0;
-    MKB_MK(mkCommCuDevice(g_comm, &dev));
-    MKB_CHECK(cudaSetDevice(dev));
-    MKB_CHECK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
+    const int dev = mkb_start(&g_comm, &g_rank, &g_n, &g_st);
     g_nccl = mkb_nccl_init(g_comm, g_rank, g_n);
     MKB_CB(cublasCreate(&g_blas));
     MKB_CB(cublasSetStream(g_blas, g_st));

@@ -738,14 +738,7 @@ int bench_main(int argc, char **argv, bool ring)
     std::vector<int> masks;
     if (parse_opts(argc, argv, ring, op, shapes, masks)) return 2;
     setenv("NCCL_NVLS_ENABLE", "0", 0);
-    mkConfig_t cfg = MK_CONFIG_INITIALIZER;
-    MKB_MK(mkCommInit(&g_comm, &cfg));
-    MKB_MK(mkCommRank(g_comm, &g_rank));
-    MKB_MK(mkCommSize(g_comm, &g_n));
-    int dev = 0;
-    MKB_MK(mkCommCuDevice(g_comm, &dev));
-    MKB_CHECK(cudaSetDevice(dev));
-    MKB_CHECK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
+    const int dev = mkb_start(&g_comm, &g_rank, &g_n, &g_st);
     MKB_CHECK(cudaStreamCreateWithFlags(&g_cs, cudaStreamNonBlocking));
     if (!ring) MKB_MK(mkCommSplit(g_comm, g_rank, 0, &g_one, NULL));
     const bool nccl = ring && op.nccl && g_n > 1;

@@ -1047,14 +1047,7 @@ extern "C" int mkb_moe_main(int argc, char **argv)
     for (result &r : list) /* the first GEMM of the FFN: gate and up, 2 I columns */
         r.N = gemm_n ? gemm_n : 2 * (r.H == 7168 ? 2048 : r.H == 4096 ? 14336 : r.H);
     setenv("NCCL_NVLS_ENABLE", "0", 0);
-    mkConfig_t cfg = MK_CONFIG_INITIALIZER;
-    MKB_MK(mkCommInit(&g_comm, &cfg));
-    MKB_MK(mkCommRank(g_comm, &g_rank));
-    MKB_MK(mkCommSize(g_comm, &g_n));
-    int dev = 0;
-    MKB_MK(mkCommCuDevice(g_comm, &dev));
-    MKB_CHECK(cudaSetDevice(dev));
-    MKB_CHECK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
+    const int dev = mkb_start(&g_comm, &g_rank, &g_n, &g_st);
     MKB_CHECK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, dev));
     if (series & S_DGEMM) {
         MKB_CB(cublasCreate(&g_blas));

@@ -1,6 +1,7 @@
-/* multi.h - what the multi-rank GEMM benchmarks (mkbench ag_gemm,
- * mkbench gemm_rs) share: random inputs, the cuBLAS check, their list of
- * shapes and the slowest rank's median.  C++ (the benchmarks are .cu files); the bootstrap of the
+/* multi.h - what the multi-rank benchmarks (mkbench ag_gemm, gemm_rs,
+ * moe, attn) share: their start, the NCCL baseline's communicator, random
+ * inputs, the cuBLAS check, the GEMMs' list of shapes and the slowest
+ * rank's median.  C++ (the benchmarks are .cu files); the bootstrap of the
  * communicator carries the exchange. */
 #ifndef MKB_MULTI_H
 #define MKB_MULTI_H
@@ -29,6 +30,26 @@
             exit(2);                                                              \
         }                                                                         \
     } while (0)
+
+/* A multi-rank benchmark's start: the communicator from the environment,
+ * this rank and the size, this rank's GPU (returned), a non-blocking
+ * stream. */
+inline int mkb_start(mkComm_t *comm, int *rank, int *nranks, cudaStream_t *st)
+{
+    int g_rank = -1; /* what MKB_MK names */
+    mkComm_t g_comm = NULL;
+    mkConfig_t cfg = MK_CONFIG_INITIALIZER;
+    MKB_MK(mkCommInit(&g_comm, &cfg));
+    MKB_MK(mkCommRank(g_comm, &g_rank));
+    MKB_MK(mkCommSize(g_comm, nranks));
+    int dev = 0;
+    MKB_MK(mkCommCuDevice(g_comm, &dev));
+    MKB_CHECK(cudaSetDevice(dev));
+    MKB_CHECK(cudaStreamCreateWithFlags(st, cudaStreamNonBlocking));
+    *comm = g_comm;
+    *rank = g_rank;
+    return dev;
+}
 
 /* An NCCL communicator over comm's ranks (the baseline of the series), its
  * id sent from rank 0 through our bootstrap.  Collective over comm. */

@@ -72,6 +72,13 @@ struct mki_err_record {
     uint64_t expected; /* the target of the wait */
     uint64_t seen;     /* the counter's value at expiry */
     uint64_t epoch;    /* the operation's call number on the device */
+    /* Stop word: the rank to blame + 1, raised by this rank's host (the
+     * watchdog, mkCommAbort) with a plain store.  Kernels' waits watch it
+     * beside the abort word in the heap, which the host can only reach
+     * through a stream: a write queued there can sit behind a stream
+     * memory wait sharing its hardware queue (ranks sharing a GPU under
+     * MPS share one pool of queues) and never land. */
+    volatile uint64_t stop;
 };
 
 /* The communicator as a kernel sees it (part of every op's parameters). */

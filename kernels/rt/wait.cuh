@@ -3,7 +3,8 @@
  *
  * Every spin of a kernel on something another rank (or the proxy) writes
  * goes through spin_geq: it watches the counter, the local abort word
- * (a peer failed or aborted) and the deadline (%globaltimer,
+ * (a peer failed or aborted), the host's stop word (rt.err->stop: this
+ * rank's watchdog found a peer dead) and the deadline (%globaltimer,
  * MK_TIMEOUT_MS), and optionally an error word (the proxy's).  It only
  * says why it stopped; the caller reports:
  *
@@ -42,19 +43,28 @@ __device__ __forceinline__ const uint64_t *abort_word(const mki_rt_dev &rt)
     return reinterpret_cast<const uint64_t *>(rt.heap[rt.local] + MKI_CTL_ABORT);
 }
 
+/* The host's stop word (rt.h): host-mapped, so read seldom (a load over
+ * PCIe), never on a path where no wait failed. */
+__device__ __forceinline__ const uint64_t *host_stop(const mki_rt_dev &rt)
+{
+    return const_cast<const uint64_t *>(&rt.err->stop);
+}
+
 /* No pause between polls (signals between GPUs: latency matters). */
 struct no_backoff {
     __device__ __forceinline__ void operator()(uint64_t, uint64_t) {}
 };
 
-/* Spin until *addr >= target.  Stops (without reporting) when *abort (if
- * not NULL) rises, when *error (if not NULL) becomes nonzero, or timeout_ns after
- * the first miss; *seen gets the last value read, *why the abort word or
- * the error word.  Inline and small: it runs in threads with few
- * registers. */
+/* Spin until *addr >= target.  Stops (without reporting) when *abort or
+ * *hstop (either may be NULL; hstop, host memory, polled one time in
+ * eight) rises, when *error (if not NULL) becomes nonzero, or timeout_ns
+ * after the first miss; *seen gets the last value read, *why the abort or
+ * stop word or the error word.  Inline and small: it runs in threads with
+ * few registers. */
 template <typename Backoff>
 __device__ __forceinline__ int spin_geq(const uint64_t *addr, uint64_t target,
-                                        const uint64_t *abort, const uint64_t *error,
+                                        const uint64_t *abort, const uint64_t *hstop,
+                                        const uint64_t *error,
                                         uint64_t timeout_ns, uint64_t *seen, uint64_t *why,
                                         Backoff backoff)
 {
@@ -67,6 +77,7 @@ __device__ __forceinline__ int spin_geq(const uint64_t *addr, uint64_t target,
         backoff(v, target);
         if ((n & 31) != 0) continue;
         uint64_t w = abort ? ld_relaxed_sys(abort) : 0;
+        if (!w && hstop && (n & 255) == 0) w = ld_relaxed_sys(hstop);
         int r = w ? SPIN_ABORT : SPIN_OK;
         if (!r && error && (w = ld_acquire_sys(error)) != 0) r = SPIN_PROXY;
         if (!r && globaltimer() - t0 > timeout_ns) r = SPIN_TIMEOUT;
@@ -138,7 +149,7 @@ static __device__ __noinline__ bool wait_geq_spin(const mki_rt_dev &rt, const ui
 {
     if (*quit) return false;
     uint64_t seen = 0, why = 0;
-    const int r = spin_geq(addr, target, abort_word(rt), nullptr, rt.timeout_ns, &seen, &why,
+    const int r = spin_geq(addr, target, abort_word(rt), host_stop(rt), nullptr, rt.timeout_ns, &seen, &why,
                            no_backoff());
     if (r == SPIN_OK) return true;
     fail_spin(rt, r, w, target, seen, why, epoch);
@@ -175,7 +186,7 @@ __device__ __forceinline__ bool wait_noted(const mki_rt_dev &rt, cta_note &n, co
 {
     if (*(volatile int *)&n.quit) return false;
     uint64_t seen = 0, why = 0;
-    const int r = spin_geq(addr, target, abort_word(rt), nullptr, rt.timeout_ns, &seen, &why,
+    const int r = spin_geq(addr, target, abort_word(rt), host_stop(rt), nullptr, rt.timeout_ns, &seen, &why,
                            no_backoff());
     if (r == SPIN_OK) return true;
     if (atomicCAS(&n.quit, 0, 1) == 0) {

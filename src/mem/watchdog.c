@@ -126,12 +126,20 @@ static int watchdog_poll_abort(struct mki_devrt *d, int *inflight)
     return 0;
 }
 
-/* Raise this rank's own abort word (value: the dead rank + 1) so that its
- * kernels stop; never blocks (the private stream). */
+/* Stop this rank's kernels (value: the dead rank + 1): the host-mapped
+ * stop word by a plain store, which no stream can hold back (a copy on
+ * the private stream may sit behind a stream memory wait of a side stream
+ * that shares its hardware queue, waiting for a kernel that waits for
+ * this very stop: seen under MPS), and the abort word in the heap, which
+ * kernels check at entry, through the private stream; never blocks. */
 void mki_devrt_stop_kernels(struct mkComm *comm, int dead)
 {
     struct mki_devrt *d = comm->dev;
     if (!d || d->heap.nseg == 0) return;
+    if (d->rec && !d->rec->stop) {
+        d->rec->stop = (uint64_t)dead + 1;
+        __sync_synchronize();
+    }
     d->pinned[2] = (uint64_t)dead + 1;
     (void)cudaMemcpyAsync(abort_word(d), &d->pinned[2], 8, cudaMemcpyHostToDevice, d->side);
 }
@@ -185,11 +193,9 @@ static void *watchdog_main(void *arg)
         const int dead = mki_live_dead(comm, msg, sizeof(msg));
         if (dead >= 0) {
             if (!dead_since) {
+                /* No wait for a poll in flight: the private stream may be
+                 * stuck until the kernels stop (mki_devrt_stop_kernels). */
                 dead_since = now;
-                if (inflight) { /* the side stream is in order: the poll first */
-                    (void)cudaStreamSynchronize(d->side);
-                    inflight = 0;
-                }
                 mki_devrt_stop_kernels(comm, dead);
                 stop_orphans(comm, dead);
             }
@@ -246,6 +252,10 @@ void mki_devrt_abort(struct mkComm *comm)
     (void)cudaGetDevice(&prev);
     (void)cudaSetDevice(d->dev);
     d->pinned[0] = (uint64_t)comm->rank + 1;
+    if (d->rec && !d->rec->stop) { /* this rank's own kernels, at once */
+        d->rec->stop = (uint64_t)comm->rank + 1;
+        __sync_synchronize();
+    }
     const struct mki_heap_seg *s = &d->heap.seg[0];
     for (int l = 0; l < d->nlocal; l++)
         if (s->peer[l])

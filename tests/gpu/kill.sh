@@ -11,6 +11,9 @@
 #                                    (the library of build-gpu/agg-build)
 #   bash tests/gpu/kill.sh           there
 #
+# MK_KILL_ONLY=REGEX runs only the steps whose names match (e.g. "MPS.*ring");
+# MK_KILL_LIMIT=S caps each step's time limit (seconds).
+#
 # test_kill starts its own ranks (a launcher would end the job when one
 # dies by a signal).  Log to $OUT/kill.log; a summary table ends the output.
 set -u
@@ -33,8 +36,11 @@ LOG=$O/kill.log
 SUMMARY=$O/kill-summary.txt
 : > "$LOG"; : > "$SUMMARY"
 status=0
+wanted() { [ -z "${MK_KILL_ONLY:-}" ] || echo "$1" | grep -qE "$MK_KILL_ONLY"; }
 step() { # NAME LIMIT ARGS...
     local name=$1 limit=$2; shift 2
+    wanted "$name" || return 0
+    [ -n "${MK_KILL_LIMIT:-}" ] && [ "$MK_KILL_LIMIT" -lt "$limit" ] && limit=$MK_KILL_LIMIT
     if [ -n "${MK_GPU_DEADLINE:-}" ] && [ $((MK_GPU_DEADLINE - $(date +%s))) -lt "$limit" ]; then
         limit=$((MK_GPU_DEADLINE - $(date +%s)))
     fi
@@ -72,6 +78,7 @@ mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
 # A fresh MPS daemon for each step: a step that fails must not leave the
 # next one a server still tearing down its clients.
 mps() { # NAME LIMIT ARGS...
+    wanted "$1" || return 0
     if ! nvidia-cuda-mps-control -d >> "$LOG" 2>&1; then
         printf "%-44s %-7s (nvidia-cuda-mps-control -d failed)\n" "$1" SKIP >> "$SUMMARY"
         return

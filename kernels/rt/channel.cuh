@@ -88,8 +88,7 @@ static __device__ __noinline__ bool net_push(const chan &k, const mki_fifo_cmd &
                                              const wait_site &w)
 {
     unsigned long long ticket;
-    const int r = fifo_push(k.rt->fifo, c, abort_word(*k.rt), host_stop(*k.rt),
-                          k.rt->timeout_ns, &ticket);
+    const int r = fifo_push(k.rt->fifo, c, stops_of(*k.rt), k.rt->timeout_ns, &ticket);
     if (r == MKI_FIFO_OK) return true;
     fail(*k.rt, r == MKI_FIFO_PROXY_FAILED ? MKI_ERR_PROXY : MKI_ERR_TIMEOUT, w, 0, 0, k.e);
     *k.quit = 1;

@@ -49,18 +49,17 @@ struct fifo_done_backoff {
 /* Enqueue one command; *ticket gets its position in the ring.  Returns
  * MKI_FIFO_OK, or why it gave up (a claimed ticket is then left empty:
  * the caller must fail(), which raises the abort word, as for any
- * timeout).  abort and hstop (the host's stop word) may be NULL (tests
- * without a communicator). */
+ * timeout).  stop's words may be NULL (tests without a communicator). */
 __device__ __forceinline__ int fifo_push(const mki_fifo_dev &f, const mki_fifo_cmd &c,
-                                         const uint64_t *abort, const uint64_t *hstop,
-                                         uint64_t timeout_ns, unsigned long long *ticket)
+                                         const stop_words &stop, uint64_t timeout_ns,
+                                         unsigned long long *ticket)
 {
     const unsigned long long t = atomicAdd(f.head, 1ull);
     *ticket = t;
     if (t + 1 > f.nslots) { /* room once tail > t - nslots */
         uint64_t seen, why;
         const int r = spin_geq(reinterpret_cast<const uint64_t *>(&f.hdr->tail), t + 1 - f.nslots,
-                               abort, hstop, reinterpret_cast<const uint64_t *>(&f.hdr->error),
+                               stop, reinterpret_cast<const uint64_t *>(&f.hdr->error),
                                timeout_ns, &seen, &why, fifo_room_backoff());
         if (r != SPIN_OK) return fifo_status(r);
     }
@@ -73,15 +72,12 @@ __device__ __forceinline__ int fifo_push(const mki_fifo_dev &f, const mki_fifo_c
 }
 
 /* Wait until the proxy completed `count` commands (e.g. all this kernel
- * pushed), or it failed, the abort or stop word rose, or the deadline
- * passed. */
+ * pushed), or it failed, a stop word rose, or the deadline passed. */
 __device__ __forceinline__ int fifo_wait_done(const mki_fifo_dev &f, unsigned long long count,
-                                              const uint64_t *abort, const uint64_t *hstop,
-                                              uint64_t timeout_ns)
+                                              const stop_words &stop, uint64_t timeout_ns)
 {
     uint64_t seen, why;
-    return fifo_status(spin_geq(reinterpret_cast<const uint64_t *>(&f.hdr->done), count, abort,
-                                hstop,
+    return fifo_status(spin_geq(reinterpret_cast<const uint64_t *>(&f.hdr->done), count, stop,
                                 reinterpret_cast<const uint64_t *>(&f.hdr->error), timeout_ns,
                                 &seen, &why, fifo_done_backoff()));
 }

@@ -20,14 +20,14 @@ __global__ void mki_fifo_probe_kernel(mki_fifo_dev f, unsigned int n, unsigned i
         mki_fifo_cmd c = {MKI_CMD_WRITE_SIGNAL, peer, MKI_SIG_ADD, 0, (uint64_t)j * 64,
                           (uint64_t)j * 64, 64, 0, 1};
         unsigned long long t;
-        const int r = fifo_push(f, c, nullptr, nullptr, timeout_ns, &t);
+        const int r = fifo_push(f, c, stop_words{}, timeout_ns, &t);
         if (r != MKI_FIFO_OK) {
             atomicMax(status, r);
             return;
         }
     }
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-        const int r = fifo_wait_done(f, n, nullptr, nullptr, timeout_ns);
+        const int r = fifo_wait_done(f, n, stop_words{}, timeout_ns);
         if (r != MKI_FIFO_OK) atomicMax(status, r);
     }
 }

@@ -96,6 +96,9 @@ struct mki_rt_dev {
                                      * a parameter read costs no load from
                                      * memory on the chunk path */
     struct mki_err_record *err;     /* device view of the host-mapped record */
+    const uint64_t *abort2;         /* an internal communicator's: the abort
+                                     * word of the one its op was called on
+                                     * (in this process's heap); else NULL */
     uint64_t timeout_ns;            /* MK_TIMEOUT_MS */
     struct mki_fifo_dev fifo;       /* the proxy's ring (several nodes) */
 };

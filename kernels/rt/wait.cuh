@@ -2,9 +2,10 @@
  * wait.cuh - the one deadline wait of the device runtime, and fail().
  *
  * Every spin of a kernel on something another rank (or the proxy) writes
- * goes through spin_geq: it watches the counter, the local abort word
- * (a peer failed or aborted), the host's stop word (rt.err->stop: this
- * rank's watchdog found a peer dead) and the deadline (%globaltimer,
+ * goes through spin_geq: it watches the counter, the stop words (the
+ * local abort word: a peer failed or aborted; an internal communicator's
+ * second one, rt.abort2; the host's stop word, rt.err->stop: this rank's
+ * watchdog found a peer dead) and the deadline (%globaltimer,
  * MK_TIMEOUT_MS), and optionally an error word (the proxy's).  It only
  * says why it stopped; the caller reports:
  *
@@ -50,21 +51,31 @@ __device__ __forceinline__ const uint64_t *host_stop(const mki_rt_dev &rt)
     return const_cast<const uint64_t *>(&rt.err->stop);
 }
 
+/* What ends a spin besides its counter (any may be NULL): the abort word
+ * in this rank's heap, an internal communicator's second one (rt.h), the
+ * host's stop word (host memory: polled one time in eight). */
+struct stop_words {
+    const uint64_t *abort, *abort2, *hstop;
+};
+
+__device__ __forceinline__ stop_words stops_of(const mki_rt_dev &rt)
+{
+    return stop_words{abort_word(rt), rt.abort2, host_stop(rt)};
+}
+
 /* No pause between polls (signals between GPUs: latency matters). */
 struct no_backoff {
     __device__ __forceinline__ void operator()(uint64_t, uint64_t) {}
 };
 
-/* Spin until *addr >= target.  Stops (without reporting) when *abort or
- * *hstop (either may be NULL; hstop, host memory, polled one time in
- * eight) rises, when *error (if not NULL) becomes nonzero, or timeout_ns
- * after the first miss; *seen gets the last value read, *why the abort or
- * stop word or the error word.  Inline and small: it runs in threads with
- * few registers. */
+/* Spin until *addr >= target.  Stops (without reporting) when a stop
+ * word rises, when *error (if not NULL) becomes nonzero, or timeout_ns
+ * after the first miss; *seen gets the last value read, *why the stop
+ * word or the error word.  Inline and small: it runs in threads with few
+ * registers. */
 template <typename Backoff>
 __device__ __forceinline__ int spin_geq(const uint64_t *addr, uint64_t target,
-                                        const uint64_t *abort, const uint64_t *hstop,
-                                        const uint64_t *error,
+                                        const stop_words &stop, const uint64_t *error,
                                         uint64_t timeout_ns, uint64_t *seen, uint64_t *why,
                                         Backoff backoff)
 {
@@ -76,8 +87,9 @@ __device__ __forceinline__ int spin_geq(const uint64_t *addr, uint64_t target,
         if (v >= target) return SPIN_OK;
         backoff(v, target);
         if ((n & 31) != 0) continue;
-        uint64_t w = abort ? ld_relaxed_sys(abort) : 0;
-        if (!w && hstop && (n & 255) == 0) w = ld_relaxed_sys(hstop);
+        uint64_t w = stop.abort ? ld_relaxed_sys(stop.abort) : 0;
+        if (!w && stop.abort2) w = ld_relaxed_sys(stop.abort2);
+        if (!w && stop.hstop && (n & 255) == 0) w = ld_relaxed_sys(stop.hstop);
         int r = w ? SPIN_ABORT : SPIN_OK;
         if (!r && error && (w = ld_acquire_sys(error)) != 0) r = SPIN_PROXY;
         if (!r && globaltimer() - t0 > timeout_ns) r = SPIN_TIMEOUT;
@@ -149,7 +161,7 @@ static __device__ __noinline__ bool wait_geq_spin(const mki_rt_dev &rt, const ui
 {
     if (*quit) return false;
     uint64_t seen = 0, why = 0;
-    const int r = spin_geq(addr, target, abort_word(rt), host_stop(rt), nullptr, rt.timeout_ns, &seen, &why,
+    const int r = spin_geq(addr, target, stops_of(rt), nullptr, rt.timeout_ns, &seen, &why,
                            no_backoff());
     if (r == SPIN_OK) return true;
     fail_spin(rt, r, w, target, seen, why, epoch);
@@ -186,7 +198,7 @@ __device__ __forceinline__ bool wait_noted(const mki_rt_dev &rt, cta_note &n, co
 {
     if (*(volatile int *)&n.quit) return false;
     uint64_t seen = 0, why = 0;
-    const int r = spin_geq(addr, target, abort_word(rt), host_stop(rt), nullptr, rt.timeout_ns, &seen, &why,
+    const int r = spin_geq(addr, target, stops_of(rt), nullptr, rt.timeout_ns, &seen, &why,
                            no_backoff());
     if (r == SPIN_OK) return true;
     if (atomicCAS(&n.quit, 0, 1) == 0) {
@@ -212,7 +224,8 @@ __device__ __forceinline__ void note_report(const mki_rt_dev &rt, const cta_note
  * at once (MKI_ERR_REMOTE naming the peer); one thread. */
 __device__ __forceinline__ bool enter_ok(const mki_rt_dev &rt, int channel, uint64_t epoch)
 {
-    const uint64_t ab = ld_relaxed_sys(abort_word(rt));
+    uint64_t ab = ld_relaxed_sys(abort_word(rt));
+    if (ab == 0 && rt.abort2) ab = ld_relaxed_sys(rt.abort2);
     if (ab == 0) return true;
     fail(rt, MKI_ERR_REMOTE, wait_site{(int)ab - 1, channel, -1, -1}, 0, 0, epoch);
     return false;

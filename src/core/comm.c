@@ -119,6 +119,7 @@ mkResult_t mki_comm_adopt(struct mkComm *comm, struct mkComm *kid, int *name_of)
         return mki_error(comm, mkErrInternal, "too many internal communicators");
     }
     kid->name_of = name_of;
+    kid->parent = comm;
     return mkSuccess;
 }
 

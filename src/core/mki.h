@@ -133,6 +133,7 @@ struct mkComm {
     char async_detail[MKI_ERRMSG_LEN];  /* the failure that broke it */
     struct mkComm *kids[MKI_KIDS];      /* ops' internal communicators: they
                                          * break when this one does */
+    struct mkComm *parent;              /* an internal one's (mki_comm_adopt) */
 };
 
 /* Validate a communicator handle from the user (NULL, freed, garbage

@@ -189,6 +189,12 @@ static void *watchdog_main(void *arg)
     while (!d->stop) {
         nanosleep(&ts, NULL);
         if (reported) continue;
+        /* An op's internal communicator that its parent broke (and whose
+         * kernels it stopped): reported there, with the parent's names. */
+        if (comm->parent && mki_comm_async_error(comm) != mkSuccess) {
+            reported = 1;
+            continue;
+        }
         const uint64_t now = mki_now_ns();
         const int dead = mki_live_dead(comm, msg, sizeof(msg));
         if (dead >= 0) {
@@ -216,12 +222,6 @@ static void *watchdog_main(void *arg)
         }
         if (++tick % 25 != 0 && !inflight) continue;
         int up = watchdog_poll_abort(d, &inflight);
-        /* Raised by the parent that broke this communicator (its ops'
-         * internal ones): already reported, with the parent's reason. */
-        if (up > 0 && mki_comm_async_error(comm) != mkSuccess) {
-            reported = 1;
-            continue;
-        }
         if (up > 0 && !d->rec->valid) {
             snprintf(msg, sizeof(msg), "rank %d failed or aborted the communicator; "
                      "destroy it", mki_comm_name(comm, (int)d->pinned[1] - 1));

@@ -84,6 +84,14 @@ void mki_rt_fill(const struct mkComm *comm, int op, struct mki_rt_dev *rt)
     rt->local_of = (const int32_t *)mki_heap_ptr(comm, &d->local_of, d->me);
     memcpy(rt->lof, d->lof_head, sizeof(rt->lof));
     rt->err = d->rec_dev;
+    /* An internal communicator's kernels also stop on the abort word of
+     * the communicator the op was called on: a node-mate that finds this
+     * rank dead raises it there (stop_orphans, src/mem/watchdog.c), which
+     * is how an orphaned kernel of a dead MPS client ends. */
+    const struct mkComm *root = comm;
+    while (root->parent) root = root->parent;
+    if (root != comm && root->dev && root->dev->heap.nseg > 0)
+        rt->abort2 = (const uint64_t *)(root->dev->heap.seg[0].base + MKI_CTL_ABORT);
     rt->timeout_ns = (uint64_t)comm->cfg.timeoutMs * 1000000ull;
     if (comm->net) rt->fifo = comm->net->fifo_dev;
 }

@@ -290,7 +290,7 @@ struct LateHooks : DefaultHooks {
         if (kb != 0 || t.m_blk < local_blocks)
             return;
         uint64_t seen = 0, why = 0;
-        if (spin_geq(&flags[t.m_blk], epoch, nullptr, nullptr, nullptr, 2000000000ull, &seen, &why,
+        if (spin_geq(&flags[t.m_blk], epoch, stop_words{}, nullptr, 2000000000ull, &seen, &why,
                      no_backoff()) != SPIN_OK)
             atomicExch(error, 1ull + t.m_blk);
     }

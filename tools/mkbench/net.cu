@@ -171,7 +171,7 @@ __device__ int nb_wait(const nb_env &e, const unsigned long long *p,
     const uint64_t *err = reinterpret_cast<const uint64_t *>(&e.f.hdr->error);
     uint64_t last = mki::ld_acquire_sys(a), seen, why;
     for (;;) {
-        const int r = mki::spin_geq(a, target, e.abort, nullptr, err, e.timeout_ns, &seen, &why,
+        const int r = mki::spin_geq(a, target, mki::stop_words{e.abort, nullptr, nullptr}, err, e.timeout_ns, &seen, &why,
                                     pause_ns{sleep_ns});
         if (r == mki::SPIN_OK) return NB_OK;
         if (r == mki::SPIN_TIMEOUT && seen != last) {
@@ -198,7 +198,7 @@ __device__ int nb_push(const nb_env &e, uint32_t kind, uint32_t sig_op,
 {
     mki_fifo_cmd c = {kind, e.peer, sig_op, e.region, loff, roff, bytes,
                       WOFF(word), val};
-    const int r = mki::fifo_push(e.f, c, e.abort, nullptr, e.timeout_ns, ticket);
+    const int r = mki::fifo_push(e.f, c, mki::stop_words{e.abort, nullptr, nullptr}, e.timeout_ns, ticket);
     if (r == mki::MKI_FIFO_OK) return NB_OK;
     const int st = r == mki::MKI_FIFO_PROXY_FAILED ? NB_PROXY
                  : r == mki::MKI_FIFO_ABORTED ? NB_ABORT : NB_PUSH_TIMEOUT;

@@ -27,6 +27,8 @@ const void *kernel_for(int d, bool f16)
 }
 
 int smem_for(int d) { return d == 64 ? Smem<64>::kBytes : Smem<128>::kBytes; }
+int rows_for(int d) { return d == 64 ? Cfg<64>::BM : Cfg<128>::BM; } /* queries per tile */
+int threads_for(int d) { return d == 64 ? Cfg<64>::kThreads : Cfg<128>::kThreads; }
 
 /* ---------------------------------------------------------------- host */
 
@@ -70,7 +72,7 @@ int make_params(const mki_attn_args *a, AttnParams *p, char *msg, size_t len)
     if (r) return r;
     memset(p, 0, sizeof(*p));
     if ((r = encode_4d(&p->tm_q, a->q, a->dtype, a->layout, a->batch, a->seq, a->heads,
-                       a->head_dim, BM, msg, len)))
+                       a->head_dim, rows_for((int)a->head_dim), msg, len)))
         return r;
     if (kStoreOByTma<128> && a->head_dim == 128 &&
         (r = encode_4d(&p->tm_o, a->o, a->dtype, a->layout, a->batch, a->seq, a->heads,
@@ -103,7 +105,8 @@ int make_params(const mki_attn_args *a, AttnParams *p, char *msg, size_t len)
     p->heads = (int)a->heads;
     p->kv_heads = (int)a->kv_heads;
     p->group = (int)(a->heads / a->kv_heads);
-    p->nqb = (int)((a->seq + BM - 1) / BM);
+    const int bm = rows_for((int)a->head_dim);
+    p->nqb = (int)((a->seq + bm - 1) / bm);
     p->num_tiles = (int)(a->batch * a->heads * p->nqb);
     p->layout = a->layout;
     p->causal = a->causal != 0;
@@ -163,7 +166,8 @@ extern "C" int mki_attn_validate(const struct mki_attn_args *a, char *msg, size_
     }
     /* 32-bit tile counts, positions and TMA coordinates */
     const int64_t lim = (int64_t)1 << 31;
-    const int64_t nqb = (a->seq + BM - 1) / BM;
+    const int64_t bm = rows_for((int)a->head_dim);
+    const int64_t nqb = (a->seq + bm - 1) / bm;
     if (a->seq >= lim / 2 || a->batch >= lim || a->heads >= 65536 ||
         (a->batch && a->heads && nqb && a->batch * a->heads > (lim - 1) / nqb)) {
         snprintf(msg, len, "attn: batch %lld x heads %lld x seq %lld is too large for the kernel "
@@ -233,8 +237,8 @@ extern "C" int mki_attn_run(const struct mki_attn_args *a, void *stream, char *m
     cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e == cudaSuccess) {
         void *args[2] = {&p, &rp};
-        e = cudaLaunchKernel(fn, dim3(grid), dim3(kThreads), args, (size_t)smem,
-                             (cudaStream_t)stream);
+        e = cudaLaunchKernel(fn, dim3(grid), dim3(threads_for((int)a->head_dim)), args,
+                             (size_t)smem, (cudaStream_t)stream);
     }
     if (e == cudaSuccess) e = cudaGetLastError();
     if (e != cudaSuccess) {
@@ -278,7 +282,7 @@ extern "C" int mki_ratt_describe(const struct mki_ratt_launch *l, struct mki_lau
     if (grid < 0) return MKI_ATTN_ERR_CUDA;
     d->fn = kernel_for((int)l->core.head_dim, l->core.dtype == MKI_F16);
     d->grid = (unsigned)grid;
-    d->block = kThreads;
+    d->block = (unsigned)threads_for((int)l->core.head_dim);
     d->cluster = 1;
     d->smem = (size_t)smem_for((int)l->core.head_dim);
     d->exact = 0; /* every CTA spins on flags: the launch path keeps it co-resident */

@@ -4,15 +4,15 @@
  * library's mkRingAttention and for tools that time the core alone.  C99
  * and CUDA C++; no CUDA headers.
  *
- * One launch computes, for every (batch, head, block of 128 queries),
- * softmax(scale q k^T) v over the keys of up to MKI_ATTN_MAXSEG segments
- * (a ring's ranks: this rank's keys and those that arrived from peers),
- * in one pass: the online softmax carries across segments, so the partial
- * results of a ring need no merge.  Positions (for the causal mask) are
- * piecewise: local row i of a tensor is at global position
- * i < split ? off0 + i : off1 + (i - split) (a zigzag rank holds two
- * chunks of the sequence).  A key is seen by a query when the mask is off
- * or its position is not after the query's.
+ * One launch computes, for every (batch, head, block of queries: 192 at
+ * head_dim 64, 128 at 128), softmax(scale q k^T) v over the keys of up
+ * to MKI_ATTN_MAXSEG segments (a ring's ranks: this rank's keys and those
+ * that arrived from peers), in one pass: the online softmax carries
+ * across segments, so the partial results of a ring need no merge.
+ * Positions (for the causal mask) are piecewise: local row i of a tensor
+ * is at global position i < split ? off0 + i : off1 + (i - split) (a
+ * zigzag rank holds two chunks of the sequence).  A key is seen by a
+ * query when the mask is off or its position is not after the query's.
  *
  * Readiness: a segment with `flags` waits, before loading keys of chunk
  * c, until flags[c] >= flag_target (a deadline wait on the communicator's
@@ -29,7 +29,6 @@
 #include <stdint.h>
 
 #define MKI_ATTN_MAXSEG 8     /* key segments per launch (MKI_MAXLOCAL) */
-#define MKI_ATTN_BM 128       /* queries per tile */
 #define MKI_ATTN_BN 128       /* keys per block */
 
 enum { MKI_ATTN_BSHD = 0, MKI_ATTN_BHSD = 1 };

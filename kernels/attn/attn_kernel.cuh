@@ -4,11 +4,13 @@
  * the wgmma consumers, the kernel.  Included by attn.cu (the host side:
  * tensor maps, checks, launches), once.
  *
- * One persistent CTA per SM, 384 threads = 3 warpgroups:
+ * One persistent CTA per SM: a producer warpgroup and kWG consumer
+ * warpgroups of 64 query rows each (Cfg: 3 at head_dim 64, 512 threads;
+ * 2 at 128, 384 threads):
  *
- *     WG0: producer (one thread, 56 regs)     WG1, WG2: consumers (224 regs)
+ *     WG0: producer (one thread)              WG1 .. WGkWG: consumers
  *     ----------------------------------      ----------------------------------
- *     for each tile (b, h, 128 queries):      for each tile:
+ *     for each tile (b, h, BM queries):       for each tile:
  *       wait q_empty; TMA Q -> smem             wait q_full
  *       for each segment, key block:            for each key block j:
  *         (ring) wait the chunk's flag            wait k_full; S = Q K^T (wgmma,
@@ -23,11 +25,11 @@
  *
  * Q, K and V tiles arrive by 4-D TMA (dims d, seq, heads, batch: one map
  * serves both layouts; rows past the sequence are zero-filled) in 128-byte
- * swizzled boxes of 128 rows x 64 elements, the layout wgmma reads K-major
- * (Q, K) and N-major (V).  Key blocks that the causal mask hides entirely
- * are skipped by both sides alike (BlockIter).  Tiles are dealt to CTAs
- * round-robin, the queries of the highest positions (the most keys under
- * a causal mask) first.
+ * swizzled boxes of BM (Q) or 128 (K, V) rows x 64 elements, the layout
+ * wgmma reads K-major (Q, K) and N-major (V).  Key blocks that the causal
+ * mask hides entirely are skipped by both sides alike (BlockIter).  Tiles
+ * are dealt to CTAs round-robin, the queries of the highest positions (the
+ * most keys under a causal mask) first.
  *
  * In the ring (ops/attn.h), segment 0 is this rank's keys and segments
  * 1.. those of the next ranks in the bank, each chunk waited for by
@@ -56,16 +58,28 @@ namespace mki {
 namespace attn {
 
 
-constexpr int BM = MKI_ATTN_BM, BN = MKI_ATTN_BN;
-constexpr int kThreads = 384;
-/* Registers per thread of the producer warpgroup and of each consumer one
- * (setmaxnreg).  They can only move within what the CTA gets at launch:
- * kThreads x the launch bound's count (65536 / kThreads, down to a
- * multiple of 8: 168); asking more makes setmaxnreg.inc wait forever
- * (seen: a branch with consumers on 240 hung). */
-constexpr int kRegProducer = 56, kRegConsumer = 224;
-static_assert(128 * kRegProducer + 256 * kRegConsumer <= kThreads * (65536 / kThreads / 8 * 8),
-              "setmaxnreg.inc cannot be granted");
+constexpr int BN = MKI_ATTN_BN;
+
+/* Per head_dim: kWG consumer warpgroups of 64 query rows each, tiles of
+ * BM = 64 kWG queries.  3 at d = 64, where the exponentials bound the
+ * time: three softmaxes give the tensor cores more to overlap, and K and
+ * V are read once for 192 queries (H100: 9-18% faster full, 0.5-8% causal);
+ * 2 at 128 (the registers of O).  kRegP, kRegC: registers per thread of
+ * the producer warpgroup and of each consumer one (setmaxnreg).  They can
+ * only move within what the CTA gets at launch: kThreads x the launch
+ * bound's count (65536 / kThreads, down to a multiple of 8: 128 at 512
+ * threads, 168 at 384); asking more makes setmaxnreg.inc wait forever
+ * (seen: a branch with consumers on 240 at d = 128 hung). */
+template <int kD>
+struct Cfg {
+    static constexpr int kWG = kD == 64 ? 3 : 2;
+    static constexpr int BM = 64 * kWG;
+    static constexpr int kThreads = 128 * (kWG + 1);
+    static constexpr int kRegP = kD == 64 ? 32 : 56;
+    static constexpr int kRegC = kD == 64 ? 160 : 224;
+    static_assert(128 * kRegP + 128 * kWG * kRegC <= kThreads * (65536 / kThreads / 8 * 8),
+                  "setmaxnreg.inc cannot be granted");
+};
 constexpr int kBoxBytes = 128 * 128; /* 128 rows x 64 elements x 2 bytes */
 /* O leaves through shared memory and TMA stores at head_dim 128 (4-7%
  * faster than register stores there, 1-3% slower at 64: bench/NOTES.md) */
@@ -77,14 +91,17 @@ struct Smem {
     /* K and V stages each (d = 64: 4 stages measured 6% faster than 2) */
     static constexpr int kStages = kD == 64 ? 4 : 2;
     static constexpr int kQBufs = 2; /* the next tile's Q loads during this one */
-    static constexpr int kTile = (kD / 64) * kBoxBytes; /* 128 rows x kD */
+    static constexpr int kTile = (kD / 64) * kBoxBytes; /* 128 rows x kD (K, V) */
+    static constexpr int kQBlk = Cfg<kD>::BM * 128;     /* BM rows x 64 elements */
+    static constexpr int kQTile = (kD / 64) * kQBlk;    /* BM rows x kD */
     static constexpr int kQ = 0;                        /* kQBufs Q buffers */
-    static constexpr int kK = kQ + kQBufs * kTile;
+    static constexpr int kK = kQ + kQBufs * kQTile;
     static constexpr int kV = kK + kStages * kTile;
     static constexpr int kBar = kV + kStages * kTile;
     static constexpr int kBytes = 1024 + kBar + 256;
 };
-static_assert(Smem<128>::kBytes <= 227 * 1024, "shared memory over the sm_90 limit");
+static_assert(Smem<64>::kBytes <= 227 * 1024 && Smem<128>::kBytes <= 227 * 1024,
+              "shared memory over the sm_90 limit");
 
 /* Position map of a tensor's local rows (attn.h). */
 struct Pos {
@@ -274,12 +291,12 @@ __device__ __forceinline__ int tile_index(const AttnParams &p, int i)
 struct BlockIter {
     int s, kb, kind;
     int qlo, qhi; /* the tile's query positions */
-    __device__ __forceinline__ void start(const AttnParams &p, int qb)
+    __device__ __forceinline__ void start(const AttnParams &p, int qb, int bm)
     {
         s = 0;
         kb = -1;
         if (p.causal) {
-            const int q0 = qb * BM, q1 = min(q0 + BM, p.seq);
+            const int q0 = qb * bm, q1 = min(q0 + bm, p.seq);
             p.qpos.range(q0, q1, &qlo, &qhi);
         }
     }
@@ -325,13 +342,13 @@ __device__ void producer(const AttnParams &p, const RingParams &r, char *sm, Bar
         constexpr int kQB = Smem<kD>::kQBufs;
         const int hk = x.h / p.group, qbuf = i % kQB;
         mbar_wait(bar.q_empty(qbuf), ((i / kQB) & 1) ^ 1);
-        mbar_expect_tx(bar.q_full(qbuf), kTile);
+        mbar_expect_tx(bar.q_full(qbuf), Smem<kD>::kQTile);
 #pragma unroll
         for (int c = 0; c < kD / 64; ++c)
-            tma_load_4d(sm + Smem<kD>::kQ + qbuf * kTile + c * kBoxBytes, &p.tm_q, c * 64,
-                        x.qb * BM, x.h, x.b, bar.q_full(qbuf));
+            tma_load_4d(sm + Smem<kD>::kQ + qbuf * Smem<kD>::kQTile + c * Smem<kD>::kQBlk, &p.tm_q,
+                        c * 64, x.qb * Cfg<kD>::BM, x.h, x.b, bar.q_full(qbuf));
         BlockIter it;
-        it.start(p, x.qb);
+        it.start(p, x.qb, Cfg<kD>::BM);
         int last_chunk = -1, last_s = -1;
         while (it.next(p)) {
             const int s = it.s, kb = it.kb;
@@ -375,9 +392,9 @@ __device__ __forceinline__ void issue_s(float (&sc)[64], uint32_t q_addr, uint32
 {
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
-        const uint32_t off = (kk / 4) * kBoxBytes + (kk % 4) * 32;
-        WgmmaSS128<kF16>::run(sc, smem_desc(q_addr + off, 16, 1024), smem_desc(k_addr + off, 16, 1024),
-                              kk != 0);
+        const uint32_t in = (kk % 4) * 32; /* k-step within a 64-element block */
+        WgmmaSS128<kF16>::run(sc, smem_desc(q_addr + (kk / 4) * Smem<kD>::kQBlk + in, 16, 1024),
+                              smem_desc(k_addr + (kk / 4) * kBoxBytes + in, 16, 1024), kk != 0);
     }
 }
 
@@ -485,8 +502,8 @@ __device__ void consumer(const AttnParams &p, char *sm, Bars<kD> bar, int wg, in
         const Tile x = tile_of(p, tt);
         constexpr int kQB = Smem<kD>::kQBufs;
         const int qbuf = i % kQB;
-        const uint32_t q_addr = base + Smem<kD>::kQ + qbuf * kTile + wg * (64 * 128);
-        const int r0 = x.qb * BM + wg * 64 + warp * 16 + g; /* my rows: r0, r0 + 8 */
+        const uint32_t q_addr = base + Smem<kD>::kQ + qbuf * Smem<kD>::kQTile + wg * (64 * 128);
+        const int r0 = x.qb * Cfg<kD>::BM + wg * 64 + warp * 16 + g; /* my rows: r0, r0 + 8 */
         const int qp0 = p.qpos.at(r0), qp1 = p.qpos.at(r0 + 8);
         float o[kO];
 #pragma unroll
@@ -497,7 +514,7 @@ __device__ void consumer(const AttnParams &p, char *sm, Bars<kD> bar, int wg, in
         float a0, a1;
         mbar_wait(bar.q_full(qbuf), (i / kQB) & 1);
         BlockIter it;
-        it.start(p, x.qb);
+        it.start(p, x.qb, Cfg<kD>::BM);
         if (it.next(p)) {
             /* block 0: S only */
             mbar_wait(bar.k_full(st), ph);
@@ -571,7 +588,7 @@ __device__ void consumer(const AttnParams &p, char *sm, Bars<kD> bar, int wg, in
             const int lr0 = warp * 16 + g, lr1 = lr0 + 8;
 #pragma unroll
             for (int j = 0; j < kO / 4; ++j) {
-                const uint32_t blk = q_addr + (j / 8) * kBoxBytes;
+                const uint32_t blk = q_addr + (j / 8) * Smem<kD>::kQBlk;
                 const uint32_t a0s = blk + lr0 * 128 + (((j % 8) ^ (lr0 & 7)) * 16) + tq * 2;
                 const uint32_t a1s = blk + lr1 * 128 + (((j % 8) ^ (lr1 & 7)) * 16) + tq * 2;
                 asm volatile("st.shared.u32 [%0], %1;" ::"r"(a0s),
@@ -586,8 +603,8 @@ __device__ void consumer(const AttnParams &p, char *sm, Bars<kD> bar, int wg, in
             if (t == 0) {
 #pragma unroll
                 for (int c = 0; c < kD / 64; ++c)
-                    tma_store_4d(&p.tm_o, c * 64, x.qb * BM + wg * 64, x.h, x.b,
-                                 q_addr + c * kBoxBytes);
+                    tma_store_4d(&p.tm_o, c * 64, x.qb * Cfg<kD>::BM + wg * 64, x.h, x.b,
+                                 q_addr + c * Smem<kD>::kQBlk);
                 bulk_commit();
                 bulk_wait_read<0>();
                 mbar_arrive(bar.q_empty(qbuf));
@@ -621,7 +638,7 @@ __device__ void consumer(const AttnParams &p, char *sm, Bars<kD> bar, int wg, in
 /* ---------------------------------------------------------------- kernel */
 
 template <int kD, bool kF16>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(Cfg<kD>::kThreads, 1)
     attn_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ RingParams r)
 {
     extern __shared__ char smem_raw[];
@@ -633,23 +650,23 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int i = 0; i < 2; ++i) {
             mbar_init(bar.q_full(i), 1);  /* the producer's expect_tx */
             /* every consumer warp, or each warpgroup's O store once read */
-            mbar_init(bar.q_empty(i), kStoreOByTma<kD> ? 2 : 8);
+            mbar_init(bar.q_empty(i), kStoreOByTma<kD> ? Cfg<kD>::kWG : 4 * Cfg<kD>::kWG);
         }
         for (int s = 0; s < Smem<kD>::kStages; ++s) {
             mbar_init(bar.k_full(s), 1);
-            mbar_init(bar.k_empty(s), 8);
+            mbar_init(bar.k_empty(s), 4 * Cfg<kD>::kWG);
             mbar_init(bar.v_full(s), 1);
-            mbar_init(bar.v_empty(s), 8);
+            mbar_init(bar.v_empty(s), 4 * Cfg<kD>::kWG);
         }
         mbar_init_fence();
     }
     __syncthreads();
     if (wg == 0) {
-        setmaxnreg_dec<kRegProducer>();
+        setmaxnreg_dec<Cfg<kD>::kRegP>();
         if (t == 0) producer<kD>(p, r, sm, bar);
         else if (t == 32 && r.on && blockIdx.x == 0) ring_gate(r);
     } else {
-        setmaxnreg_inc<kRegConsumer>();
+        setmaxnreg_inc<Cfg<kD>::kRegC>();
         consumer<kD, kF16>(p, sm, bar, wg - 1, t);
     }
     __syncwarp();

@@ -107,8 +107,12 @@ done
 # the MoE calls run on one node only: no virtual nodes
 mps "1gpu x2 MPS kill: moe" 60 $B/test_kill moe 2 1
 mps "1gpu x4 MPS kill: moe" 60 $B/test_kill moe 4 2
-mps "1gpu x8 MPS kill: allreduce" 90 $B/test_kill allreduce 8 5
-mps "1gpu x8 MPS kill: gemm_rs" 90 $B/test_kill gemm_rs 8 0
+# 8 ranks: every op, the victim a different rank each time
+v=5
+for op in allreduce ag_gemm gemm_rs gemm_ar moe ring_attn; do
+    mps "1gpu x8 MPS kill: $op" 90 $B/test_kill $op 8 $v
+    v=$(( (v + 3) % 8 ))
+done
 unset CUDA_VISIBLE_DEVICES CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 grep -E "FAIL|NOTE" "$LOG" | head -20
 cat "$SUMMARY"

@@ -21,6 +21,8 @@
 #     one GPU:  wave 1: 2, 4 ranks and 2 x 2 virtual nodes (10 MPS clients,
 #               12 SMs each); wave 2: 8 ranks and 2 x 4 (16 clients, 7 SMs
 #               each), SECONDS split between the waves;
+#   bash tests/gpu/soak.sh par SECONDS one  one GPU: the five layouts in one
+#               wave (26 MPS clients, 5 SMs each), every job SECONDS;
 #     two GPUs: 2 ranks (one per GPU) beside 16 ranks as 2 x 8 virtual
 #               nodes (9 MPS clients a GPU, 12 SMs each; 16 ranks twice
 #               over do not fit 80 GB: seen, out of memory).
@@ -148,6 +150,15 @@ if [ "$S" = par ]; then
         t0=$(date +%s)
         pjob "2gpu x2 soak ${P}s (par, 12 SMs)" 2 "" 12 $RT/test_scale soak "$P"
         pjob "2gpu x16 MPS 2x8 soak ${P}s (par, 12 SMs)" 16 8 12 $RT/test_scale soak "$P"
+        pwave "$t0"
+    elif [ "${3:-}" = one ]; then
+        plim=$((P + 90))
+        t0=$(date +%s)
+        pjob "1gpu x2 MPS soak ${P}s (par, 5 SMs)" 2 "" 5 $RT/test_scale soak "$P"
+        pjob "1gpu x4 MPS soak ${P}s (par, 5 SMs)" 4 "" 5 $RT/test_scale soak "$P"
+        pjob "1gpu x4 MPS 2x2 soak ${P}s (par, 5 SMs)" 4 2 5 $RT/test_scale soak "$P"
+        pjob "1gpu x8 MPS soak ${P}s (par, 5 SMs)" 8 "" 5 $RT/test_scale soak "$P"
+        pjob "1gpu x8 MPS 2x4 soak ${P}s (par, 5 SMs)" 8 4 5 $RT/test_scale soak "$P"
         pwave "$t0"
     else
         P1=$((P / 2)); P2=$((P - P1))

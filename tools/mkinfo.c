@@ -9,13 +9,16 @@
  *   mkinfo --topo     this host's GPUs, links, NICs and NUMA nodes
  *   mkinfo --op OP --m M --n N [--k K] [--dtype bf16|fp16|fp32]
  *          [--ranks R] [--nodes N] [--net cx7|efa|socket]
+ *          [--head-dim 64|128] [--mask full|causal|zigzag]
  *                     the plan of one operation: for R ranks per node
  *                     (default: one per GPU) on N nodes, or, with --comm,
  *                     for the communicator of this job; --net: the NICs to
  *                     plan for across nodes (cx7: one 400 Gb/s ConnectX-7
  *                     per GPU; efa: two 200 Gb/s EFA devices per GPU, as
  *                     p5en's 16 per node; socket: TCP) instead of this
- *                     host's
+ *                     host's; --head-dim, --mask: ring_attn's (default
+ *                     128, full; not with --comm, whose plan is
+ *                     mkCommGetInfo's: 128, full)
  *   mkinfo --predict [--ranks R] [--nodes N] [--net ...]
  *                     the model's time and TFLOP/s per GPU of each fused
  *                     GEMM operation at M x 8192 x 8192 (M from 8192 to
@@ -88,6 +91,8 @@ struct plan_args {
     int64_t m, n, k;
     int elem, ranks, nodes;
     const char *net; /* NULL: this host's NICs */
+    int attn_set;    /* --head-dim or --mask given */
+    struct mki_plan_attn attn;
 };
 
 /* --net: the NICs each rank plans with across nodes. */
@@ -159,8 +164,8 @@ static int print_topo(const struct plan_args *pa)
             r = mki_plan_coll_mover_param(mki_params_str(&pr, MKI_P_COLL_MOVER),
                                           mki_params_is_set(&pr, MKI_P_COLL_MOVER), &mover);
         if (r == mkSuccess)
-            r = mki_plan_model(&mki_model_default, &c, &ovr[op], op, pa->m,
-                               pa->n, pa->k, pa->elem, &p);
+            r = mki_plan_model_attn(&mki_model_default, &c, &ovr[op], op, pa->m, pa->n,
+                                    pa->k, pa->elem, pa->attn_set ? &pa->attn : NULL, &p);
         if (r == mkSuccess) r = mki_plan_runs(&c, &pr, mover, 0, &p);
         if (r != mkSuccess) {
             free(sb.buf);
@@ -274,9 +279,28 @@ static int plan_option(int argc, char **argv, int *i, struct plan_args *pa)
     int64_t x = 0;
     if (strcmp(o, "--op") && strcmp(o, "--m") && strcmp(o, "--n") &&
         strcmp(o, "--k") && strcmp(o, "--dtype") && strcmp(o, "--ranks") &&
-        strcmp(o, "--nodes") && strcmp(o, "--net"))
+        strcmp(o, "--nodes") && strcmp(o, "--net") && strcmp(o, "--head-dim") &&
+        strcmp(o, "--mask"))
         return 0;
     ++*i;
+    if (!strcmp(o, "--head-dim")) {
+        if (!v || (strcmp(v, "64") && strcmp(v, "128"))) {
+            fprintf(stderr, "mkinfo: --head-dim takes 64 or 128\n");
+            return -1;
+        }
+        pa->attn.head_dim = atoi(v);
+        pa->attn_set = 1;
+        return 1;
+    }
+    if (!strcmp(o, "--mask")) {
+        if (!v || (strcmp(v, "full") && strcmp(v, "causal") && strcmp(v, "zigzag"))) {
+            fprintf(stderr, "mkinfo: --mask takes full, causal or zigzag\n");
+            return -1;
+        }
+        pa->attn.mask = !strcmp(v, "full") ? 0 : !strcmp(v, "causal") ? 1 : 2;
+        pa->attn_set = 1;
+        return 1;
+    }
     if (!strcmp(o, "--net")) {
         if (!v || (strcmp(v, "cx7") && strcmp(v, "efa") && strcmp(v, "socket"))) {
             fprintf(stderr, "mkinfo: --net takes cx7, efa or socket\n");
@@ -316,7 +340,7 @@ int main(int argc, char **argv)
 {
     int only_params = 0, comm = 0;
     int topo = 0, predict = 0, rc;
-    struct plan_args pa = {NULL, 0, 0, 0, 2, 0, 1, NULL};
+    struct plan_args pa = {NULL, 0, 0, 0, 2, 0, 1, NULL, 0, {128, 0}};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--params")) only_params = 1;
         else if (!strcmp(argv[i], "--comm")) comm = 1;
@@ -325,13 +349,14 @@ int main(int argc, char **argv)
         else if ((rc = plan_option(argc, argv, &i, &pa)) != 1) {
             fprintf(stderr, "usage: mkinfo [--params] [--comm] [--topo] "
                     "[--op OP --m M --n N [--k K] [--dtype bf16|fp16|fp32] "
-                    "[--ranks R] [--nodes N] [--net cx7|efa|socket]]\n"
+                    "[--ranks R] [--nodes N] [--net cx7|efa|socket]\n"
+                    "        [--head-dim 64|128] [--mask full|causal|zigzag]]\n"
                     "       mkinfo --predict [--ranks R] [--nodes N] [--net cx7|efa|socket]\n");
             return 2;
         }
     }
     if (predict) {
-        if (pa.op || comm) {
+        if (pa.op || comm || pa.attn_set) {
             fprintf(stderr, "mkinfo: --predict takes only --ranks, --nodes and --net\n");
             return 2;
         }
@@ -341,6 +366,10 @@ int main(int argc, char **argv)
                                            MKI_OP_AG_GEMM && pa.k < 1))) {
         fprintf(stderr, "mkinfo: --op %s needs --m and --n%s\n", pa.op,
                 mki_op_from_name(pa.op) >= MKI_OP_AG_GEMM ? " and --k" : "");
+        return 2;
+    }
+    if (pa.attn_set && (!pa.op || mki_op_from_name(pa.op) != MKI_OP_RING_ATTN || comm)) {
+        fprintf(stderr, "mkinfo: --head-dim and --mask go with --op ring_attn, without --comm\n");
         return 2;
     }
     if (comm && pa.op) return print_comm_plan(&pa);

@@ -18,9 +18,8 @@ plan's element counts: all-gather and all-to-all P * bytes (the whole
 output / send buffer), reduce-scatter P * bytes (the whole input),
 all-reduce bytes.  Attention (mkbench attn: the core alone, one rank;
 ring_attn): the plan of ring_attn (m = seq_local, n = heads x head_dim, k
-= kv_heads x head_dim) is one batch element's and non-causal: the
-prediction is its time times the batch, with half the compute under a
-causal or zigzag mask (the plan does not know the mask).
+= kv_heads x head_dim, with the record's head_dim and mask) is one batch
+element's: the prediction is its time times the batch.
 
 --check exits 1 when a record's error |measured / predicted - 1| exceeds
 --tol (default 0.15); otherwise the exit status is 0 and the table says.
@@ -41,9 +40,9 @@ MODEL_RE = re.compile(r"model\s+compute (\S+) us, intra (\S+) us, inter (\S+) us
 DECISION_RE = re.compile(r"decision\s+(fused|unfused)")
 
 
-def plan(mkinfo, op, m, n, k, dtype, rpn, nodes):
+def plan(mkinfo, op, m, n, k, dtype, rpn, nodes, extra=()):
     args = [mkinfo, "--op", op, "--m", str(m), "--n", str(n), "--dtype", dtype,
-            "--ranks", str(rpn), "--nodes", str(nodes)]
+            "--ranks", str(rpn), "--nodes", str(nodes)] + list(extra)
     if op in GEMM or op == "ring_attn":
         args += ["--k", str(k)]
     out = subprocess.run(args, capture_output=True, text=True, check=False)
@@ -61,10 +60,9 @@ def plan(mkinfo, op, m, n, k, dtype, rpn, nodes):
 def attn_plan(mkinfo, r, rpn, nodes):
     """The model's time of an attention record (module doc), in ms."""
     d, h, kvh = int(r["head_dim"]), int(r["heads"]), int(r["kv_heads"])
-    dec, t, compute = plan(mkinfo, "ring_attn", int(r["seq_local"]), h * d, kvh * d,
-                           r.get("dtype", "bf16"), rpn, nodes)
-    if r.get("mask", "full") != "full":
-        t -= compute / 2
+    dec, t, _ = plan(mkinfo, "ring_attn", int(r["seq_local"]), h * d, kvh * d,
+                     r.get("dtype", "bf16"), rpn, nodes,
+                     ["--head-dim", str(d), "--mask", r.get("mask", "full")])
     return dec, t * int(r.get("batch", 1))
 
 

@@ -573,8 +573,9 @@ static int choose_fused(struct mki_call *call, const struct ratt_state *g,
                "fused ring has flags";
         return 0;
     }
-    if (mki_plan_op(comm, MKI_OP_RING_ATTN, c->seq, c->heads * c->head_dim,
-                    c->kv_heads * c->head_dim, c->es, p) != mkSuccess) {
+    const struct mki_plan_attn pa = {(int)c->head_dim, (int)c->mask};
+    if (mki_plan_op_attn(comm, MKI_OP_RING_ATTN, c->seq, c->heads * c->head_dim,
+                         c->kv_heads * c->head_dim, c->es, &pa, p) != mkSuccess) {
         *why = "no plan for this shape";
         return 0;
     }

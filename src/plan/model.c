@@ -45,10 +45,11 @@
 const struct mki_model mki_model_default = {
     .sm_count = 132,
     .gemm_tflops = 700.0,      /* cuBLAS bf16 677-791 TFLOP/s */
-    /* A model constant, not a measurement of our core: dense bf16
-     * attention forward on an H100/H200 (issue 21 measured cuDNN at
-     * 437-673 TFLOP/s on H200, head_dim 64-128, 4k-16k). */
-    .attn_tflops = 550.0,
+    /* Our attention core (mkbench attn, H100, 2026-11-26; FLOPs computed,
+     * half under a causal mask): head_dim 128 568-584 TFLOP/s without a
+     * mask at 4k-16k, 475-504 causal; head_dim 64 426-449, 325-359. */
+    .attn_tflops = {437.0, 575.0},
+    .attn_causal = {0.78, 0.85},
     .tile_m = 128,
     .tile_n = 256,
     .nvlink_link_gbs = 26.5,   /* NV18: 18 x 26.5 = 477 GB/s per direction */
@@ -531,20 +532,27 @@ static mkResult_t check_shape(enum mki_op op, int64_t m, int64_t n, int64_t k,
 /* ---- mkRingAttention ------------------------------------------------- */
 
 /* The plan of one batch element (plan.h's shapes: m = seq_local, n = heads
- * x head_dim, k = kv_heads x head_dim), non-causal.  Compute: the
- * attention rate on the rank's SMs.  One node: every rank's k and v go
- * once to every peer on the copy engines while the kernel computes its
- * own segment and then each peer's as it lands; rows arrive in order, so
- * the copies keep ahead of the compute when all of them take no longer
- * than it (then only the last chunk's compute follows the last copy).
- * Unfused (across nodes): all-gathers of k and v, then the core. */
+ * x head_dim, k = kv_heads x head_dim; head_dim and mask from
+ * mki_plan_attn).  Compute: the busiest rank's FLOPs at the attention rate
+ * of that head_dim and mask on the rank's SMs.  One node: every rank's k
+ * and v go once to every peer on the copy engines while the kernel
+ * computes its own segment and then each peer's as it lands; rows arrive
+ * in order, so the copies keep ahead of the compute when all of them take
+ * no longer than it (then only the last chunk's compute follows the last
+ * copy).  Unfused (across nodes): all-gathers of k and v, then the core. */
 static void ring_attn_model(const struct mki_model *md, const struct mki_plan_ctx *c,
                             const struct mki_split_ovr *o, int budget, struct mki_op_plan *p)
 {
     const int P = c->nranks, L = c->local_size;
     const int64_t s = p->m, row = p->k * p->dtype_bytes, seg = 2 * s * row;
-    p->flops = 4.0 * (double)s * (double)s * P * (double)p->n;
-    p->t_compute_us = p->flops / (md->attn_tflops * 1e6 * budget / c->sm_count);
+    /* the busiest rank's share of the unmasked FLOPs: plain causal, the
+     * last rank (its own keys half, every earlier rank's whole) */
+    const double share = p->mask == 0 ? 1.0
+                       : p->mask == 2 || P == 1 ? 0.5 : (P - 0.5) / (double)P;
+    const int d = p->head_dim == 64 ? 0 : 1;
+    const double rate = md->attn_tflops[d] * (p->mask ? md->attn_causal[d] : 1.0);
+    p->flops = 4.0 * (double)s * (double)s * P * (double)p->n * share;
+    p->t_compute_us = p->flops / (rate * 1e6 * budget / c->sm_count);
     p->split.compute = p->ctas = p->sm_budget = budget;
     p->chunk_rows = mki_attn_chunk_rows(MKI_ATTN_BSHD, 1, 1, s, row, MKI_RATT_CE_CHUNK_MIN);
     p->chunk_bytes = (size_t)((p->chunk_rows < s ? p->chunk_rows : s) * row);
@@ -606,13 +614,31 @@ mkResult_t mki_plan_model(const struct mki_model *md,
                           int64_t m, int64_t n, int64_t k, int e,
                           struct mki_op_plan *out)
 {
+    return mki_plan_model_attn(md, c, o, op, m, n, k, e, NULL, out);
+}
+
+mkResult_t mki_plan_model_attn(const struct mki_model *md,
+                               const struct mki_plan_ctx *c,
+                               const struct mki_split_ovr *o, enum mki_op op,
+                               int64_t m, int64_t n, int64_t k, int e,
+                               const struct mki_plan_attn *a, struct mki_op_plan *out)
+{
     MKI_CHECK(check_shape(op, m, n, k, e));
+    if (a && op != MKI_OP_RING_ATTN)
+        return mki_error(NULL, mkErrInvalidArgument, "plan %s: a head_dim and mask are "
+                         "for ring_attn only", mki_op_name(op));
+    if (a && ((a->head_dim != 64 && a->head_dim != 128) || a->mask < 0 || a->mask > 2))
+        return mki_error(NULL, mkErrInvalidArgument, "plan ring_attn: head_dim %d, mask %d; "
+                         "give head_dim 64 or 128 and a mask of mkAttnMask_t (0-2)",
+                         a->head_dim, a->mask);
     int budget = c->sm_budget > 0 ? c->sm_budget : c->sm_count;
     MKI_CHECK(mki_plan_check_ovr(o, op, budget));
     if (op == MKI_OP_RING_ATTN) {
         struct mki_op_plan p;
         memset(&p, 0, sizeof(p));
         p.op = op, p.m = m, p.n = n, p.k = k, p.dtype_bytes = e;
+        p.head_dim = a ? a->head_dim : 128;
+        p.mask = a ? a->mask : 0;
         p.overridden = o ? o->set : 0;
         ring_attn_model(md, c, o, budget, &p);
         *out = p;

@@ -37,8 +37,11 @@
  *   gemm_ar        C = allreduce(A[M x K/P] * B[K/P x N]); K sharded
  *   ring_attn      one batch element of mkRingAttention: M = seq_local
  *                  (rows per rank), N = heads x head_dim (a row of q),
- *                  K = kv_heads x head_dim (a row of k); non-causal FLOPs
- *                  4 M (P M) N per rank; batch scales every time alike
+ *                  K = kv_heads x head_dim (a row of k); head_dim and the
+ *                  mask through struct mki_plan_attn (none: 128, full);
+ *                  FLOPs 4 M (P M) N per rank without a mask, half with
+ *                  the zigzag mask, (P - 1/2) / P on the busiest rank with
+ *                  the plain causal one; batch scales every time alike
  * (k is ignored by the collectives).  Cross-rank partial sums travel as
  * fp32 (DESIGN §3: one rounding at the owner).
  *
@@ -110,6 +113,7 @@ struct mki_op_plan {
     int ce_streams;            /* mkAllGatherGemm: copy-engine streams per peer */
     struct mki_coll_plan coll; /* a plain collective: what its kernel runs */
     /* The model's view, for mkinfo and for calibration. */
+    int head_dim, mask;        /* ring_attn: those planned for (mkAttnMask_t) */
     double flops;              /* per rank */
     int64_t intra_bytes;       /* per rank, moved inside the node */
     int64_t inter_bytes;       /* per rank, through the NIC(s) */
@@ -154,7 +158,11 @@ struct mki_plan_ctx {
 struct mki_model {
     int sm_count;              /* SMs when the device does not say */
     double gemm_tflops;        /* dense bf16 GEMM on the whole GPU */
-    double attn_tflops;        /* attention forward (bf16/fp16) on the whole GPU */
+    double attn_tflops[2];     /* attention forward (bf16/fp16), no mask, on
+                                * the whole GPU: [0] head_dim 64, [1] 128 */
+    double attn_causal[2];     /* a causal mask's rate per FLOP computed over
+                                * the unmasked rate (diagonal blocks, uneven
+                                * tiles), by head_dim as above */
     int tile_m, tile_n;        /* GEMM tile of one CTA */
     double nvlink_link_gbs;    /* one NVLink, one direction */
     int nvlink_ref_links;      /* links behind the *_sat figures (NV18) */
@@ -207,6 +215,17 @@ mkResult_t mki_plan_model(const struct mki_model *model,
                           const struct mki_split_ovr *ovr, enum mki_op op,
                           int64_t m, int64_t n, int64_t k, int dtype_bytes,
                           struct mki_op_plan *out);
+/* What the attention plan needs beyond its shape: head_dim (64 or 128)
+ * and the mask (mkAttnMask_t).  NULL: 128, mkAttnFull. */
+struct mki_plan_attn {
+    int head_dim, mask;
+};
+/* mki_plan_model with attn (ring_attn only; NULL elsewhere). */
+mkResult_t mki_plan_model_attn(const struct mki_model *model,
+                               const struct mki_plan_ctx *ctx,
+                               const struct mki_split_ovr *ovr, enum mki_op op,
+                               int64_t m, int64_t n, int64_t k, int dtype_bytes,
+                               const struct mki_plan_attn *attn, struct mki_op_plan *out);
 
 /* ---- per communicator ---------------------------------------------- */
 
@@ -232,11 +251,15 @@ void mki_plan_free(struct mkComm *comm);
  * communicator. */
 mkResult_t mki_plan_runs(const struct mki_plan_ctx *c, const struct mki_params *pr,
                          int coll_mover, int registered, struct mki_op_plan *p);
-/* The plan of one call; cached per (op, shape, dtype).  Errors name the
- * argument (bad op, sizes < 1, dtype_bytes not 2 or 4). */
+/* The plan of one call; cached per (op, shape, dtype; ring_attn: head_dim
+ * and mask too).  Errors name the argument (bad op, sizes < 1, dtype_bytes
+ * not 2 or 4, head_dim not 64 or 128, an unknown mask). */
 mkResult_t mki_plan_op(struct mkComm *comm, enum mki_op op, int64_t m,
                        int64_t n, int64_t k, int dtype_bytes,
                        struct mki_op_plan *out);
+mkResult_t mki_plan_op_attn(struct mkComm *comm, enum mki_op op, int64_t m, int64_t n,
+                            int64_t k, int dtype_bytes, const struct mki_plan_attn *attn,
+                            struct mki_op_plan *out);
 
 /* ---- the plain collectives (coll.c) --------------------------------- */
 /* Measured rules.  block: bytes of one peer block; oneshot: all-reduce in

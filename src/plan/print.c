@@ -44,9 +44,9 @@ void mki_plan_print_comm(struct mki_strbuf *sb, const struct mkComm *comm)
 }
 
 /* mkRingAttention (plan.h: one batch element, m = seq_local, n = heads x
- * head_dim, k = kv_heads x head_dim): the ring's steps, what one step
- * moves and computes, and whether the copies hide under the compute,
- * non-causal and with the zigzag causal mask (half the FLOPs). */
+ * head_dim, k = kv_heads x head_dim; the head_dim and mask planned for):
+ * the ring's steps, what one step moves and computes, and whether the
+ * copies hide under the compute. */
 static void ring_attn_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
                             const struct mki_op_plan *p)
 {
@@ -63,23 +63,27 @@ static void ring_attn_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
                       "%s, and %.0f us of compute; every peer's copies run at once, %.0f us "
                       "in all at this rank\n", P, step_mib, mki_path_name(c->intra_path),
                       tc / P, p->t_intra_us);
-        mki_sb_printf(sb, "  overlap   non-causal: copies %.0f us %s compute %.0f us (%s); "
-                      "causal zigzag: compute %.0f us (%s)\n", p->t_intra_us,
-                      p->t_intra_us <= tc ? "<=" : ">", tc,
-                      p->t_intra_us <= tc ? "hidden" : "not hidden", tc / 2,
-                      p->t_intra_us <= tc / 2 ? "hidden" : "not hidden");
+        mki_sb_printf(sb, "  overlap   copies %.0f us %s compute %.0f us (%s)\n",
+                      p->t_intra_us, p->t_intra_us <= tc ? "<=" : ">", tc,
+                      p->t_intra_us <= tc ? "hidden" : "not hidden");
     } else if (P > 1) {
         mki_sb_printf(sb, "  sequence  mkAllGather of k and of v (%.1f MiB per rank each "
                       "call), then the core over the %d ranks' keys\n", step_mib / 2, P);
     }
-    mki_sb_printf(sb, "  compute   %.2f TFLOP per rank and batch element, non-causal (4 x "
-                  "seq_local x (%d x seq_local) x heads x head_dim): %.0f us at %.0f TFLOP/s on "
-                  "%d of %d SMs (the model's attention rate, a constant, not measured)",
-                  p->flops / 1e12, P, tc, mki_model_default.attn_tflops * p->ctas / c->sm_count,
-                  p->ctas, c->sm_count);
-    if (P > 1)
-        mki_sb_printf(sb, "; mkAttnCausalZigzag about half on every rank, mkAttnCausal %d "
-                      "times the first rank's work on the last", 2 * P - 1);
+    static const char *masks[] = {"mkAttnFull", "mkAttnCausal", "mkAttnCausalZigzag"};
+    static const char *shares[] = {"4 x seq_local x (P x seq_local) x heads x head_dim",
+                                   "the last rank's: (P - 1/2) / P of the unmasked",
+                                   "half the unmasked on every rank"};
+    const int mask = p->mask >= 0 && p->mask <= 2 ? p->mask : 0;
+    const int d = p->head_dim == 64 ? 0 : 1;
+    const double rate = mki_model_default.attn_tflops[d] *
+                        (mask ? mki_model_default.attn_causal[d] : 1.0);
+    mki_sb_printf(sb, "  compute   %.2f TFLOP on the busiest rank per batch element (head_dim "
+                  "%d, %s: %s, P = %d): %.0f us at %.0f TFLOP/s on %d of %d SMs (the model's "
+                  "rate of our core at this head_dim and mask)",
+                  p->flops / 1e12, p->head_dim, masks[mask],
+                  mask == 1 && P == 1 ? "half the unmasked" : shares[mask], P, tc,
+                  rate * p->ctas / c->sm_count, p->ctas, c->sm_count);
     mki_sb_printf(sb, "\n");
 }
 

@@ -264,12 +264,12 @@ void mki_plan_free(struct mkComm *comm)
 }
 
 static int cache_find(struct mki_plan *pl, enum mki_op op, int64_t m, int64_t n,
-                      int64_t k, int e, struct mki_op_plan *out)
+                      int64_t k, int e, int head_dim, int mask, struct mki_op_plan *out)
 {
     for (int i = 0; i < pl->ncache; i++) {
         const struct mki_op_plan *p = &pl->cache[i];
         if (p->op == op && p->m == m && p->n == n && p->k == k &&
-            p->dtype_bytes == e) {
+            p->dtype_bytes == e && p->head_dim == head_dim && p->mask == mask) {
             *out = *p;
             return 1;
         }
@@ -346,6 +346,13 @@ mkResult_t mki_plan_op(struct mkComm *comm, enum mki_op op, int64_t m,
                        int64_t n, int64_t k, int dtype_bytes,
                        struct mki_op_plan *out)
 {
+    return mki_plan_op_attn(comm, op, m, n, k, dtype_bytes, NULL, out);
+}
+
+mkResult_t mki_plan_op_attn(struct mkComm *comm, enum mki_op op, int64_t m, int64_t n,
+                            int64_t k, int dtype_bytes, const struct mki_plan_attn *attn,
+                            struct mki_op_plan *out)
+{
     struct mki_plan *pl = comm->plan;
     if (!pl)
         return mki_error(comm, mkErrInternal, "plan asked before the "
@@ -353,14 +360,17 @@ mkResult_t mki_plan_op(struct mkComm *comm, enum mki_op op, int64_t m,
     if (!mki_op_has_gemm(op) && op != MKI_OP_MOE_DISPATCH && op != MKI_OP_MOE_COMBINE &&
         op != MKI_OP_MOE_DISPATCH_GEMM && op != MKI_OP_RING_ATTN)
         k = 1; /* k: the GEMM's; the MoE calls' top-k; a row of k (ring_attn) */
+    /* the cache's key: what the model planned for (mki_plan_model_attn) */
+    const int hd = op == MKI_OP_RING_ATTN ? (attn ? attn->head_dim : 128) : 0;
+    const int mask = op == MKI_OP_RING_ATTN && attn ? attn->mask : 0;
     pthread_mutex_lock(&pl->lock);
-    int hit = cache_find(pl, op, m, n, k, dtype_bytes, out);
+    int hit = cache_find(pl, op, m, n, k, dtype_bytes, hd, mask, out);
     pthread_mutex_unlock(&pl->lock);
     if (hit) return mkSuccess;
     struct mki_op_plan p;
-    mkResult_t r = mki_plan_model(&mki_model_default, &pl->ctx,
-                                  (unsigned)op < MKI_OP_COUNT ? &pl->ovr[op] : NULL,
-                                  op, m, n, k, dtype_bytes, &p);
+    mkResult_t r = mki_plan_model_attn(&mki_model_default, &pl->ctx,
+                                       (unsigned)op < MKI_OP_COUNT ? &pl->ovr[op] : NULL,
+                                       op, m, n, k, dtype_bytes, attn, &p);
     if (r != mkSuccess) {
         mki_error_quiet(comm, "%s", mki_thread_error());
         return r;

@@ -52,8 +52,27 @@ expect "--op ring_attn" "plan of ring_attn m=16384 n=4096 k=1024" "$out"
 expect "--op ring_attn" "decision  fused (one node: the fused ring" "$out"
 expect "--op ring_attn" "chunks of 2048 rows of k and of v (4194304 bytes each), 8 per" "$out"
 expect "--op ring_attn" "a step is one rank's k and v, 64.0 MiB over nvlink" "$out"
-expect "--op ring_attn" "overlap   non-causal: copies .* (hidden); causal zigzag" "$out"
-expect "--op ring_attn" "8.80 TFLOP per rank and batch element.* at 550 TFLOP/s" "$out"
+expect "--op ring_attn" "overlap   copies .* <= compute .* (hidden)" "$out"
+expect "--op ring_attn" "8.80 TFLOP on the busiest rank .*head_dim 128, mkAttnFull.* at 575 TFLOP/s" "$out"
+# the mask and head_dim: zigzag half the FLOPs on every rank, plain causal
+# (P - 1/2) / P on the last rank, each at its measured rate
+out=$("$mkinfo" --op ring_attn --m 16384 --n 4096 --k 1024 --ranks 2 --mask zigzag 2>&1)
+expect "ring_attn zigzag" "4.40 TFLOP on the busiest rank .*mkAttnCausalZigzag.* at 489 TFLOP/s" "$out"
+out=$("$mkinfo" --op ring_attn --m 16384 --n 4096 --k 1024 --ranks 2 --mask causal --head-dim 64 2>&1)
+expect "ring_attn causal d64" "6.60 TFLOP on the busiest rank .*head_dim 64, mkAttnCausal.* at 341 TFLOP/s" "$out"
+for bad in "--op ring_attn --m 64 --n 64 --k 64 --head-dim 96" \
+           "--op ring_attn --m 64 --n 64 --k 64 --mask sliding" \
+           "--op ag_gemm --m 64 --n 64 --k 64 --mask causal" \
+           "--comm --op ring_attn --m 64 --n 64 --k 64 --head-dim 64" \
+           "--predict --mask causal"; do
+    # shellcheck disable=SC2086
+    out=$("$mkinfo" $bad 2>&1); rc=$?
+    if [ $rc = 2 ] && echo "$out" | grep -q -- "--head-dim\|--mask\|--predict takes"; then
+        passed=$((passed + 1))
+    else
+        echo "FAIL: mkinfo $bad: exit $rc, $out"; failed=$((failed + 1))
+    fi
+done
 out=$("$mkinfo" --op ring_attn --m 4096 --n 4096 --k 1024 --ranks 4 --nodes 2 --net cx7 2>&1)
 expect "ring_attn across nodes" "decision  unfused (ranks on several nodes" "$out"
 expect "ring_attn across nodes" "sequence  mkAllGather of k and of v" "$out"

@@ -198,6 +198,35 @@ static void bad_input(void)
     unsetenv("MK_TRANSPORT");
 }
 
+/* mkRingAttention's plan knows head_dim and the mask: the busiest rank's
+ * FLOPs (half under zigzag, (P - 1/2) / P under plain causal) at the rate
+ * of that head_dim and mask; bad ones are refused, and so is a head_dim
+ * for another op. */
+static void attention(void)
+{
+    struct mki_plan_ctx c = h200x2();
+    struct mki_op_plan p[4];
+    const struct mki_plan_attn a[4] = {{128, 0}, {128, 2}, {128, 1}, {64, 0}};
+    for (int i = 0; i < 4; i++)
+        CHECK_RES(mki_plan_model_attn(md, &c, NULL, MKI_OP_RING_ATTN, 16384, 4096, 1024, 2,
+                                      &a[i], &p[i]), mkSuccess);
+    struct mki_op_plan none;
+    CHECK_RES(mki_plan_model(md, &c, NULL, MKI_OP_RING_ATTN, 16384, 4096, 1024, 2, &none),
+              mkSuccess);
+    CHECK(none.head_dim == 128 && none.mask == 0 && none.flops == p[0].flops &&
+          none.t_compute_us == p[0].t_compute_us);
+    CHECK(p[1].flops == p[0].flops / 2 && p[2].flops == p[0].flops * 0.75);
+    CHECK(p[1].t_compute_us > p[0].t_compute_us / 2 && p[1].t_compute_us < p[0].t_compute_us);
+    CHECK(p[3].flops == p[0].flops && p[3].t_compute_us > p[0].t_compute_us * 1.2);
+    CHECK(p[0].fused && p[1].fused && p[3].head_dim == 64 && p[2].mask == 1);
+    const struct mki_plan_attn bad[3] = {{96, 0}, {64, 3}, {128, -1}};
+    for (int i = 0; i < 3; i++)
+        CHECK_RES(mki_plan_model_attn(md, &c, NULL, MKI_OP_RING_ATTN, 64, 64, 64, 2, &bad[i],
+                                      &none), mkErrInvalidArgument);
+    CHECK_RES(mki_plan_model_attn(md, &c, NULL, MKI_OP_AG_GEMM, 64, 64, 64, 2, &a[0], &none),
+              mkErrInvalidArgument);
+}
+
 static void names(void)
 {
     for (int op = 0; op < MKI_OP_COUNT; op++)
@@ -213,6 +242,7 @@ int main(void)
     multinode();
     overrides();
     bad_input();
+    attention();
     names();
     TEST_DONE();
 }

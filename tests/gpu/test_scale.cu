@@ -1419,6 +1419,8 @@ static int run_soak(double seconds, uint64_t seed)
     long calls = 0, batches = 0, graphs = 0, zero = 0, wrong = 0, fusedn = 0, moen = 0;
     long aggn = 0, dgn = 0, rattn = 0;
     const double t0 = (double)clock_gettime_ns() / 1e9;
+    double t_mark = t0;
+    long calls_mark = 0, batches_mark = 0;
     for (;;) {
         int go = g_rank == 0 ? (double)clock_gettime_ns() / 1e9 - t0 < seconds : 0;
         if (g_comm->boot->bcast(g_comm->boot_ctx, &go, sizeof go, 0) != mkSuccess) {
@@ -1585,6 +1587,17 @@ static int run_soak(double seconds, uint64_t seed)
         }
         calls += n;
         batches++;
+        /* the rate minute by minute (rank 0): a rate that falls over a
+         * long run points at something that grows */
+        const double now = (double)clock_gettime_ns() / 1e9;
+        if (g_rank == 0 && now - t_mark >= 60.0) {
+            printf("soak rate: %.0f s: %ld calls in %ld batches in the last %.0f s\n", now - t0,
+                   calls - calls_mark, batches - batches_mark, now - t_mark);
+            fflush(stdout);
+            t_mark = now;
+            calls_mark = calls;
+            batches_mark = batches;
+        }
     }
     mkResult_t ae;
     MK(mkCommGetAsyncError(g_comm, &ae));

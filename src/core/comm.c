@@ -6,7 +6,11 @@
  *      of any version + those parameters); the communicator keeps both;
  *   2. bring up a bootstrap (pmix for the job, tcp for a unique id or a
  *      split, "self" for a size-1 communicator);
- *   3. agree on a job cookie (rank 0 draws it, bcast);
+ *   3. agree on a job cookie (rank 0 draws it, bcast); a job started by a
+ *      launcher then moves onto a tcp ring made through PMIx (one
+ *      allgather of addresses): every later PMIx allgather would cost more
+ *      than the one before (keys accumulate: 0.9 ms per op at first, 99 ms
+ *      after 2,000 ops, 2 ranks on one host);
  *   4. allgather host facts; group ranks into nodes (same PMIx node id or
  *      host hash, then MK_NODE_SIZE consecutive local ranks per virtual
  *      node: topology/nodes.c);
@@ -322,6 +326,25 @@ static mkResult_t agree_cookie(const struct mki_bootstrap_ops *boot, void *ctx,
     return boot->bcast(ctx, cookie, sizeof(*cookie), 0);
 }
 
+/* The job's communicator leaves PMIx for a tcp ring of the same ranks
+ * (the PMIx context is closed; PMIx itself stays up for node ids). */
+static mkResult_t off_pmix(const struct mki_bootstrap_ops **boot, void **ctx, int rank,
+                           int nranks, uint64_t cookie, int timeout_ms)
+{
+    int *group = malloc(sizeof(int) * (size_t)nranks);
+    if (!group) return mki_error(NULL, mkErrNoMemory, "out of host memory");
+    for (int r = 0; r < nranks; r++) group[r] = r;
+    void *tcp = NULL;
+    mkResult_t res = mki_bootstrap_tcp_from_parent(*boot, *ctx, rank, nranks, 1, rank, nranks,
+                                                   group, cookie, timeout_ms, &tcp);
+    free(group);
+    if (res != mkSuccess) return res;
+    (*boot)->close(*ctx);
+    *boot = &mki_bootstrap_tcp_ops;
+    *ctx = tcp;
+    return mkSuccess;
+}
+
 MK_API mkResult_t mkCommInit(mkComm_t *comm, const mkConfig_t *config)
 {
     struct mki_config cfg;
@@ -366,6 +389,8 @@ MK_API mkResult_t mkCommInit(mkComm_t *comm, const mkConfig_t *config)
         }
     }
     mkResult_t res = agree_cookie(boot, ctx, rank, &cookie);
+    if (res == mkSuccess && boot != &self_ops) res = off_pmix(&boot, &ctx, rank, nranks, cookie,
+                                                             cfg.timeoutMs);
     if (res != mkSuccess) {
         boot->close(ctx);
         return res;

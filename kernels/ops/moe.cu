@@ -137,9 +137,7 @@ __device__ __noinline__ void wait_tag_spin(const mki_rt_dev &rt, const uint64_t 
         if (v == e) return;
         if (n & 31) continue;
         if (*quit) return;
-        uint64_t w = ld_relaxed_sys(abort_word(rt));
-        if (!w && rt.abort2) w = ld_relaxed_sys(rt.abort2);
-        if (!w && (n & 255) == 0) w = ld_relaxed_sys(host_stop(rt));
+        const uint64_t w = stop_value(rt, n);
         if (w || globaltimer() - t0 > rt.timeout_ns) {
             fail(rt, w ? MKI_ERR_REMOTE : MKI_ERR_TIMEOUT,
                  wait_site{w ? (int)w - 1 : src, (int)blockIdx.x, slot, 2}, e, v, e);

@@ -63,6 +63,17 @@ __device__ __forceinline__ stop_words stops_of(const mki_rt_dev &rt)
     return stop_words{abort_word(rt), rt.abort2, host_stop(rt)};
 }
 
+/* The communicator's first raised stop word (the rank to blame + 1), 0 if
+ * none, for a wait that polls outside spin_geq; the host's word only at
+ * poll n a multiple of 256 (n = 1: never). */
+__device__ __forceinline__ uint64_t stop_value(const mki_rt_dev &rt, uint32_t n)
+{
+    uint64_t w = ld_relaxed_sys(abort_word(rt));
+    if (!w && rt.abort2) w = ld_relaxed_sys(rt.abort2);
+    if (!w && (n & 255) == 0) w = ld_relaxed_sys(host_stop(rt));
+    return w;
+}
+
 /* No pause between polls (signals between GPUs: latency matters). */
 struct no_backoff {
     __device__ __forceinline__ void operator()(uint64_t, uint64_t) {}
@@ -224,8 +235,7 @@ __device__ __forceinline__ void note_report(const mki_rt_dev &rt, const cta_note
  * at once (MKI_ERR_REMOTE naming the peer); one thread. */
 __device__ __forceinline__ bool enter_ok(const mki_rt_dev &rt, int channel, uint64_t epoch)
 {
-    uint64_t ab = ld_relaxed_sys(abort_word(rt));
-    if (ab == 0 && rt.abort2) ab = ld_relaxed_sys(rt.abort2);
+    const uint64_t ab = stop_value(rt, 1);
     if (ab == 0) return true;
     fail(rt, MKI_ERR_REMOTE, wait_site{(int)ab - 1, channel, -1, -1}, 0, 0, epoch);
     return false;

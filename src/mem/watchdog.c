@@ -126,6 +126,14 @@ static int watchdog_poll_abort(struct mki_devrt *d, int *inflight)
     return 0;
 }
 
+/* The host-mapped stop word (rt.h), raised once with the first value. */
+static void raise_stop(struct mki_devrt *d, uint64_t v)
+{
+    if (!d->rec || d->rec->stop) return;
+    d->rec->stop = v;
+    __sync_synchronize();
+}
+
 /* Stop this rank's kernels (value: the dead rank + 1): the host-mapped
  * stop word by a plain store, which no stream can hold back (a copy on
  * the private stream may sit behind a stream memory wait of a side stream
@@ -136,10 +144,7 @@ void mki_devrt_stop_kernels(struct mkComm *comm, int dead)
 {
     struct mki_devrt *d = comm->dev;
     if (!d || d->heap.nseg == 0) return;
-    if (d->rec && !d->rec->stop) {
-        d->rec->stop = (uint64_t)dead + 1;
-        __sync_synchronize();
-    }
+    raise_stop(d, (uint64_t)dead + 1);
     d->pinned[2] = (uint64_t)dead + 1;
     (void)cudaMemcpyAsync(abort_word(d), &d->pinned[2], 8, cudaMemcpyHostToDevice, d->side);
 }
@@ -258,10 +263,7 @@ void mki_devrt_abort(struct mkComm *comm)
     (void)cudaGetDevice(&prev);
     (void)cudaSetDevice(d->dev);
     d->pinned[0] = (uint64_t)comm->rank + 1;
-    if (d->rec && !d->rec->stop) { /* this rank's own kernels, at once */
-        d->rec->stop = (uint64_t)comm->rank + 1;
-        __sync_synchronize();
-    }
+    raise_stop(d, (uint64_t)comm->rank + 1); /* this rank's own kernels, at once */
     const struct mki_heap_seg *s = &d->heap.seg[0];
     for (int l = 0; l < d->nlocal; l++)
         if (s->peer[l])

@@ -220,6 +220,9 @@ mkResult_t mki_plan_model(const struct mki_model *model,
 struct mki_plan_attn {
     int head_dim, mask;
 };
+/* The model's attention rate (TFLOP/s on a whole GPU, per FLOP computed)
+ * at head_dim (64, else 128) and mask (mkAttnMask_t; 0: none). */
+double mki_model_attn_rate(const struct mki_model *model, int head_dim, int mask);
 /* mki_plan_model with attn (ring_attn only; NULL elsewhere). */
 mkResult_t mki_plan_model_attn(const struct mki_model *model,
                                const struct mki_plan_ctx *ctx,

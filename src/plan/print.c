@@ -75,9 +75,7 @@ static void ring_attn_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
                                    "the last rank's: (P - 1/2) / P of the unmasked",
                                    "half the unmasked on every rank"};
     const int mask = p->mask >= 0 && p->mask <= 2 ? p->mask : 0;
-    const int d = p->head_dim == 64 ? 0 : 1;
-    const double rate = mki_model_default.attn_tflops[d] *
-                        (mask ? mki_model_default.attn_causal[d] : 1.0);
+    const double rate = mki_model_attn_rate(&mki_model_default, p->head_dim, mask);
     mki_sb_printf(sb, "  compute   %.2f TFLOP on the busiest rank per batch element (head_dim "
                   "%d, %s: %s, P = %d): %.0f us at %.0f TFLOP/s on %d of %d SMs (the model's "
                   "rate of our core at this head_dim and mask)",

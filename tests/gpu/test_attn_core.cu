@@ -10,7 +10,8 @@
  *   test_attn_core [seed]            correctness
  *   test_attn_core small [seed]      the cases of at most 1000 rows, one
  *                                    repeat (compute-sanitizer)
- *   test_attn_core time [reps]       timing table
+ *   test_attn_core time [reps]       timing table (and rank 0's work of a
+ *                                    2-rank zigzag ring)
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -303,6 +304,70 @@ static int timing(int reps)
                 cudaFree(v);
                 cudaFree(o);
             }
+    /* The work of rank 0 of a 2-rank zigzag ring (mkbench ring_attn's 32k
+     * and 128k): its chunks 0 and 3 of q against its own keys and rank 1's
+     * (chunks 1 and 2), head_dim 128, one batch element, 16 heads. */
+    for (int64_t S : {16384ll, 65536ll}) {
+        const int64_t D = 128, H = 16, B = 1, C = S / 2, n = B * S * H * D;
+        void *q, *k, *v, *o;
+        CK(cudaMalloc(&q, n * 2));
+        CK(cudaMalloc(&k, n * 2));
+        CK(cudaMalloc(&v, n * 2));
+        CK(cudaMalloc(&o, n * 2));
+        std::vector<uint16_t> h(n);
+        void *dst[3] = {q, k, v};
+        for (int t = 0; t < 3; ++t) {
+            for (auto &x : h) x = to16((float)(urand() * 2 - 1), false);
+            CK(cudaMemcpy(dst[t], h.data(), n * 2, cudaMemcpyHostToDevice));
+        }
+        mki_attn_args a;
+        memset(&a, 0, sizeof(a));
+        a.q = q;
+        a.o = o;
+        a.batch = B;
+        a.seq = S;
+        a.heads = H;
+        a.kv_heads = H;
+        a.head_dim = D;
+        a.layout = MKI_ATTN_BSHD;
+        a.dtype = MKI_BF16;
+        a.scale = 1.0f / sqrtf((float)D);
+        a.causal = 1;
+        a.qpos = {C, 0, 3 * C};
+        a.nseg = 2;
+        a.seg[0].k = k;
+        a.seg[0].v = v;
+        a.seg[0].pos = {C, 0, 3 * C};
+        a.seg[1].k = k; /* rank 1's keys: the same bytes, other positions */
+        a.seg[1].v = v;
+        a.seg[1].pos = {C, C, 2 * C};
+        char msg[256];
+        cudaEvent_t e0, e1;
+        CK(cudaEventCreate(&e0));
+        CK(cudaEventCreate(&e1));
+        std::vector<float> ms;
+        for (int i = 0; i < reps + 3; ++i) {
+            CK(cudaEventRecord(e0));
+            if (mki_attn_run(&a, 0, msg, sizeof(msg))) {
+                printf("FAIL: %s\n", msg);
+                return 1;
+            }
+            CK(cudaEventRecord(e1));
+            CK(cudaEventSynchronize(e1));
+            float t;
+            CK(cudaEventElapsedTime(&t, e0, e1));
+            if (i >= 3) ms.push_back(t);
+        }
+        std::sort(ms.begin(), ms.end());
+        const double med = ms[ms.size() / 2];
+        const double fl = 4.0 * B * H * S * (2 * S) * D * 0.5;
+        printf("%-6lld %-7s %-6lld %5lld %4lld %4s %10.3f %10.1f\n", (long long)D, "zigzag",
+               (long long)S, (long long)B, (long long)H, "", med, fl / med / 1e9);
+        cudaFree(q);
+        cudaFree(k);
+        cudaFree(v);
+        cudaFree(o);
+    }
     return 0;
 }
 

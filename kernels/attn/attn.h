@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rt/hd.h"
+
 #define MKI_ATTN_MAXSEG 8     /* key segments per launch (MKI_MAXLOCAL) */
 #define MKI_ATTN_BN 128       /* keys per block */
 
@@ -114,6 +116,41 @@ static inline void mki_attn_chunk(int layout, int64_t batch, int64_t kv_heads, i
     (void)batch;
     *off = (bh * seq + r0) * row;
     *len = rows > 0 ? rows * row : 0;
+}
+
+/* ---- the order of a call's tiles -------------------------------------- */
+
+#define MKI_ATTN_BAND 16 /* query blocks of one band (causal order) */
+
+/* Tile t (0 .. bh x nqb - 1) of a call: its (batch x head) index *bh_out
+ * and its query block *qb_out.  Without a mask, head after head (the tiles
+ * running at once share their head's k and v in L2), the last query block
+ * first.  Under a causal mask the heaviest tiles of every head come first,
+ * band after band of MKI_ATTN_BAND query blocks from the last one, head
+ * after head inside a band: tiles of similar work run together and the
+ * light ones end the call (a head at a time left the busiest SMs of the
+ * zigzag ring with twice the mean work), while a round of the grid still
+ * spans few heads.  A bijection onto [0, bh) x [0, nqb). */
+MKI_HD void mki_attn_tile(int t, int nqb, int bh, int causal, int *bh_out, int *qb_out)
+{
+    int h, r; /* r: query blocks from the last */
+    if (!causal) {
+        h = t / nqb;
+        r = t % nqb;
+    } else {
+        const int band = MKI_ATTN_BAND, full = nqb / band, in_full = full * band * bh;
+        if (t < in_full) {
+            const int b = t / (band * bh), u = t % (band * bh);
+            h = u / band;
+            r = b * band + u % band;
+        } else { /* the last band, narrower */
+            const int w = nqb - full * band, u = t - in_full;
+            h = u / w;
+            r = full * band + u % w;
+        }
+    }
+    *bh_out = h;
+    *qb_out = nqb - 1 - r;
 }
 
 #ifdef __cplusplus

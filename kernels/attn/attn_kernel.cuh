@@ -28,8 +28,9 @@
  * swizzled boxes of BM (Q) or 128 (K, V) rows x 64 elements, the layout
  * wgmma reads K-major (Q, K) and N-major (V).  Key blocks that the causal
  * mask hides entirely are skipped by both sides alike (BlockIter).  Tiles
- * are dealt to CTAs round-robin, the queries of the highest positions (the
- * most keys under a causal mask) first.
+ * are dealt to CTAs in rounds, the queries of the highest positions (the
+ * most keys under a causal mask) first: under a mask, those of every head
+ * before the lighter ones (mki_attn_tile).
  *
  * In the ring (ops/attn.h), segment 0 is this rank's keys and segments
  * 1.. those of the next ranks in the bank, each chunk waited for by
@@ -189,14 +190,14 @@ struct Tile {
     int b, h, qb;
 };
 
-/* Tile t: heads of a batch together (GQA groups share keys in L2), the
- * query blocks of the highest positions first. */
+/* Tile t in the order of mki_attn_tile (attn.h): heads of a batch
+ * together (GQA groups share keys in L2), the query blocks of the highest
+ * positions first; under a causal mask, in bands across the heads. */
 __device__ __forceinline__ Tile tile_of(const AttnParams &p, int t)
 {
     Tile x;
-    const int qbr = t % p.nqb;
-    const int bh = t / p.nqb;
-    x.qb = p.nqb - 1 - qbr;
+    int bh;
+    mki_attn_tile(t, p.nqb, p.batch * p.heads, p.causal, &bh, &x.qb);
     x.h = bh % p.heads;
     x.b = bh / p.heads;
     return x;

@@ -271,12 +271,49 @@ static int too_many(int rank, int nranks, mkUniqueId id)
     return 0;
 }
 
+/* The tile order (mki_attn_tile) visits every (head, query block) once;
+ * without a mask head after head, the last block first; under a causal
+ * mask band after band from the last block, so that a tile never comes
+ * after one of a lighter band. */
+static void test_tile_order(void)
+{
+    static const int nqbs[] = {1, 5, 15, 16, 17, 32, 86, 129};
+    static const int bhs[] = {1, 3, 64};
+    for (size_t i = 0; i < sizeof(nqbs) / sizeof(nqbs[0]); i++)
+        for (size_t j = 0; j < sizeof(bhs) / sizeof(bhs[0]); j++)
+            for (int causal = 0; causal < 2; causal++) {
+                const int nqb = nqbs[i], bh = bhs[j], n = nqb * bh;
+                char *seen = calloc((size_t)n, 1);
+                int ok = seen != NULL, ordered = 1, last_band = 0;
+                for (int t = 0; ok && t < n; t++) {
+                    int h = -1, qb = -1;
+                    mki_attn_tile(t, nqb, bh, causal, &h, &qb);
+                    ok = h >= 0 && h < bh && qb >= 0 && qb < nqb && !seen[h * nqb + qb];
+                    if (!ok) break;
+                    seen[h * nqb + qb] = 1;
+                    if (!causal) {
+                        ordered &= h == t / nqb && qb == nqb - 1 - t % nqb;
+                    } else {
+                        const int band = (nqb - 1 - qb) / MKI_ATTN_BAND;
+                        ordered &= band >= last_band;
+                        last_band = band;
+                    }
+                }
+                if (!ok || !ordered)
+                    printf("tile order: nqb %d, bh %d, causal %d: %s\n", nqb, bh, causal,
+                           !ok ? "not a bijection" : "out of order");
+                CHECK(ok && ordered);
+                free(seen);
+            }
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     alarm(120);
     setenv("MK_TIMEOUT_MS", "20000", 1);
     test_chunks();
+    test_tile_order();
     /* forked ranks first: the parent must not have touched CUDA yet */
     CHECK(run_ranks(2, 2, new_id(), mismatched_heads) == 0);
     CHECK(run_ranks(3, 3, new_id(), mismatched_scale) == 0);

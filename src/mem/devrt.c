@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mki.h"
 #include "mem/mem.h"
@@ -107,6 +108,11 @@ mkResult_t mki_devrt_create(struct mkComm *comm, size_t heap_bytes, size_t host_
     d->me = comm->local_rank;
     d->heap.host_seg = -1;
     pthread_mutex_init(&d->reg_lock, NULL);
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&d->call_lock, &ma);
+    pthread_mutexattr_destroy(&ma);
     mkResult_t res = devrt_setup(comm, heap_bytes, host_bytes);
     (void)cudaSetDevice(prev);
     return res;
@@ -128,13 +134,50 @@ void mki_devrt_destroy(struct mkComm *comm)
         if (d->side) (void)cudaStreamDestroy(d->side);
         if (d->rec) (void)cudaFreeHost((void *)d->rec);
         if (d->pinned) (void)cudaFreeHost(d->pinned);
+        for (int i = 0; i < MKI_TAILS; i++)
+            if (d->tail[i].ev) (void)cudaEventDestroy(d->tail[i].ev);
     }
     mki_reg_free_all(d);
     pthread_mutex_destroy(&d->reg_lock);
+    pthread_mutex_destroy(&d->call_lock);
     (void)cudaGetLastError();
     (void)cudaSetDevice(prev);
     free(d);
     comm->dev = NULL;
+}
+
+void mki_devrt_tail(struct mki_devrt *d, cudaStream_t stream)
+{
+    struct mki_tail *t = NULL, *lru = &d->tail[0];
+    for (int i = 0; i < MKI_TAILS && !t; i++) {
+        if (d->tail[i].ev && d->tail[i].stream == stream) t = &d->tail[i];
+        if (d->tail[i].used < lru->used) lru = &d->tail[i];
+    }
+    if (!t) {
+        t = lru;
+        if (!t->ev && cudaEventCreateWithFlags(&t->ev, cudaEventDisableTiming) != cudaSuccess) {
+            t->ev = NULL; /* no tail: the watchdog's bound still holds */
+            (void)cudaGetLastError();
+            return;
+        }
+        t->stream = stream;
+    }
+    if (cudaEventRecord(t->ev, stream) != cudaSuccess) (void)cudaGetLastError();
+    t->used = ++d->tail_clock;
+}
+
+int mki_devrt_drained(struct mki_devrt *d)
+{
+    for (int i = 0; i < MKI_TAILS; i++)
+        if (d->tail[i].ev && cudaEventQuery(d->tail[i].ev) == cudaErrorNotReady) return 0;
+    (void)cudaGetLastError();
+    return 1;
+}
+
+void mki_devrt_drain_wait(struct mki_devrt *d, uint64_t max_ns)
+{
+    const uint64_t t0 = mki_now_ns();
+    while (!mki_devrt_drained(d) && mki_now_ns() - t0 < max_ns) usleep(100);
 }
 
 mkResult_t mki_devrt_require(struct mkComm *comm, const char *func)

@@ -48,6 +48,8 @@ struct mki_reg {
     struct mki_ipc_map *map[MKI_MAXLOCAL]; /* mappings held (or NULL) */
 };
 
+#define MKI_TAILS 8 /* streams whose last call the watchdog waits for */
+
 struct mki_devrt {
     int dev;
     int nlocal, me;                 /* ranks of my node; my index */
@@ -70,9 +72,29 @@ struct mki_devrt {
     struct mki_reg *regs;
     int nregs;                      /* equal on every rank (collective) */
     struct mki_ipc_map *maps;       /* peers' allocations mapped here */
+    /* The calls' tails: an event after the last call on each stream calls
+     * came on (the least recently used slot goes to a new stream), so that
+     * the watchdog reports a dead peer only once nothing this rank
+     * enqueued can still write into the caller's buffers.  call_lock is
+     * held by a call from its check of the communicator to its tail. */
+    pthread_mutex_t call_lock;
+    struct mki_tail {
+        cudaStream_t stream;
+        cudaEvent_t ev;
+        uint64_t used;
+    } tail[MKI_TAILS];
+    uint64_t tail_clock;
 };
 
 /* ---- devrt.c ----------------------------------------------------------- */
+/* After a call enqueued on stream (not in a capture): the stream's tail
+ * event recorded there; call_lock held. */
+void mki_devrt_tail(struct mki_devrt *d, cudaStream_t stream);
+/* Whether every tail event has completed (never blocks); call_lock held. */
+int mki_devrt_drained(struct mki_devrt *d);
+/* Wait (polling) until drained, at most max_ns; call_lock held. */
+#define MKI_DRAIN_NS 500000000ull
+void mki_devrt_drain_wait(struct mki_devrt *d, uint64_t max_ns);
 /* Set up comm->dev (collective over comm->boot) with a heap whose first
  * segment has heap_bytes and, when host_bytes > 0, a host segment of that
  * size; a process without GPU (comm->cuda_dev < 0) gets comm->dev == NULL

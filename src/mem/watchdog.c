@@ -10,11 +10,13 @@
  *
  * A rank the liveness ring (core/live.h) finds dead: the watchdog raises
  * this rank's own abort word, so a kernel in flight stops at its next
- * wait and a later one at its entry, waits (at most LIVE_SETTLE_NS) for
- * a kernel to say it stopped, then marks the communicator broken with
- * the ring's sentence (mkErrRemote naming the rank).  A failed proxy is
- * most often the same death seen first by the transport: its report
- * waits as long for the ring to name the rank.
+ * wait and a later one at its entry, waits until no call is being
+ * enqueued and every call's tail event has completed (mki_devrt_tail:
+ * nothing this rank enqueued can write into the caller's buffers after
+ * the report; at most MKI_DRAIN_NS), then marks the communicator broken
+ * with the ring's sentence (mkErrRemote naming the rank).  A failed proxy
+ * is most often the same death seen first by the transport: its report
+ * waits LIVE_SETTLE_NS x 4 for the ring to name the rank.
  */
 #include <stdio.h>
 #include <string.h>
@@ -180,6 +182,23 @@ static void report(struct mkComm *comm, mkResult_t res, const char *msg)
     mki_comm_break_kids(comm, res, msg);
 }
 
+/* Report a dead peer once no call is being enqueued and every tail has
+ * completed, under the call lock (a call then finds the communicator
+ * broken before it enqueues anything); past MKI_DRAIN_NS at once, with the
+ * lock if it is free.  1: reported. */
+static int report_drained(struct mkComm *comm, const char *msg, int late)
+{
+    struct mki_devrt *d = comm->dev;
+    const int locked = pthread_mutex_trylock(&d->call_lock) == 0;
+    if (!late && (!locked || !mki_devrt_drained(d))) {
+        if (locked) pthread_mutex_unlock(&d->call_lock);
+        return 0;
+    }
+    report(comm, mkErrRemote, msg);
+    if (locked) pthread_mutex_unlock(&d->call_lock);
+    return 1;
+}
+
 static void *watchdog_main(void *arg)
 {
     struct mkComm *comm = arg;
@@ -210,10 +229,7 @@ static void *watchdog_main(void *arg)
                 mki_devrt_stop_kernels(comm, dead);
                 stop_orphans(comm, dead);
             }
-            if (d->rec->valid || now - dead_since > LIVE_SETTLE_NS) {
-                report(comm, mkErrRemote, msg);
-                reported = 1;
-            }
+            reported = report_drained(comm, msg, now - dead_since > MKI_DRAIN_NS);
             continue;
         }
         if (d->rec->valid) {

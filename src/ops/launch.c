@@ -32,8 +32,16 @@ mkResult_t mki_call_enter(mkComm_t comm, enum mki_op op, cudaStream_t stream,
     c->prev_dev = -1;
     MKI_CHECK(mki_comm_check(comm, c->func));
     c->comm = comm;
+    if (comm->dev) { /* recursive: an op's unfused sequence calls others on comm */
+        pthread_mutex_lock(&comm->dev->call_lock);
+        c->locked = 1;
+    }
     mkResult_t broken = mki_comm_async_error(comm);
-    if (broken != mkSuccess) return mki_comm_broken(comm, broken, c->func);
+    if (broken != mkSuccess) {
+        if (c->locked) pthread_mutex_unlock(&comm->dev->call_lock);
+        c->locked = 0;
+        return mki_comm_broken(comm, broken, c->func);
+    }
     c->res = mki_devrt_require(comm, c->func);
     if (c->res != mkSuccess) return mkSuccess;
     int prev = -1;
@@ -63,6 +71,17 @@ mkResult_t mki_call_enter(mkComm_t comm, enum mki_op op, cudaStream_t stream,
 
 mkResult_t mki_call_leave(struct mki_call *c, mkResult_t res)
 {
+    if (c->locked) {
+        struct mki_devrt *d = c->comm->dev;
+        if (!c->capturing && c->res == mkSuccess) mki_devrt_tail(d, c->stream);
+        /* A call that returns a peer's failure (an internal communicator
+         * broke under it) is a report too: what it and the calls before
+         * it enqueued ends first (bounded, as the watchdog's report). */
+        if (!c->capturing && (res == mkErrRemote || res == mkErrTimeout || res == mkErrTransport))
+            mki_devrt_drain_wait(d, MKI_DRAIN_NS);
+        pthread_mutex_unlock(&d->call_lock);
+        c->locked = 0;
+    }
     if (c->comm && c->comm->dev && c->prev_dev >= 0 && c->prev_dev != c->comm->dev->dev)
         (void)cudaSetDevice(c->prev_dev);
     return res;

@@ -67,9 +67,14 @@ struct mki_call {
     int prev_dev;           /* the caller's device, restored on leave */
     int capturing;          /* the stream is being captured into a graph */
     mkResult_t res;         /* the device and capture checks' verdict */
+    int locked;             /* holds the device runtime's call_lock */
 };
 
-/* The handle, and a communicator already broken: errors returned at once.
+/* The handle, and a communicator already broken: errors returned at once
+ * (with a GPU, checked under the device runtime's call_lock, held until
+ * mki_call_leave, which records the stream's tail event: the watchdog
+ * reports a dead peer only when no call is being enqueued and every tail
+ * has completed, so nothing enqueued before the report writes after it).
  * Then, recorded in c->res (an op that must still meet the other ranks,
  * as a first call's shape check does, takes part before it returns it):
  * a GPU in this process, the communicator's device made current, the

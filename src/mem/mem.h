@@ -78,6 +78,7 @@ struct mki_devrt {
      * enqueued can still write into the caller's buffers.  call_lock is
      * held by a call from its check of the communicator to its tail. */
     pthread_mutex_t call_lock;
+    int call_depth;                 /* calls inside calls (unfused sequences) */
     struct mki_tail {
         cudaStream_t stream;
         cudaEvent_t ev;

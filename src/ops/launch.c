@@ -34,11 +34,15 @@ mkResult_t mki_call_enter(mkComm_t comm, enum mki_op op, cudaStream_t stream,
     c->comm = comm;
     if (comm->dev) { /* recursive: an op's unfused sequence calls others on comm */
         pthread_mutex_lock(&comm->dev->call_lock);
+        comm->dev->call_depth++;
         c->locked = 1;
     }
     mkResult_t broken = mki_comm_async_error(comm);
     if (broken != mkSuccess) {
-        if (c->locked) pthread_mutex_unlock(&comm->dev->call_lock);
+        if (c->locked) {
+            comm->dev->call_depth--;
+            pthread_mutex_unlock(&comm->dev->call_lock);
+        }
         c->locked = 0;
         return mki_comm_broken(comm, broken, c->func);
     }
@@ -73,7 +77,9 @@ mkResult_t mki_call_leave(struct mki_call *c, mkResult_t res)
 {
     if (c->locked) {
         struct mki_devrt *d = c->comm->dev;
-        if (!c->capturing && c->res == mkSuccess) mki_devrt_tail(d, c->stream);
+        /* the outermost call's tail covers the calls it made */
+        if (--d->call_depth == 0 && !c->capturing && c->res == mkSuccess)
+            mki_devrt_tail(d, c->stream);
         /* A call that returns a peer's failure (an internal communicator
          * broke under it) is a report too: what it and the calls before
          * it enqueued ends first (bounded, as the watchdog's report). */

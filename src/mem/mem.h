@@ -85,6 +85,13 @@ struct mki_devrt {
         uint64_t used;
     } tail[MKI_TAILS];
     uint64_t tail_clock;
+    /* Raised by the watchdog when it finds a dead peer (gate_msg says
+     * which): a call then enqueues nothing, waits for the tails and
+     * returns the failure itself (without it a caller that keeps calling
+     * keeps its stream busy, and the tails never all complete). */
+    int gate;
+    uint64_t gate_since;
+    char gate_msg[MKI_ERRMSG_LEN];
 };
 
 /* ---- devrt.c ----------------------------------------------------------- */
@@ -113,6 +120,11 @@ size_t mki_heap_default_bytes(size_t configured, int largest_node);
 
 /* ---- watchdog.c --------------------------------------------------------- */
 mkResult_t mki_watchdog_start(struct mkComm *comm);
+/* In a call, call_lock held: mkSuccess, or, once the watchdog found a dead
+ * peer, mkErrRemote after the tails completed (bounded by MKI_DRAIN_NS
+ * from the finding) and the communicator broken with the watchdog's
+ * sentence. */
+mkResult_t mki_watchdog_gate(struct mkComm *comm);
 void mki_watchdog_stop(struct mki_devrt *d);
 /* Raise the abort word in every local peer's heap and in mine, waiting
  * at most a short bounded time for the writes; never waits for peers. */

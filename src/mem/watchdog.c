@@ -189,6 +189,7 @@ static void report(struct mkComm *comm, mkResult_t res, const char *msg)
 static int report_drained(struct mkComm *comm, const char *msg, int late)
 {
     struct mki_devrt *d = comm->dev;
+    if (mki_comm_async_error(comm) != mkSuccess) return 1; /* a call's gate reported */
     const int locked = pthread_mutex_trylock(&d->call_lock) == 0;
     if (!late && (!locked || !mki_devrt_drained(d))) {
         if (locked) pthread_mutex_unlock(&d->call_lock);
@@ -197,6 +198,16 @@ static int report_drained(struct mkComm *comm, const char *msg, int late)
     report(comm, mkErrRemote, msg);
     if (locked) pthread_mutex_unlock(&d->call_lock);
     return 1;
+}
+
+mkResult_t mki_watchdog_gate(struct mkComm *comm)
+{
+    struct mki_devrt *d = comm->dev;
+    if (!__atomic_load_n(&d->gate, __ATOMIC_ACQUIRE)) return mkSuccess;
+    const uint64_t waited = mki_now_ns() - d->gate_since;
+    mki_devrt_drain_wait(d, waited < MKI_DRAIN_NS ? MKI_DRAIN_NS - waited : 0);
+    if (mki_comm_async_error(comm) == mkSuccess) report(comm, mkErrRemote, d->gate_msg);
+    return mkErrRemote;
 }
 
 static void *watchdog_main(void *arg)
@@ -228,6 +239,9 @@ static void *watchdog_main(void *arg)
                 dead_since = now;
                 mki_devrt_stop_kernels(comm, dead);
                 stop_orphans(comm, dead);
+                snprintf(d->gate_msg, sizeof(d->gate_msg), "%s", msg);
+                d->gate_since = now;
+                __atomic_store_n(&d->gate, 1, __ATOMIC_RELEASE);
             }
             reported = report_drained(comm, msg, now - dead_since > MKI_DRAIN_NS);
             continue;

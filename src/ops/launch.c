@@ -38,6 +38,7 @@ mkResult_t mki_call_enter(mkComm_t comm, enum mki_op op, cudaStream_t stream,
         c->locked = 1;
     }
     mkResult_t broken = mki_comm_async_error(comm);
+    if (broken == mkSuccess && c->locked) broken = mki_watchdog_gate(comm);
     if (broken != mkSuccess) {
         if (c->locked) {
             comm->dev->call_depth--;

@@ -13,7 +13,8 @@
  * wait and a later one at its entry, waits until no call is being
  * enqueued and every call's tail event has completed (mki_devrt_tail:
  * nothing this rank enqueued can write into the caller's buffers after
- * the report; at most MKI_DRAIN_NS), then marks the communicator broken
+ * the report; at most MKI_DRAIN_NS; meanwhile a new call enqueues
+ * nothing: mki_watchdog_gate), then marks the communicator broken
  * with the ring's sentence (mkErrRemote naming the rank).  A failed proxy
  * is most often the same death seen first by the transport: its report
  * waits LIVE_SETTLE_NS x 4 for the ring to name the rank.

@@ -50,8 +50,18 @@ step() { # NAME LIMIT ARGS...
     fi
     local t0=$(date +%s) rc res=PASS
     echo "=== $name (MK_NODE_SIZE=${MK_NODE_SIZE:-} CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-}): $*" >> "$LOG"
+    # A step about to time out: every thread's stack of every test_kill
+    # process left (gdb), then the timeout.
+    local at=$((limit - 15)); [ $at -lt 12 ] && at=12
+    ( sleep $at; for p in $(pgrep -f "^(\./)?$B/test_kill( |\$)"); do
+          echo "--- stacks of pid $p ($name, about to time out)"
+          timeout 20 gdb -p "$p" -batch -ex "thread apply all bt 12" 2>&1 | grep -E "^(Thread|#)" | head -120
+      done >> "$LOG.stacks" 2>&1 ) &
+    local dumper=$!
     timeout -k 5 "$limit" "$@" >> "$LOG" 2>&1
     rc=$?
+    kill "$dumper" 2>/dev/null; wait "$dumper" 2>/dev/null
+    [ -s "$LOG.stacks" ] && { cat "$LOG.stacks" >> "$LOG"; : > "$LOG.stacks"; }
     [ $rc -ne 0 ] && res=FAIL && status=1
     { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && res=TIMEOUT
     local worst

@@ -510,6 +510,10 @@ static void drain_and_meet(struct mkComm *comm, struct mki_net *n)
     int healthy = n->ready && !n->aborted &&
                   mki_comm_async_error(comm) == mkSuccess;
     if (n->proxy) {
+        struct mki_proxy_stats st;
+        mki_proxy_get_stats(n->proxy, &st);
+        MKI_INFO(MKI_SUB_NET, "this rank wrote %llu bytes to other nodes in %llu commands",
+                 (unsigned long long)st.bytes, (unsigned long long)st.commands);
         mkResult_t r = mki_proxy_stop(n->proxy, healthy ? comm->cfg.timeoutMs : 0);
         if (r != mkSuccess && healthy)
             MKI_WARN(MKI_SUB_NET, "inter-node proxy at destroy: %s: %s",

@@ -25,6 +25,7 @@ struct mki_proxy {
     struct mki_fifo_cmd cur;
     int have_cur;
     uint64_t posted, completed, flushes_done, consumed, busy;
+    uint64_t bytes;                  /* of the writes posted (stats) */
     uint64_t busy_since;             /* when the current post was refused */
     int flush_wait;
     /* read by others under lock */
@@ -187,6 +188,8 @@ static int pass(struct mki_proxy *p)
         }
         p->busy_since = 0;
         p->posted++;
+        if (p->cur.kind != MKI_CMD_SIGNAL)
+            __atomic_store_n(&p->bytes, p->bytes + p->cur.bytes, __ATOMIC_RELAXED);
         release(p);
         moved = 1;
     }
@@ -304,6 +307,7 @@ mkResult_t mki_proxy_error(struct mki_proxy *p, char *msg, size_t len)
 void mki_proxy_get_stats(struct mki_proxy *p, struct mki_proxy_stats *s)
 {
     s->commands = __atomic_load_n(&p->consumed, __ATOMIC_RELAXED);
+    s->bytes = __atomic_load_n(&p->bytes, __ATOMIC_RELAXED);
     s->done = __atomic_load_n(&p->a.fifo->done, __ATOMIC_ACQUIRE);
     s->busy = __atomic_load_n(&p->busy, __ATOMIC_RELAXED);
     s->cpu = __atomic_load_n(&p->cpu, __ATOMIC_RELAXED);

@@ -39,6 +39,7 @@ struct mki_proxy_args {
 
 struct mki_proxy_stats {
     uint64_t commands;               /* slots consumed */
+    uint64_t bytes;                  /* bytes of the writes posted */
     uint64_t done;                   /* commands completed */
     uint64_t busy;                   /* posts refused for lack of room */
     int cpu;                         /* where the thread last ran */

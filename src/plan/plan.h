@@ -92,6 +92,10 @@ struct mki_coll_plan {
     int mover;                 /* enum mki_coll_mover */
     int oneshot;               /* all-reduce in one phase */
     int direct;                /* zero copy into registered recvbufs */
+    int hier;                  /* all-reduce across nodes in three calls:
+                                * reduce-scatter in the node, all-reduce of
+                                * the share across nodes, all-gather in the
+                                * node (the fields above: the flat kernel's) */
     uint64_t chunk;            /* bytes of a chunk (what one slot holds) */
     uint64_t block;            /* bytes of one peer block */
     struct mki_roles roles;    /* threads of each role, in the kernel's order */
@@ -279,6 +283,7 @@ struct mki_coll_in {
     uint64_t count;            /* elements, as in the public call */
     int esize;
     int nranks, nnodes;
+    int local_size;            /* ranks of the largest node */
     int budget;                /* CTAs every rank may use */
     int maxch;                 /* channels the slots have (0: MKI_MAXCH) */
     uint64_t slot_bytes;       /* bytes a slot holds */
@@ -287,7 +292,14 @@ struct mki_coll_in {
     int mover;                 /* MK_COLL_MOVER (-1: the rule's) */
     uint64_t oneshot_limit;    /* MK_COLL_AR_ONESHOT */
     uint64_t zcopy_min;        /* MK_COLL_ZCOPY_MIN (0: never) */
+    uint64_t hier_min;         /* MK_COLL_HIER_MIN (0: never) */
 };
+/* Whether an all-reduce of count elements goes hierarchically (see
+ * mki_coll_plan.hier): across nodes that all have local_size ranks, more
+ * than one per node, from hier_min bytes, at least one element per rank of
+ * a node. */
+int mki_plan_coll_hier(enum mki_op op, uint64_t count, int esize, int nranks, int nnodes,
+                       int local_size, uint64_t hier_min);
 void mki_plan_coll_model(const struct mki_coll_in *in, struct mki_coll_plan *out);
 /* The slots every rank gives the collectives (bytes a slot holds, the
  * same on every rank) and the channels across nodes (the net block's). */

@@ -130,6 +130,15 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
         for (int r = 0, b = 0; r < k->roles.n; b = k->roles.end[r++])
             mki_sb_printf(sb, " %d", k->roles.end[r] - b);
         mki_sb_printf(sb, "\n");
+        if (k->hier) {
+            const int L = c->local_size, N = c->nnodes;
+            mki_sb_printf(sb, "  hierarchy reduce-scatter inside the node (%d ranks), all-reduce "
+                          "of each rank's 1/%d share across the %d nodes, all-gather inside the "
+                          "node (three kernels; the one above only for the last count %% %d "
+                          "elements); bytes leaving the node per rank: %.3f x S, flat %.3f x S\n",
+                          L, L, N, L, 2.0 * (N - 1) / N / L,
+                          2.0 * (c->nranks - L) / c->nranks);
+        }
     }
     if ((p->op == MKI_OP_GEMM_RS || p->op == MKI_OP_GEMM_AR) && p->fused && c->nnodes == 1 &&
         c->nranks > 1) {

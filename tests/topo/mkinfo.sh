@@ -104,6 +104,15 @@ out=$("$mkinfo" --op gemm_rs --m 16384 --n 8192 --k 8192 --ranks 8 --nodes 2 --n
 expect "--net efa" "2 NIC(s) of 25 GB/s" "$out"
 out=$("$mkinfo" --op allreduce --m 1048576 --n 1 --ranks 1 --nodes 2 --net socket 2>&1)
 expect "--net socket" "socket transport" "$out"
+# all-reduce across nodes of 2 ranks from 1 MiB: hierarchical (half the
+# bytes leave the node); one rank per node or below 1 MiB: flat
+out=$("$mkinfo" --op allreduce --m 1048576 --n 1 --ranks 2 --nodes 2 --net socket 2>&1)
+expect "hierarchical all-reduce" "hierarchy reduce-scatter inside the node (2 ranks)" "$out"
+expect "hierarchical all-reduce" "per rank: 0.500 x S, flat 1.000 x S" "$out"
+out=$("$mkinfo" --op allreduce --m 1000 --n 1 --ranks 2 --nodes 2 --net socket 2>&1)
+printf '%s\n' "$out" | grep -q "hierarchy" && { echo "FAIL: 2 KB all-reduce planned hierarchically"; failed=$((failed + 1)); } || passed=$((passed + 1))
+out=$("$mkinfo" --op allreduce --m 1048576 --n 1 --ranks 1 --nodes 2 --net socket 2>&1)
+printf '%s\n' "$out" | grep -q "hierarchy" && { echo "FAIL: one rank per node planned hierarchically"; failed=$((failed + 1)); } || passed=$((passed + 1))
 out=$("$mkinfo" --op ag_gemm --m 8 --n 8 --k 8 --net ib 2>&1); rc=$?
 expect "bad --net" "takes cx7, efa or socket" "$out"
 [ $rc = 2 ] && passed=$((passed + 1)) || { echo "FAIL: bad --net exit $rc"; failed=$((failed + 1)); }

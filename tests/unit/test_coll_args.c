@@ -191,6 +191,19 @@ static void test_plan_rules(void)
     CHECK(mki_plan_coll_mover(1u << 20, 0) == MKI_COLL_PICK_REG);
     CHECK(mki_plan_coll_mover(4u << 20, 0) == MKI_COLL_PICK_TMA_SEND);
     CHECK(mki_plan_coll_mover(64u << 20, 1) == MKI_COLL_PICK_REG);
+    /* hierarchical all-reduce: across nodes of equal size, > 1 rank per
+     * node, from MK_COLL_HIER_MIN bytes, at least one element per rank of
+     * a node; never for the other collectives, on one node or with 0 */
+    CHECK(mki_plan_coll_hier(MKI_OP_ALLREDUCE, 1u << 20, 2, 4, 2, 2, 1u << 20) == 1);
+    CHECK(mki_plan_coll_hier(MKI_OP_ALLREDUCE, (1u << 19) - 1, 2, 4, 2, 2, 1u << 20) == 0);
+    CHECK(mki_plan_coll_hier(MKI_OP_ALLREDUCE, 7, 4, 16, 2, 8, 1) == 0); /* 7 < 8 per node */
+    CHECK(mki_plan_coll_hier(MKI_OP_ALLREDUCE, 8, 4, 16, 2, 8, 1) == 1);
+    CHECK(mki_plan_coll_hier(MKI_OP_ALLREDUCE, 1u << 30, 2, 2, 2, 1, 1) == 0); /* 1 per node */
+    CHECK(mki_plan_coll_hier(MKI_OP_ALLREDUCE, 1u << 30, 2, 4, 1, 4, 1) == 0); /* one node */
+    CHECK(mki_plan_coll_hier(MKI_OP_ALLREDUCE, 1u << 30, 2, 5, 2, 3, 1) == 0); /* 3 + 2 */
+    CHECK(mki_plan_coll_hier(MKI_OP_ALLREDUCE, 1u << 30, 2, 4, 2, 2, 0) == 0); /* 0: never */
+    CHECK(mki_plan_coll_hier(MKI_OP_REDUCESCATTER, 1u << 30, 2, 4, 2, 2, 1) == 0);
+    CHECK(mki_plan_coll_hier(MKI_OP_ALLGATHER, 1u << 30, 2, 4, 2, 2, 1) == 0);
     struct mki_coll_in in;
     struct mki_coll_plan p;
     memset(&in, 0, sizeof(in));
@@ -216,7 +229,17 @@ static void test_plan_rules(void)
     in.nnodes = 2;
     in.maxch = 16; /* across nodes: the net block's channels */
     mki_plan_coll_model(&in, &p);
-    CHECK(p.nch == 16);
+    CHECK(p.nch == 16 && !p.hier); /* one rank per node: flat */
+    in.nranks = 4; /* 2 x 2: hierarchical from MK_COLL_HIER_MIN */
+    in.local_size = 2;
+    in.hier_min = 1u << 20;
+    mki_plan_coll_model(&in, &p);
+    CHECK(p.hier);
+    in.hier_min = 0;
+    mki_plan_coll_model(&in, &p);
+    CHECK(!p.hier);
+    in.nranks = 2;
+    in.local_size = 1;
     in.count = 1u << 20; /* register stores cannot reach a remote rank: TMA */
     in.oneshot_limit = 0;
     mki_plan_coll_model(&in, &p);

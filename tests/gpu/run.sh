@@ -54,14 +54,14 @@ MPI="mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PAT
 # -x for the optional variables that are set (the virtual-node steps).
 xopt() {
     local v
-    for v in MK_NODE_SIZE MK_TRANSPORT MK_SOCKET_IFNAME MKT_ZCOPY MK_COLL_ZCOPY_MIN MK_COLL_MOVER; do
+    for v in MK_NODE_SIZE MK_TRANSPORT MK_SOCKET_IFNAME MKT_ZCOPY MK_COLL_ZCOPY_MIN MK_COLL_MOVER MK_COLL_HIER_MIN; do
         [ -n "${!v:-}" ] && printf ' -x %s' "$v"
     done
 }
 # "MK_NODE_SIZE=2 MK_TRANSPORT=socket " when set, for the logs.
 layout() {
     local v s=""
-    for v in MK_NODE_SIZE MK_TRANSPORT MKT_ZCOPY MK_COLL_ZCOPY_MIN MK_COLL_MOVER; do
+    for v in MK_NODE_SIZE MK_TRANSPORT MKT_ZCOPY MK_COLL_ZCOPY_MIN MK_COLL_MOVER MK_COLL_HIER_MIN; do
         [ -n "${!v:-}" ] && s="$s$v=${!v} "
     done
     printf '%s' "$s"
@@ -205,6 +205,14 @@ if [ $scale_tests = 1 ]; then
         h=$((np / 2))
         MK_NODE_SIZE=$h MK_TRANSPORT=socket \
             step "${np}gpu 2x$h (MK_NODE_SIZE=$h) correct" 90 $np $B/test_coll correct $VMAXB
+        # all-reduce hierarchically at every count (>= ranks per node), and
+        # flat at every count
+        MK_NODE_SIZE=$h MK_TRANSPORT=socket MK_COLL_HIER_MIN=1 \
+            step "${np}gpu 2x$h hierarchical (MK_COLL_HIER_MIN=1) correct" 90 $np \
+            $B/test_coll correct $VMAXB
+        MK_NODE_SIZE=$h MK_TRANSPORT=socket MK_COLL_HIER_MIN=0 \
+            step "${np}gpu 2x$h flat (MK_COLL_HIER_MIN=0) correct" 90 $np \
+            $B/test_coll correct $VMAXB
     done
 fi
 if [ $base_tests = 1 ] || [ $scale_tests = 1 ]; then
@@ -226,6 +234,11 @@ if [ $base_tests = 1 ] || [ $scale_tests = 1 ]; then
             MK_NODE_SIZE=2 MK_TRANSPORT=socket \
                 step "1gpu x4 MPS 2x2 (MK_NODE_SIZE=2) correct" 90 4 $B/test_coll correct \
                 $((MB2 < VMAXB ? MB2 : VMAXB))
+            MK_NODE_SIZE=2 MK_TRANSPORT=socket MK_COLL_HIER_MIN=1 \
+                step "1gpu x4 MPS 2x2 hierarchical (MK_COLL_HIER_MIN=1) correct" 90 4 \
+                $B/test_coll correct $((MB2 < VMAXB ? MB2 : VMAXB))
+            MK_NODE_SIZE=2 MK_TRANSPORT=socket MK_COLL_HIER_MIN=1 \
+                step "1gpu x4 MPS 2x2 hierarchical stress" 60 4 $B/test_coll stress
         fi
         echo quit | nvidia-cuda-mps-control
         sleep 1
@@ -267,6 +280,10 @@ if [ $scale_bench = 1 ] && [ "$ngpu" -gt 2 ]; then
         h=$((ngpu / 2))
         MK_NODE_SIZE=$h MK_TRANSPORT=socket bench "np$ngpu-2x$h (MK_NODE_SIZE=$h)" 120 "$ngpu" \
             np$ngpu-2x$h --min 1M --max 64M --iters 10
+        # all-reduce flat against hierarchical (the default from 1 MiB)
+        MK_COLL_HIER_MIN=0 MK_NODE_SIZE=$h MK_TRANSPORT=socket \
+            bench "np$ngpu-2x$h-flat (MK_COLL_HIER_MIN=0)" 120 "$ngpu" np$ngpu-2x$h-flat \
+            --op ar --min 1M --max 64M --iters 10
     fi
 fi
 

@@ -28,11 +28,7 @@ struct coll_state {
     uint64_t slot_bytes;           /* 0: the heap is too small for slots */
     struct mki_heap_blk ctl, slots, nb;
     struct mki_nb_geom nbg;
-    /* Across nodes, for the hierarchical all-reduce (made by its first
-     * call): this node's ranks (rank = local index) and the ranks of this
-     * local index (rank = node). */
-    int split_tried;
-    mkComm_t node_comm, peer_comm;
+    struct mki_op_split split;     /* across nodes: the hierarchical all-reduce's */
 };
 
 static size_t coll_host_bytes(const struct mkComm *comm)
@@ -65,12 +61,7 @@ static mkResult_t coll_create(struct mkComm *comm, void **state)
 static void coll_destroy(struct mkComm *comm, void *state)
 {
     struct coll_state *s = state;
-    if (s)
-        for (mkComm_t *sc = &s->node_comm; sc <= &s->peer_comm; sc++) {
-            if (!*sc) continue;
-            mki_comm_disown(comm, *sc);
-            (void)(comm->dev && comm->dev->aborted ? mkCommAbort(*sc) : mkCommDestroy(*sc));
-        }
+    if (s) mki_op_split_free(comm, &s->split);
     free(state); /* its blocks go with the heap */
 }
 
@@ -184,50 +175,6 @@ static void fill_posts(struct mkComm *comm, const struct coll_call *a,
 
 /* ---- all-reduce across nodes, hierarchically ------------------------- */
 
-/* The internal communicator breaks with comm and names comm's ranks. */
-static mkResult_t adopt(struct mkComm *comm, mkComm_t sub, int node_comm)
-{
-    const struct mki_topo *t = comm->topo;
-    int *name = calloc((size_t)sub->nranks, sizeof(int));
-    if (!name) return mki_error(comm, mkErrNoMemory, "out of host memory");
-    for (int r = 0; r < comm->nranks; r++) {
-        if (node_comm && t->node_of[r] == comm->node && t->local_rank_of[r] < sub->nranks)
-            name[t->local_rank_of[r]] = r;
-        if (!node_comm && t->local_rank_of[r] == comm->local_rank && t->node_of[r] < sub->nranks)
-            name[t->node_of[r]] = r;
-    }
-    return mki_comm_adopt(comm, sub, name);
-}
-
-/* A call on an internal communicator failed: its detail becomes comm's. */
-static mkResult_t sub_check(struct mkComm *comm, mkResult_t res, mkComm_t sub)
-{
-    if (res == mkSuccess) return res;
-    return mki_error(comm, res, "%s", sub ? mkGetLastError(sub) : mki_thread_error());
-}
-
-/* The two internal communicators, made by the first hierarchical call
- * (collective: the plan is the same on every rank), outside a capture
- * (a captured first call runs flat).  They keep this rank's SM budget. */
-static mkResult_t make_split(struct mki_call *c, struct coll_state *s)
-{
-    struct mkComm *comm = c->comm;
-    if (s->split_tried || c->capturing) return mkSuccess;
-    s->split_tried = 1;
-    mkConfig_t cf = MK_CONFIG_INITIALIZER;
-    cf.cudaDev = comm->dev->dev;
-    cf.timeoutMs = comm->cfg.timeoutMs;
-    const struct mki_plan_ctx *pc = mki_plan_context(comm);
-    if (pc && pc->sm_budget > 0 && pc->sm_budget < pc->sm_count) cf.smBudget = pc->sm_budget;
-    MKI_CHECK(sub_check(comm, mkCommSplit(comm, comm->node, comm->local_rank, &s->node_comm,
-                                          &cf), NULL));
-    MKI_CHECK(adopt(comm, s->node_comm, 1));
-    cf.nodeSize = 1; /* one rank per node */
-    MKI_CHECK(sub_check(comm, mkCommSplit(comm, comm->local_rank, comm->node, &s->peer_comm,
-                                          &cf), NULL));
-    return adopt(comm, s->peer_comm, 0);
-}
-
 /* Reduce-scatter inside the node into this rank's share of recvbuf (share
  * = count / L elements at local index l; in place when sendbuf is
  * recvbuf), all-reduce of the share across the nodes between the ranks of
@@ -239,17 +186,18 @@ static mkResult_t run_hier(struct mki_call *c, struct coll_call *a, struct coll_
 {
     struct mkComm *comm = c->comm;
     *done = 0;
-    MKI_CHECK(make_split(c, s));
-    if (!s->node_comm || !s->peer_comm) return mkSuccess;
-    const int L = s->node_comm->nranks, l = s->node_comm->rank;
+    MKI_CHECK(mki_op_split_make(c, &s->split));
+    mkComm_t node = s->split.node_comm, peer = s->split.peer_comm;
+    if (!node || !peer) return mkSuccess;
+    const int L = node->nranks, l = node->rank;
     const size_t share = a->count / (size_t)L, main = share * (size_t)L, es = (size_t)a->es;
     char *mine = (char *)a->recvbuf + (size_t)l * share * es;
-    MKI_CHECK(sub_check(comm, mkReduceScatter(a->sendbuf, mine, share, a->dtype, s->node_comm,
-                                              c->stream), s->node_comm));
-    MKI_CHECK(sub_check(comm, mkAllReduce(mine, mine, share, a->dtype, s->peer_comm, c->stream),
-                        s->peer_comm));
-    MKI_CHECK(sub_check(comm, mkAllGather(mine, a->recvbuf, share, a->dtype, s->node_comm,
-                                          c->stream), s->node_comm));
+    MKI_CHECK(mki_op_sub_check(comm, mkReduceScatter(a->sendbuf, mine, share, a->dtype, node,
+                                                     c->stream), node));
+    MKI_CHECK(mki_op_sub_check(comm, mkAllReduce(mine, mine, share, a->dtype, peer, c->stream),
+                               peer));
+    MKI_CHECK(mki_op_sub_check(comm, mkAllGather(mine, a->recvbuf, share, a->dtype, node,
+                                                 c->stream), node));
     if (main < a->count)
         MKI_CHECK(mkAllReduce((const char *)a->sendbuf + main * es,
                               (char *)a->recvbuf + main * es, a->count - main, a->dtype, comm,

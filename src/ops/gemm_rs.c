@@ -80,8 +80,7 @@ struct grs_state {
     void *mid;                        /* across nodes: the node's sums */
     size_t mid_bytes;
     struct mki_op_bufs bufs;
-    int split_tried;                  /* across nodes: the two sub-communicators */
-    mkComm_t node_comm, peer_comm;    /* this node's ranks; same local index */
+    struct mki_op_split split;        /* across nodes: the two sub-communicators */
 };
 
 /* ---- state ------------------------------------------------------------- */
@@ -116,11 +115,7 @@ static void grs_destroy(struct mkComm *comm, void *state)
         if (g->outbox) (void)cudaFree(g->outbox);
         mki_op_bufs_free(&g->bufs);
     }
-    for (mkComm_t *sc = &g->node_comm; sc <= &g->peer_comm; sc++) {
-        if (!*sc) continue;
-        mki_comm_disown(comm, *sc);
-        (void)(comm->dev && comm->dev->aborted ? mkCommAbort(*sc) : mkCommDestroy(*sc));
-    }
+    mki_op_split_free(comm, &g->split);
     free(g); /* its heap blocks go with the heap */
 }
 
@@ -279,66 +274,9 @@ static mkResult_t gemm_rows(struct mki_call *k, const struct grs_call *c, int64_
     return mki_op_gemm(k, &ga);
 }
 
-/* A call on an internal communicator failed: its detail becomes comm's
- * (the rank numbers in it are comm's: see adopt). */
-static mkResult_t sub_check(struct mkComm *comm, mkResult_t res, mkComm_t sub)
-{
-    if (res == mkSuccess) return res;
-    return mki_error(comm, res, "%s", sub ? mkGetLastError(sub) : mki_thread_error());
-}
-
-/* The internal communicator breaks with comm and names comm's ranks:
- * node_comm's rank i is the rank of local index i on this node,
- * peer_comm's rank j the rank of this local index on node j. */
-static mkResult_t adopt(struct mkComm *comm, mkComm_t sub, int node_comm)
-{
-    if (!sub) return mkSuccess;
-    const struct mki_topo *t = comm->topo;
-    int *name = calloc((size_t)sub->nranks, sizeof(int));
-    if (!name) return mki_error(comm, mkErrNoMemory, "out of host memory");
-    for (int r = 0; r < comm->nranks; r++) {
-        if (node_comm && t->node_of[r] == comm->node && t->local_rank_of[r] < sub->nranks)
-            name[t->local_rank_of[r]] = r;
-        if (!node_comm && t->local_rank_of[r] == comm->local_rank && t->node_of[r] < sub->nranks)
-            name[t->node_of[r]] = r;
-    }
-    return mki_comm_adopt(comm, sub, name);
-}
-
-/* Across nodes whose sizes agree: a communicator of this node's ranks and
- * one of the ranks with this local index (one per node), made by the first
- * call that crosses nodes (collective: every rank takes this path at the
- * same call), outside a capture.  Their plans keep this rank's SM budget
- * (their own ranks are only some of those sharing a GPU). */
-static mkResult_t make_split(struct mki_call *k, struct grs_state *g)
-{
-    struct mkComm *comm = k->comm;
-    if (g->split_tried || k->capturing) return mkSuccess;
-    g->split_tried = 1;
-    const struct mki_topo *t = comm->topo;
-    int L = comm->local_size;
-    for (int r = 0; r < comm->nranks; r++) {
-        int n = 0;
-        for (int q = 0; q < comm->nranks; q++) n += t->node_of[q] == t->node_of[r];
-        if (n != L) return mkSuccess; /* nodes of different sizes: the flat reduce-scatter */
-    }
-    mkConfig_t cf = MK_CONFIG_INITIALIZER;
-    cf.cudaDev = comm->dev->dev;
-    cf.timeoutMs = comm->cfg.timeoutMs;
-    const struct mki_plan_ctx *pc = mki_plan_context(comm);
-    if (pc && pc->sm_budget > 0 && pc->sm_budget < pc->sm_count) cf.smBudget = pc->sm_budget;
-    MKI_CHECK(sub_check(comm, mkCommSplit(comm, comm->node, comm->local_rank, &g->node_comm,
-                                          &cf), NULL));
-    MKI_CHECK(adopt(comm, g->node_comm, 1));
-    cf.nodeSize = 1; /* one rank per node */
-    MKI_CHECK(sub_check(comm, mkCommSplit(comm, comm->local_rank, comm->node, &g->peer_comm,
-                                          &cf), NULL));
-    return adopt(comm, g->peer_comm, 0);
-}
-
 /* Each rank's rows of the fp32 partial product in a block of m_max rows
  * (one GEMM when the blocks are the rows as they come), then the sum:
- * on one node mkReduceScatter in fp32; across nodes (make_split) a true
+ * on one node mkReduceScatter in fp32; across nodes (mki_op_split_make) a true
  * reduce-scatter: the blocks ordered by (local index, node), summed inside
  * the node first (each local rank gets the node's sums of the rows of
  * every rank with its local index), then across the nodes between ranks
@@ -362,8 +300,8 @@ static mkResult_t run_unfused(struct mki_call *k, struct grs_state *g, const str
     }
     const size_t row = (size_t)c->n * 4u, block = (size_t)c->m_max * row;
     if (block == 0) return mkSuccess;
-    if (comm->nnodes > 1) MKI_CHECK(make_split(k, g));
-    const int hier = g->node_comm && g->peer_comm;
+    if (comm->nnodes > 1) MKI_CHECK(mki_op_split_make(k, &g->split));
+    const int hier = g->split.node_comm && g->split.peer_comm;
     MKI_CHECK(mki_op_buf(k, &g->bufs, &g->part, &g->part_bytes, block * (size_t)P,
                          "the fp32 partial product"));
     MKI_CHECK(mki_op_buf(k, &g->bufs, &g->sum, &g->sum_bytes, block, "the fp32 sum of its rows"));
@@ -384,10 +322,12 @@ static mkResult_t run_unfused(struct mki_call *k, struct grs_state *g, const str
     if (hier) {
         const size_t nb = (size_t)comm->nnodes * block;
         MKI_CHECK(mki_op_buf(k, &g->bufs, &g->mid, &g->mid_bytes, nb, "the node's fp32 sums"));
-        MKI_CHECK(sub_check(comm, mkReduceScatter(g->part, g->mid, nb / 4u, mkFloat32,
-                                                  g->node_comm, k->stream), g->node_comm));
-        MKI_CHECK(sub_check(comm, mkReduceScatter(g->mid, g->sum, block / 4u, mkFloat32,
-                                                  g->peer_comm, k->stream), g->peer_comm));
+        MKI_CHECK(mki_op_sub_check(comm, mkReduceScatter(g->part, g->mid, nb / 4u, mkFloat32,
+                                                         g->split.node_comm, k->stream),
+                                   g->split.node_comm));
+        MKI_CHECK(mki_op_sub_check(comm, mkReduceScatter(g->mid, g->sum, block / 4u, mkFloat32,
+                                                         g->split.peer_comm, k->stream),
+                                   g->split.peer_comm));
     } else {
         MKI_CHECK(mkReduceScatter(g->part, g->sum, block / 4u, mkFloat32, comm, k->stream));
     }

@@ -13,6 +13,7 @@
  */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gemm.h"
@@ -303,4 +304,65 @@ mkResult_t mki_op_bank(struct mki_call *k, struct mki_heap_blk *blk, uint64_t by
     }
     memset(blk, 0, sizeof(*blk));
     return mki_heap_alloc(comm, 0, want, 0, what, blk);
+}
+
+/* ---- internal communicators across nodes ------------------------------ */
+
+mkResult_t mki_op_sub_check(struct mkComm *comm, mkResult_t res, mkComm_t sub)
+{
+    if (res == mkSuccess) return res;
+    return mki_error(comm, res, "%s", sub ? mkGetLastError(sub) : mki_thread_error());
+}
+
+/* node_comm's rank i is the rank of local index i on this node,
+ * peer_comm's rank j the rank of this local index on node j. */
+static mkResult_t split_adopt(struct mkComm *comm, mkComm_t sub, int node_comm)
+{
+    if (!sub) return mkSuccess;
+    const struct mki_topo *t = comm->topo;
+    int *name = calloc((size_t)sub->nranks, sizeof(int));
+    if (!name) return mki_error(comm, mkErrNoMemory, "out of host memory");
+    for (int r = 0; r < comm->nranks; r++) {
+        if (node_comm && t->node_of[r] == comm->node && t->local_rank_of[r] < sub->nranks)
+            name[t->local_rank_of[r]] = r;
+        if (!node_comm && t->local_rank_of[r] == comm->local_rank && t->node_of[r] < sub->nranks)
+            name[t->node_of[r]] = r;
+    }
+    return mki_comm_adopt(comm, sub, name);
+}
+
+mkResult_t mki_op_split_make(struct mki_call *k, struct mki_op_split *s)
+{
+    struct mkComm *comm = k->comm;
+    if (s->tried || k->capturing) return mkSuccess;
+    s->tried = 1;
+    const struct mki_topo *t = comm->topo;
+    const int L = comm->local_size;
+    for (int r = 0; r < comm->nranks; r++) {
+        int n = 0;
+        for (int q = 0; q < comm->nranks; q++) n += t->node_of[q] == t->node_of[r];
+        if (n != L) return mkSuccess; /* nodes of different sizes */
+    }
+    mkConfig_t cf = MK_CONFIG_INITIALIZER;
+    cf.cudaDev = comm->dev->dev;
+    cf.timeoutMs = comm->cfg.timeoutMs;
+    const struct mki_plan_ctx *pc = mki_plan_context(comm);
+    if (pc && pc->sm_budget > 0 && pc->sm_budget < pc->sm_count) cf.smBudget = pc->sm_budget;
+    MKI_CHECK(mki_op_sub_check(comm, mkCommSplit(comm, comm->node, comm->local_rank,
+                                                 &s->node_comm, &cf), NULL));
+    MKI_CHECK(split_adopt(comm, s->node_comm, 1));
+    cf.nodeSize = 1; /* one rank per node */
+    MKI_CHECK(mki_op_sub_check(comm, mkCommSplit(comm, comm->local_rank, comm->node,
+                                                 &s->peer_comm, &cf), NULL));
+    return split_adopt(comm, s->peer_comm, 0);
+}
+
+void mki_op_split_free(struct mkComm *comm, struct mki_op_split *s)
+{
+    for (mkComm_t *sc = &s->node_comm; sc <= &s->peer_comm; sc++) {
+        if (!*sc) continue;
+        mki_comm_disown(comm, *sc);
+        (void)(comm->dev && comm->dev->aborted ? mkCommAbort(*sc) : mkCommDestroy(*sc));
+        *sc = NULL;
+    }
 }

@@ -162,4 +162,21 @@ mkResult_t mki_op_gemm(struct mki_call *k, void *args /* mki_gemm_args * */);
 mkResult_t mki_op_bank(struct mki_call *k, struct mki_heap_blk *blk, uint64_t bytes,
                        int *retired, const char *what);
 
+/* ---- internal communicators across nodes (launch.c) ------------------- */
+
+/* An op's two internal communicators across nodes: this node's ranks (rank
+ * = local index) and the ranks of this local index (rank = node), one per
+ * node; both break with comm and name comm's ranks.  Made by the first
+ * call that asks (collective: every rank takes that path at the same
+ * call), outside a capture, only when every node has the same size; they
+ * keep this rank's SM budget.  Otherwise left NULL (the op runs flat). */
+struct mki_op_split {
+    int tried;
+    mkComm_t node_comm, peer_comm;
+};
+mkResult_t mki_op_split_make(struct mki_call *k, struct mki_op_split *s);
+void mki_op_split_free(struct mkComm *comm, struct mki_op_split *s);
+/* A call on an internal communicator failed: its detail becomes comm's. */
+mkResult_t mki_op_sub_check(struct mkComm *comm, mkResult_t res, mkComm_t sub);
+
 #endif /* MKI_OP_H */

@@ -126,6 +126,8 @@ struct mkComm {
      * parent's numbers: name_of[r] is rank r's number there (NULL: r). */
     int *name_of;
     void *op_state[MKI_OPS_SLOTS];      /* each op's state (src/ops/optable.c) */
+    struct mki_op_split *split;         /* across nodes: the internal communicators
+                                         * the ops share (src/ops/launch.c) */
     pthread_mutex_t lock;               /* guards the fields below */
     mkResult_t async_error;
     int aborted;

@@ -28,7 +28,6 @@ struct coll_state {
     uint64_t slot_bytes;           /* 0: the heap is too small for slots */
     struct mki_heap_blk ctl, slots, nb;
     struct mki_nb_geom nbg;
-    struct mki_op_split split;     /* across nodes: the hierarchical all-reduce's */
 };
 
 static size_t coll_host_bytes(const struct mkComm *comm)
@@ -60,8 +59,7 @@ static mkResult_t coll_create(struct mkComm *comm, void **state)
 
 static void coll_destroy(struct mkComm *comm, void *state)
 {
-    struct coll_state *s = state;
-    if (s) mki_op_split_free(comm, &s->split);
+    (void)comm;
     free(state); /* its blocks go with the heap */
 }
 
@@ -181,13 +179,13 @@ static void fill_posts(struct mkComm *comm, const struct coll_call *a,
  * local index l, all-gather of the shares inside the node; the count % L
  * last elements by one flat all-reduce.  *done = 0 when it cannot (no
  * internal communicators: a capture came first): the caller runs flat. */
-static mkResult_t run_hier(struct mki_call *c, struct coll_call *a, struct coll_state *s,
-                           int *done)
+static mkResult_t run_hier(struct mki_call *c, struct coll_call *a, int *done)
 {
     struct mkComm *comm = c->comm;
     *done = 0;
-    MKI_CHECK(mki_op_split_make(c, &s->split));
-    mkComm_t node = s->split.node_comm, peer = s->split.peer_comm;
+    struct mki_op_split sp;
+    MKI_CHECK(mki_op_split_make(c, &sp));
+    mkComm_t node = sp.node_comm, peer = sp.peer_comm;
     if (!node || !peer) return mkSuccess;
     const int L = node->nranks, l = node->rank;
     const size_t share = a->count / (size_t)L, main = share * (size_t)L, es = (size_t)a->es;
@@ -220,7 +218,7 @@ static mkResult_t coll_call(struct mki_call *c, struct coll_call *a)
     MKI_CHECK(mki_plan_coll(comm, c->op, a->count, a->es, &pl));
     if (pl.hier) {
         int done;
-        MKI_CHECK(run_hier(c, a, (struct coll_state *)s, &done));
+        MKI_CHECK(run_hier(c, a, &done));
         if (done) return mkSuccess;
     }
     struct mki_coll_params p;

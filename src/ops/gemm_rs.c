@@ -80,7 +80,7 @@ struct grs_state {
     void *mid;                        /* across nodes: the node's sums */
     size_t mid_bytes;
     struct mki_op_bufs bufs;
-    struct mki_op_split split;        /* across nodes: the two sub-communicators */
+    struct mki_op_split split;        /* across nodes: comm's internal communicators */
 };
 
 /* ---- state ------------------------------------------------------------- */
@@ -115,7 +115,6 @@ static void grs_destroy(struct mkComm *comm, void *state)
         if (g->outbox) (void)cudaFree(g->outbox);
         mki_op_bufs_free(&g->bufs);
     }
-    mki_op_split_free(comm, &g->split);
     free(g); /* its heap blocks go with the heap */
 }
 

@@ -331,10 +331,8 @@ static mkResult_t split_adopt(struct mkComm *comm, mkComm_t sub, int node_comm)
     return mki_comm_adopt(comm, sub, name);
 }
 
-mkResult_t mki_op_split_make(struct mki_call *k, struct mki_op_split *s)
+static mkResult_t split_once(struct mkComm *comm, struct mki_op_split *s)
 {
-    struct mkComm *comm = k->comm;
-    if (s->tried || k->capturing) return mkSuccess;
     s->tried = 1;
     const struct mki_topo *t = comm->topo;
     const int L = comm->local_size;
@@ -357,12 +355,27 @@ mkResult_t mki_op_split_make(struct mki_call *k, struct mki_op_split *s)
     return split_adopt(comm, s->peer_comm, 0);
 }
 
-void mki_op_split_free(struct mkComm *comm, struct mki_op_split *s)
+mkResult_t mki_op_split_make(struct mki_call *k, struct mki_op_split *out)
 {
+    struct mkComm *comm = k->comm;
+    memset(out, 0, sizeof(*out));
+    if (!comm->split && !(comm->split = calloc(1, sizeof(*comm->split))))
+        return mki_error(comm, mkErrNoMemory, "out of host memory");
+    struct mki_op_split *s = comm->split;
+    if (!s->tried && !k->capturing) MKI_CHECK(split_once(comm, s));
+    *out = *s;
+    return mkSuccess;
+}
+
+void mki_op_split_free(struct mkComm *comm)
+{
+    struct mki_op_split *s = comm->split;
+    if (!s) return;
     for (mkComm_t *sc = &s->node_comm; sc <= &s->peer_comm; sc++) {
         if (!*sc) continue;
         mki_comm_disown(comm, *sc);
         (void)(comm->dev && comm->dev->aborted ? mkCommAbort(*sc) : mkCommDestroy(*sc));
-        *sc = NULL;
     }
+    free(s);
+    comm->split = NULL;
 }

@@ -164,18 +164,20 @@ mkResult_t mki_op_bank(struct mki_call *k, struct mki_heap_blk *blk, uint64_t by
 
 /* ---- internal communicators across nodes (launch.c) ------------------- */
 
-/* An op's two internal communicators across nodes: this node's ranks (rank
- * = local index) and the ranks of this local index (rank = node), one per
- * node; both break with comm and name comm's ranks.  Made by the first
- * call that asks (collective: every rank takes that path at the same
- * call), outside a capture, only when every node has the same size; they
- * keep this rank's SM budget.  Otherwise left NULL (the op runs flat). */
+/* The two internal communicators across nodes that the ops share
+ * (comm->split, one pair per communicator: each holds a symmetric heap):
+ * this node's ranks (rank = local index) and the ranks of this local index
+ * (rank = node), one per node; both break with comm and name comm's
+ * ranks.  Made by the first call that asks (collective: every rank takes
+ * that path at the same call), outside a capture, only when every node
+ * has the same size; they keep this rank's SM budget.  Otherwise *out is
+ * left with NULLs (the op runs flat).  Freed with comm's ops. */
 struct mki_op_split {
     int tried;
     mkComm_t node_comm, peer_comm;
 };
-mkResult_t mki_op_split_make(struct mki_call *k, struct mki_op_split *s);
-void mki_op_split_free(struct mkComm *comm, struct mki_op_split *s);
+mkResult_t mki_op_split_make(struct mki_call *k, struct mki_op_split *out);
+void mki_op_split_free(struct mkComm *comm);
 /* A call on an internal communicator failed: its detail becomes comm's. */
 mkResult_t mki_op_sub_check(struct mkComm *comm, mkResult_t res, mkComm_t sub);
 

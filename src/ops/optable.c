@@ -61,6 +61,7 @@ mkResult_t mki_ops_create(struct mkComm *comm)
 
 void mki_ops_destroy(struct mkComm *comm)
 {
+    mki_op_split_free(comm); /* the internal communicators, while the ops' buffers live */
     for (int i = 0; mki_op_table[i]; i++) {
         if (mki_op_table[i]->destroy) mki_op_table[i]->destroy(comm, comm->op_state[i]);
         comm->op_state[i] = NULL;

@@ -158,6 +158,7 @@ static int print_topo(const struct plan_args *pa)
         struct mki_params pr;
         int mover = -1;
         r = mki_params_read(&pr);
+        if (r == mkSuccess) c.hier_min = (uint64_t)mki_params_int(&pr, MKI_P_COLL_HIER_MIN);
         if (r == mkSuccess)
             r = mki_split_parse(mki_params_str(&pr, MKI_P_SM_SPLIT), "MK_SM_SPLIT", ovr);
         if (r == mkSuccess)

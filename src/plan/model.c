@@ -189,8 +189,22 @@ static void work_of(const struct mki_model *md, const struct mki_plan_ctx *c,
     w->row_bytes = n * e;
     switch (op) {
     case MKI_OP_ALLGATHER:
-    case MKI_OP_REDUCESCATTER: coll_bytes(c, mn * e, 0, &intra, &inter); break;
-    case MKI_OP_ALLREDUCE: coll_bytes(c, 2 * mn * e, 0, &intra, &inter); break;
+    case MKI_OP_REDUCESCATTER:
+    case MKI_OP_ALLREDUCE: {
+        coll_bytes(c, (op == MKI_OP_ALLREDUCE ? 2 : 1) * mn * e, 0, &intra, &inter);
+        /* Across nodes in one flat kernel (below MK_COLL_HIER_MIN, or an op
+         * without the stepped path: mki_plan_coll_hier): each rank sends
+         * its blocks to every rank, L times the stepped path's bytes
+         * across the network and 1/N of them inside the node. */
+        const uint64_t count = op == MKI_OP_ALLREDUCE ? (uint64_t)(m * n)
+                                                      : (uint64_t)(m * n) / (uint64_t)c->nranks;
+        if (c->nnodes > 1 && !mki_plan_coll_hier(op, count, e, c->nranks, c->nnodes,
+                                                 c->local_size, c->hier_min)) {
+            inter *= c->local_size;
+            intra /= c->nnodes;
+        }
+        break;
+    }
     case MKI_OP_ALLTOALL: coll_bytes(c, mn * e, 1, &intra, &inter); break;
     case MKI_OP_MOE_DISPATCH:
     case MKI_OP_MOE_DISPATCH_GEMM:

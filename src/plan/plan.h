@@ -156,6 +156,8 @@ struct mki_plan_ctx {
     double nic_gbs;            /* one NIC's rate for one rank, GB/s */
     size_t workspace;
     int gpu_share;             /* most ranks on one GPU (MPS; 0 or 1: none) */
+    uint64_t hier_min;         /* MK_COLL_HIER_MIN: collectives across nodes in
+                                * steps from these bytes (0: always flat) */
 };
 
 /* The cost model's constants (REFERENCE.md), in one place. */

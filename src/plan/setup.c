@@ -232,6 +232,7 @@ mkResult_t mki_plan_setup(struct mkComm *comm)
     MKI_CHECK_GOTO(global_budget(comm, c), res, fail);
     MKI_CHECK_GOTO(slowest_path(comm, c), res, fail);
     c->workspace = mki_heap_default_bytes(comm->cfg.workspaceSize, c->local_size);
+    c->hier_min = (uint64_t)mki_params_int(&comm->params, MKI_P_COLL_HIER_MIN);
     res = mki_split_parse(comm->cfg.smSplit, "MK_SM_SPLIT", pl->ovr);
     for (int op = 0; res == mkSuccess && op < MKI_OP_COUNT; op++)
         res = mki_plan_check_ovr(&pl->ovr[op], (enum mki_op)op, c->sm_budget);

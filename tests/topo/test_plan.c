@@ -90,6 +90,18 @@ static void multinode(void)
     /* Alltoall does not aggregate: half of it leaves the node. */
     CHECK(a2a.inter_bytes == 16384ll * 4096 * 2 * 8 / 16);
     CHECK(a2a.split.inter_reduce == 0);
+    /* All-reduce across the 2 nodes of 8: flat (MK_COLL_HIER_MIN 0 here)
+     * every rank sends 2 (P - L) / P of the buffer across, S; in steps
+     * (from hier_min bytes) 1/L of that. */
+    const int64_t S = 16384ll * 4096 * 2;
+    struct mki_op_plan ar = plan(&c, NULL, MKI_OP_ALLREDUCE, 16384, 4096, 0);
+    CHECK(ar.inter_bytes == S);
+    c.hier_min = 1u << 20;
+    struct mki_op_plan arh = plan(&c, NULL, MKI_OP_ALLREDUCE, 16384, 4096, 0);
+    CHECK(arh.inter_bytes == S / 8 && arh.t_inter_us < ar.t_inter_us / 4);
+    struct mki_op_plan ars = plan(&c, NULL, MKI_OP_ALLREDUCE, 256, 1, 0); /* 512 B: flat */
+    CHECK(ars.inter_bytes == 512);
+    c.hier_min = 0;
     /* Ranks sharing a GPU: the budget bounds the grid. */
     c.sm_budget = 66;
     struct mki_op_plan half = plan(&c, NULL, MKI_OP_AG_GEMM, 16384, 8192, 8192);

@@ -195,8 +195,9 @@ static int on_frame(void *arg, const struct mki_live_frame *f)
         return 0;
     case MKI_LIVE_ABORT:
         if (f->rank == l->peer) l->bye = 1;
-        snprintf(how, sizeof(how), f->rank == l->peer ? "" : " (heard from rank %d)",
-                 mki_comm_name(lv->comm, l->peer));
+        how[0] = '\0';
+        if (f->rank != l->peer)
+            snprintf(how, sizeof(how), " (heard from rank %d)", mki_comm_name(lv->comm, l->peer));
         learn(lv, f->rank, MKI_LIVE_ABORT, c->li, how);
         return 0;
     default: /* HELLO after the handshake */

@@ -39,6 +39,6 @@ run() {
 
 run "mkCommInit, unique id, split, virtual nodes, missing rank" "$bin" mpi
 run "MK_NODE_SIZE=2" -x MK_NODE_SIZE=2 "$bin" nodesize
-run "PMIx fence deadline with an absent rank" "$bin" fence
+run "bootstrap barrier deadline with an absent rank" "$bin" fence
 echo "$passed passed, $failed failed"
 [ $failed = 0 ]

@@ -9,8 +9,9 @@
  *             at mkCommInitRank;
  *   nodesize  mkCommInit with MK_NODE_SIZE=2 in the environment;
  *   fence     no MPI: mkCommInit, then rank 3 stays away from a bootstrap
- *             barrier, which must end in mkErrTimeout on the others (the
- *             PMIx fence deadline), not hang.
+ *             barrier, which must end within the deadline on the others
+ *             (mkErrTimeout, or mkErrRemote where a neighbour gave up
+ *             first and closed its connection), not hang.
  * Each rank prints "rank R: N passed, M failed" and exits 1 on a failure;
  * alarm() turns any hang into a failure.
  */
@@ -250,7 +251,11 @@ static void mode_fence(void)
         uint64_t t0 = mki_now_ns();
         mkResult_t r = comm->boot->barrier(comm->boot_ctx);
         double secs = (double)(mki_now_ns() - t0) / 1e9;
-        ECHECK(r == mkErrTimeout);
+        /* The job's bootstrap is a TCP ring after the PMIx rendezvous: the
+         * rank whose deadline passes first gives up and closes its
+         * connections, so a neighbour may hear that (mkErrRemote) just
+         * before its own deadline; either way within it, never a hang. */
+        ECHECK(r == mkErrTimeout || r == mkErrRemote);
         ECHECK(secs >= 0.8 && secs < 3.5);
         mkResult_t async = mkSuccess;
         RCHECK(mkCommGetAsyncError(comm, &async));

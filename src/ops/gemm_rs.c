@@ -80,7 +80,6 @@ struct grs_state {
     void *mid;                        /* across nodes: the node's sums */
     size_t mid_bytes;
     struct mki_op_bufs bufs;
-    struct mki_op_split split;        /* across nodes: comm's internal communicators */
 };
 
 /* ---- state ------------------------------------------------------------- */
@@ -299,8 +298,9 @@ static mkResult_t run_unfused(struct mki_call *k, struct grs_state *g, const str
     }
     const size_t row = (size_t)c->n * 4u, block = (size_t)c->m_max * row;
     if (block == 0) return mkSuccess;
-    if (comm->nnodes > 1) MKI_CHECK(mki_op_split_make(k, &g->split));
-    const int hier = g->split.node_comm && g->split.peer_comm;
+    struct mki_op_split sp = {0, NULL, NULL}; /* across nodes: comm's internal communicators */
+    if (comm->nnodes > 1) MKI_CHECK(mki_op_split_make(k, &sp));
+    const int hier = sp.node_comm && sp.peer_comm;
     MKI_CHECK(mki_op_buf(k, &g->bufs, &g->part, &g->part_bytes, block * (size_t)P,
                          "the fp32 partial product"));
     MKI_CHECK(mki_op_buf(k, &g->bufs, &g->sum, &g->sum_bytes, block, "the fp32 sum of its rows"));
@@ -322,11 +322,9 @@ static mkResult_t run_unfused(struct mki_call *k, struct grs_state *g, const str
         const size_t nb = (size_t)comm->nnodes * block;
         MKI_CHECK(mki_op_buf(k, &g->bufs, &g->mid, &g->mid_bytes, nb, "the node's fp32 sums"));
         MKI_CHECK(mki_op_sub_check(comm, mkReduceScatter(g->part, g->mid, nb / 4u, mkFloat32,
-                                                         g->split.node_comm, k->stream),
-                                   g->split.node_comm));
+                                                         sp.node_comm, k->stream), sp.node_comm));
         MKI_CHECK(mki_op_sub_check(comm, mkReduceScatter(g->mid, g->sum, block / 4u, mkFloat32,
-                                                         g->split.peer_comm, k->stream),
-                                   g->split.peer_comm));
+                                                         sp.peer_comm, k->stream), sp.peer_comm));
     } else {
         MKI_CHECK(mkReduceScatter(g->part, g->sum, block / 4u, mkFloat32, comm, k->stream));
     }

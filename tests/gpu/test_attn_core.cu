@@ -236,6 +236,74 @@ static int run_case(const Case &c, int rep_seed)
     return bad;
 }
 
+/* One timed shape: q, k, v (n elements each, distinct random) and o
+ * allocated here and put into a (q, o, every segment's k and v), median of
+ * reps launches after 3 warm-ups, one row of the table; 1 on failure. */
+static int time_shape(mki_attn_args &a, int64_t n, const char *mask, double flops, int reps)
+{
+    void *q, *k, *v, *o;
+    CK(cudaMalloc(&q, n * 2));
+    CK(cudaMalloc(&k, n * 2));
+    CK(cudaMalloc(&v, n * 2));
+    CK(cudaMalloc(&o, n * 2));
+    std::vector<uint16_t> h(n);
+    void *dst[3] = {q, k, v};
+    for (int t = 0; t < 3; ++t) {
+        for (auto &x : h) x = to16((float)(urand() * 2 - 1), false);
+        CK(cudaMemcpy(dst[t], h.data(), n * 2, cudaMemcpyHostToDevice));
+    }
+    a.q = q;
+    a.o = o;
+    for (int s = 0; s < a.nseg; ++s) { /* every segment reads the same bytes */
+        a.seg[s].k = k;
+        a.seg[s].v = v;
+    }
+    char msg[256];
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    std::vector<float> ms;
+    for (int i = 0; i < reps + 3; ++i) {
+        CK(cudaEventRecord(e0));
+        if (mki_attn_run(&a, 0, msg, sizeof(msg))) {
+            printf("FAIL: %s\n", msg);
+            return 1;
+        }
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        float t;
+        CK(cudaEventElapsedTime(&t, e0, e1));
+        if (i >= 3) ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    const double med = ms[ms.size() / 2];
+    printf("%-6lld %-7s %-6lld %5lld %4lld %4s %10.3f %10.1f\n", (long long)a.head_dim, mask,
+           (long long)a.seq, (long long)a.batch, (long long)a.heads, "", med, flops / med / 1e9);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaFree(q);
+    cudaFree(k);
+    cudaFree(v);
+    cudaFree(o);
+    return 0;
+}
+
+static mki_attn_args timing_args(int64_t B, int64_t S, int64_t H, int64_t D, int causal)
+{
+    mki_attn_args a;
+    memset(&a, 0, sizeof(a));
+    a.batch = B;
+    a.seq = S;
+    a.heads = H;
+    a.kv_heads = H;
+    a.head_dim = D;
+    a.layout = MKI_ATTN_BSHD;
+    a.dtype = MKI_BF16;
+    a.scale = 1.0f / sqrtf((float)D);
+    a.causal = causal;
+    return a;
+}
+
 static int timing(int reps)
 {
     printf("%-6s %-7s %-6s %5s %4s %4s %10s %10s\n", "d", "mask", "seq", "B", "H", "", "ms", "TFLOP/s");
@@ -246,127 +314,26 @@ static int timing(int reps)
             for (int si = 0; si < 2; ++si) {
                 const int64_t D = ds[di], S = seqs[si], H = 16;
                 const int64_t B = S == 4096 ? 16 : 2;
-                const int64_t n = B * S * H * D;
-                void *q, *k, *v, *o;
-                CK(cudaMalloc(&q, n * 2));
-                CK(cudaMalloc(&k, n * 2));
-                CK(cudaMalloc(&v, n * 2));
-                CK(cudaMalloc(&o, n * 2));
-                std::vector<uint16_t> h(n);
-                void *dst[3] = {q, k, v};
-                for (int t = 0; t < 3; ++t) { /* distinct random q, k, v */
-                    for (auto &x : h) x = to16((float)(urand() * 2 - 1), false);
-                    CK(cudaMemcpy(dst[t], h.data(), n * 2, cudaMemcpyHostToDevice));
-                }
-                mki_attn_args a;
-                memset(&a, 0, sizeof(a));
-                a.q = q;
-                a.o = o;
-                a.batch = B;
-                a.seq = S;
-                a.heads = H;
-                a.kv_heads = H;
-                a.head_dim = D;
-                a.layout = MKI_ATTN_BSHD;
-                a.dtype = MKI_BF16;
-                a.scale = 1.0f / sqrtf((float)D);
-                a.causal = causal;
+                mki_attn_args a = timing_args(B, S, H, D, causal);
                 a.qpos.split = S;
                 a.nseg = 1;
-                a.seg[0].k = k;
-                a.seg[0].v = v;
                 a.seg[0].pos.split = S;
-                char msg[256];
-                cudaEvent_t e0, e1;
-                CK(cudaEventCreate(&e0));
-                CK(cudaEventCreate(&e1));
-                std::vector<float> ms;
-                for (int i = 0; i < reps + 3; ++i) {
-                    CK(cudaEventRecord(e0));
-                    if (mki_attn_run(&a, 0, msg, sizeof(msg))) {
-                        printf("FAIL: %s\n", msg);
-                        return 1;
-                    }
-                    CK(cudaEventRecord(e1));
-                    CK(cudaEventSynchronize(e1));
-                    float t;
-                    CK(cudaEventElapsedTime(&t, e0, e1));
-                    if (i >= 3) ms.push_back(t);
-                }
-                std::sort(ms.begin(), ms.end());
-                const double med = ms[ms.size() / 2];
                 const double fl = 4.0 * B * H * S * S * D * (causal ? 0.5 : 1.0);
-                printf("%-6lld %-7s %-6lld %5lld %4lld %4s %10.3f %10.1f\n", (long long)D,
-                       causal ? "causal" : "full", (long long)S, (long long)B, (long long)H, "",
-                       med, fl / med / 1e9);
-                cudaFree(q);
-                cudaFree(k);
-                cudaFree(v);
-                cudaFree(o);
+                if (time_shape(a, B * S * H * D, causal ? "causal" : "full", fl, reps)) return 1;
             }
     /* The work of rank 0 of a 2-rank zigzag ring (mkbench ring_attn's 32k
      * and 128k): its chunks 0 and 3 of q against its own keys and rank 1's
-     * (chunks 1 and 2), head_dim 128, one batch element, 16 heads. */
+     * (chunks 1 and 2; the same bytes, other positions), head_dim 128, one
+     * batch element, 16 heads. */
     for (int64_t S : {16384ll, 65536ll}) {
-        const int64_t D = 128, H = 16, B = 1, C = S / 2, n = B * S * H * D;
-        void *q, *k, *v, *o;
-        CK(cudaMalloc(&q, n * 2));
-        CK(cudaMalloc(&k, n * 2));
-        CK(cudaMalloc(&v, n * 2));
-        CK(cudaMalloc(&o, n * 2));
-        std::vector<uint16_t> h(n);
-        void *dst[3] = {q, k, v};
-        for (int t = 0; t < 3; ++t) {
-            for (auto &x : h) x = to16((float)(urand() * 2 - 1), false);
-            CK(cudaMemcpy(dst[t], h.data(), n * 2, cudaMemcpyHostToDevice));
-        }
-        mki_attn_args a;
-        memset(&a, 0, sizeof(a));
-        a.q = q;
-        a.o = o;
-        a.batch = B;
-        a.seq = S;
-        a.heads = H;
-        a.kv_heads = H;
-        a.head_dim = D;
-        a.layout = MKI_ATTN_BSHD;
-        a.dtype = MKI_BF16;
-        a.scale = 1.0f / sqrtf((float)D);
-        a.causal = 1;
+        const int64_t D = 128, H = 16, B = 1, C = S / 2;
+        mki_attn_args a = timing_args(B, S, H, D, 1);
         a.qpos = {C, 0, 3 * C};
         a.nseg = 2;
-        a.seg[0].k = k;
-        a.seg[0].v = v;
         a.seg[0].pos = {C, 0, 3 * C};
-        a.seg[1].k = k; /* rank 1's keys: the same bytes, other positions */
-        a.seg[1].v = v;
         a.seg[1].pos = {C, C, 2 * C};
-        char msg[256];
-        cudaEvent_t e0, e1;
-        CK(cudaEventCreate(&e0));
-        CK(cudaEventCreate(&e1));
-        std::vector<float> ms;
-        for (int i = 0; i < reps + 3; ++i) {
-            CK(cudaEventRecord(e0));
-            if (mki_attn_run(&a, 0, msg, sizeof(msg))) {
-                printf("FAIL: %s\n", msg);
-                return 1;
-            }
-            CK(cudaEventRecord(e1));
-            CK(cudaEventSynchronize(e1));
-            float t;
-            CK(cudaEventElapsedTime(&t, e0, e1));
-            if (i >= 3) ms.push_back(t);
-        }
-        std::sort(ms.begin(), ms.end());
-        const double med = ms[ms.size() / 2];
         const double fl = 4.0 * B * H * S * (2 * S) * D * 0.5;
-        printf("%-6lld %-7s %-6lld %5lld %4lld %4s %10.3f %10.1f\n", (long long)D, "zigzag",
-               (long long)S, (long long)B, (long long)H, "", med, fl / med / 1e9);
-        cudaFree(q);
-        cudaFree(k);
-        cudaFree(v);
-        cudaFree(o);
+        if (time_shape(a, B * S * H * D, "zigzag", fl, reps)) return 1;
     }
     return 0;
 }

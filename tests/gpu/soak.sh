@@ -10,11 +10,12 @@
 # two, and on one GPU under MPS at 2, 4 and 8 ranks, flat and as virtual
 # nodes (2 x 2, 2 x 4: socket transport); then the 8-rank 2 x 4 case of
 # issue 23 (every collective, dtype and placement) 50 times in a row; then,
-# with two GPUs, 16 ranks (8 per GPU under MPS) as 2 x 8 and 4 x 4
-# virtual nodes.
+# with two GPUs, 16 ranks (8 per GPU under MPS) as 2 x 8, 4 x 4 and 8 x 2
+# virtual nodes; with four, 32 ranks (8 per GPU) as 4 x 8.
 #
 #   bash tests/gpu/soak.sh [SECONDS [16]]  per layout; default MK_SOAK_S or
-#                                          20; "16": only the 16-rank steps
+#                                          20; "16": only the 16- and
+#                                          32-rank steps
 #   bash tests/gpu/soak.sh par SECONDS     the layouts side by side, each job
 #                                          with its share of the SMs
 #                                          (MK_SM_BUDGET), every job SECONDS:
@@ -182,8 +183,8 @@ if [ "$S" = par ]; then
 fi
 only16=0
 [ "${2:-}" = 16 ] && only16=1
-# 16 ranks: 8 per GPU on 2 GPUs under MPS, as 2 x 8 and 4 x 4 virtual
-# nodes (a node holds at most 8 ranks).
+# 16 ranks: 8 per GPU on 2 GPUs under MPS, as 2 x 8, 4 x 4 and 8 x 2
+# virtual nodes (a node holds at most 8 ranks); 32 as 4 x 8 on 4 GPUs.
 soak16() {
     if [ "$ngpu" -lt 2 ]; then
         printf "%-40s %-7s (%d GPU: 16 ranks need 2 GPUs)\n" "16 ranks" SKIP "$ngpu" >> "$SUMMARY"
@@ -194,10 +195,26 @@ soak16() {
     if nvidia-cuda-mps-control -d >> "$LOG" 2>&1; then
         MK_NODE_SIZE=8 MK_TRANSPORT=socket step "2gpu x16 MPS 2x8 soak ${S}s" $lim 16 $RT/test_scale soak "$S"
         MK_NODE_SIZE=4 MK_TRANSPORT=socket step "2gpu x16 MPS 4x4 soak ${S}s" $lim 16 $RT/test_scale soak "$S"
+        MK_NODE_SIZE=2 MK_TRANSPORT=socket step "2gpu x16 MPS 8x2 soak ${S}s" $lim 16 $RT/test_scale soak "$S"
         echo quit | nvidia-cuda-mps-control
         sleep 1
     else
         printf "%-40s %-7s (nvidia-cuda-mps-control -d failed)\n" "2gpu MPS" SKIP >> "$SUMMARY"
+    fi
+    # 32 ranks as 4 x 8 virtual nodes: 8 per GPU on 4 GPUs (16 per GPU
+    # on 2 did not fit 80 GB beside the soak's buffers)
+    if [ "$ngpu" -lt 4 ]; then
+        printf "%-40s %-7s (%d GPUs: 32 ranks need 4)\n" "32 ranks" SKIP "$ngpu" >> "$SUMMARY"
+        unset CUDA_VISIBLE_DEVICES CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+        return
+    fi
+    export CUDA_VISIBLE_DEVICES=0,1,2,3
+    if nvidia-cuda-mps-control -d >> "$LOG" 2>&1; then
+        MK_NODE_SIZE=8 MK_TRANSPORT=socket step "4gpu x32 MPS 4x8 soak ${S}s" $((lim + 60)) 32 $RT/test_scale soak "$S"
+        echo quit | nvidia-cuda-mps-control
+        sleep 1
+    else
+        printf "%-40s %-7s (nvidia-cuda-mps-control -d failed)\n" "4gpu MPS" SKIP >> "$SUMMARY"
     fi
     unset CUDA_VISIBLE_DEVICES CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 }

@@ -5,7 +5,7 @@
  *
  *   mkbench coll [--op ag,rs,ar,a2a] [--dtype bf16|fp16|fp32]
  *                [--min BYTES] [--max BYTES] [--iters N] [--sweep] [--tag NAME]
- *                [--zcopy]
+ *                [--zcopy] [--lat]
  *
  * Sizes are bytes per rank (the send buffer of all-gather and all-reduce,
  * the receive buffer of reduce-scatter, one block of all-to-all).  Time:
@@ -24,7 +24,9 @@
  * buffers (NCCL gets the same buffers, which it does not know as
  * registered); the JSON's zero_copy says which.  Rank 0 writes the JSON
  * (coll.json, or coll-NAME.json with --tag, in mkb_results_dir) and
- * prints a table.
+ * prints a table.  --lat prints instead, for each size from --min to --max,
+ * where a call's time goes (event, host and device time per call, ours
+ * and NCCL's; see lat_of) and writes no JSON.
  */
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -360,6 +362,86 @@ mki_coll_plan plan_of(int kind, size_t count, int es)
     return p;
 }
 
+/* ---- where a small call's time goes (--lat) ----------------------------
+ * Three figures per op, size and library, each the slowest rank's:
+ *   event: the median of per-call CUDA event times, as the main table;
+ *   host:  wall-clock microseconds per call of enqueueing LAT_N calls back
+ *          to back (the API call's own cost on the CPU);
+ *   gpu:   microseconds per call of LAT_N calls enqueued behind a kernel
+ *          that spins on a host flag, released together after a barrier:
+ *          the stream never waits for the host, so this is the device's
+ *          time per call alone.
+ * event ~ gpu means the device path is the floor; event ~ host + launch
+ * means the CPU is. */
+const int LAT_N = 200;
+
+__global__ void spin_on(volatile int *flag)
+{
+    while (*flag == 0) { }
+}
+
+double now_us()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+}
+
+double worst(double v)
+{
+    std::vector<double> all(g_n);
+    all[g_rank] = v;
+    if (g_comm->boot->allgather(g_comm->boot_ctx, all.data(), sizeof(double)) != mkSuccess) {
+        fprintf(stderr, "rank %d: allgather of the figures failed\n", g_rank);
+        exit(2);
+    }
+    return *std::max_element(all.begin(), all.end());
+}
+
+void barrier()
+{
+    if (g_comm->boot->barrier(g_comm->boot_ctx) != mkSuccess) {
+        fprintf(stderr, "rank %d: barrier failed\n", g_rank);
+        exit(2);
+    }
+}
+
+struct lat {
+    double event, host, gpu;
+};
+
+lat lat_of(call c, volatile int *flag)
+{
+    lat L;
+    L.event = worst(time_call(c, 60));
+    /* host */
+    barrier();
+    double t0 = now_us();
+    for (int i = 0; i < LAT_N; i++) run_fn(&c, i);
+    double t1 = now_us();
+    MKB_CHECK(cudaStreamSynchronize(g_st));
+    L.host = worst((t1 - t0) / LAT_N);
+    /* gpu */
+    cudaEvent_t a, b;
+    MKB_CHECK(cudaEventCreate(&a));
+    MKB_CHECK(cudaEventCreate(&b));
+    *flag = 0;
+    spin_on<<<1, 1, 0, g_st>>>(flag);
+    MKB_CHECK(cudaGetLastError());
+    MKB_CHECK(cudaEventRecord(a, g_st));
+    for (int i = 0; i < LAT_N; i++) run_fn(&c, i);
+    MKB_CHECK(cudaEventRecord(b, g_st));
+    barrier();
+    *flag = 1;
+    MKB_CHECK(cudaStreamSynchronize(g_st));
+    float ms = 0;
+    MKB_CHECK(cudaEventElapsedTime(&ms, a, b));
+    L.gpu = worst(ms * 1e3 / LAT_N);
+    MKB_CHECK(cudaEventDestroy(a));
+    MKB_CHECK(cudaEventDestroy(b));
+    return L;
+}
+
 const char *mover_name(int mover)
 {
     return mover == MKI_COLL_MOVER_REG ? "reg" : mover == MKI_COLL_MOVER_TMA ? "tma" : "tma-send";
@@ -371,7 +453,7 @@ extern "C" int mkb_coll_main(int argc, char **argv)
 {
     const char *ops = "ag,rs,ar,a2a", *dts = "bf16";
     size_t minb = 1 << 20, maxb = 1u << 30;
-    int iters = 20, sweep = 0;
+    int iters = 20, sweep = 0, latency = 0;
     const char *tag = "";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--op") && i + 1 < argc) ops = argv[++i];
@@ -382,10 +464,11 @@ extern "C" int mkb_coll_main(int argc, char **argv)
         else if (!strcmp(argv[i], "--sweep")) sweep = 1;
         else if (!strcmp(argv[i], "--tag") && i + 1 < argc) tag = argv[++i];
         else if (!strcmp(argv[i], "--zcopy")) g_zcopy = 1;
+        else if (!strcmp(argv[i], "--lat")) latency = 1;
         else {
             fprintf(stderr, "usage: mkbench coll [--op ag,rs,ar,a2a] [--dtype bf16|fp16|fp32] "
                     "[--min BYTES] [--max BYTES] [--iters N] [--sweep] [--tag NAME] "
-                    "[--zcopy]\n");
+                    "[--zcopy] [--lat]\n");
             return 2;
         }
     }
@@ -424,9 +507,32 @@ extern "C" int mkb_coll_main(int argc, char **argv)
                                         t == mkBfloat16, seed);
     MKB_CHECK(cudaGetLastError());
     MKB_CHECK(cudaStreamSynchronize(g_st));
+    if (latency) {
+        volatile int *flag;
+        MKB_CHECK(cudaHostAlloc((void **)&flag, sizeof(int), cudaHostAllocMapped));
+        if (g_rank == 0)
+            printf("%-14s %9s | %8s %8s | %8s %8s | %8s %8s   (us per call, slowest rank; "
+                   "%d calls)\n", "op", "bytes", "ev ours", "ev nccl", "hostours", "hostnccl",
+                   "gpu ours", "gpu nccl", LAT_N);
+        for (const opdesc &o : OPS) {
+            if (!strstr(ops, o.key)) continue;
+            for (size_t b = minb; b <= maxb; b *= 4) {
+                call c{o.kind, 1, s, r, std::max<size_t>(1, b / es), t, 0, 1};
+                rotate(c, b * g_n, pool);
+                const lat x = lat_of(c, flag);
+                c.ours = 0;
+                const lat y = lat_of(c, flag);
+                if (g_rank == 0)
+                    printf("%-14s %9zu | %8.1f %8.1f | %8.1f %8.1f | %8.1f %8.1f\n", o.name, b,
+                           x.event, y.event, x.host, y.host, x.gpu, y.gpu);
+            }
+        }
+        MKB_CHECK(cudaFreeHost((void *)flag));
+        fflush(stdout);
+    }
     std::vector<row> rows;
     for (const opdesc &o : OPS) {
-        if (!strstr(ops, o.key)) continue;
+        if (latency || !strstr(ops, o.key)) continue; /* --lat: its table only */
         for (size_t b = minb; b <= maxb; b *= 4) {
             int it = b >= (256u << 20) ? iters / 2 + 1 : iters;
             call c{o.kind, 1, s, r, b / es, t, 0, 1};
@@ -439,7 +545,7 @@ extern "C" int mkb_coll_main(int argc, char **argv)
                             busbw(o.kind, b, ours), busbw(o.kind, b, base)});
         }
     }
-    if (sweep) {
+    if (sweep && !latency) {
         const int ctas[] = {1, 2, 4, 8, 16, 32, 64};
         const int movers[] = {MKI_COLL_MOVER_REG, MKI_COLL_MOVER_TMA_SEND, MKI_COLL_MOVER_TMA};
         size_t b = std::min(maxb, (size_t)256 << 20);
@@ -478,7 +584,7 @@ extern "C" int mkb_coll_main(int argc, char **argv)
         double ce = mkb_median(ms.data(), (int)ms.size());
         rows.push_back({"allgather_ce", dts, "ce", b, 0, ce, -1, busbw(0, b, ce), 0});
     }
-    if (g_rank == 0) {
+    if (g_rank == 0 && !latency) {
         char dir[512], path[600];
         mkb_results_dir(dir, sizeof dir);
         snprintf(path, sizeof path, "%s/coll%s%s.json", dir, *tag ? "-" : "", tag);

@@ -174,7 +174,14 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
     if (x.smem) tp = &pipe;
     if (x.to && !read_posts(x, x.to, tid, nthr, bar)) return;
     const uint64_t maxk = max_chunks(x);
+    /* Register stores (small blocks): every local peer's chunk k signalled
+     * at once; TMA (large blocks): each as soon as it is there, which keeps
+     * the pipeline full (4 H200, 64 MB all-gather: 0.69 ms per peer, 0.81
+     * batched). */
+    const bool batched = p.mover == MKI_COLL_MOVER_REG;
     for (uint64_t k = 0; k < maxk; k++) {
+        uint32_t batch = 0; /* local peers given chunk k through their slots */
+        bool direct_any = false;
         for (int j = 1; j < n; j++) {
             /* Zero copy: channels start on different peers, so that at
              * any time every peer receives from every rank. */
@@ -186,15 +193,23 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
             char *direct = x.to ? x.to[x.k.lof(q)] : NULL;
             if (direct) {
                 move_bytes(tp, direct + at, p.src + boff + at, nb, tid, nthr);
-                __threadfence_system();
+                direct_any = true;
                 continue;
             }
             if (!wait_slot(x.k, bar, nthr, tid, q, 0, k)) return;
-            deliver(x.k, tp, tid, nthr, bar, 0, q, (int)(k % MKI_NSLOTS), p.src + boff + at, nb,
-                    x.k.target(k), wait_site{q, x.k.c, (int)k, 0});
+            if (x.k.remote(q) || !batched) {
+                deliver(x.k, tp, tid, nthr, bar, 0, q, (int)(k % MKI_NSLOTS), p.src + boff + at,
+                        nb, x.k.target(k), wait_site{q, x.k.c, (int)k, 0});
+                continue;
+            }
+            deliver_local(x.k, tp, tid, nthr, 0, q, (int)(k % MKI_NSLOTS), p.src + boff + at, nb);
+            batch |= 1u << x.k.lof(q);
         }
+        /* chunk k's copies to every local peer fenced at once, their
+         * arrive counters raised together (channel.cuh) */
+        if (direct_any && !batch) __threadfence_system();
+        publish_local(x.k, tid, nthr, bar, batch, 0, x.k.target(k));
         if (x.sent) { /* every copy of chunk k has read it: REDUCE may write */
-            role_sync(bar, nthr);
             if (tid == 0) {
                 __threadfence_block(); /* release: the role's reads of chunk k, then the count */
                 *x.sent = (uint32_t)k + 1;
@@ -237,7 +252,10 @@ __device__ void recv_role(const ctx &x, int tid, int nthr, int bar, int phase, i
     const uint64_t maxk = max_chunks(x);
     /* Zero copy: peers write into dst themselves (p.post[l] != 0). */
     const bool zc = p.direct != 0;
-    for (uint64_t k = 0; k < maxk; k++)
+    /* credits batched as SEND batches its signals (register stores) */
+    const bool batched = p.mover == MKI_COLL_MOVER_REG;
+    for (uint64_t k = 0; k < maxk; k++) {
+        uint32_t cmask = 0; /* local peers whose chunk k was consumed */
         for (int j = 1; j < n; j++) {
             const int q = (me - j + n) % n;
             if (zc && p.post[x.k.lof(q)]) continue;
@@ -253,10 +271,18 @@ __device__ void recv_role(const ctx &x, int tid, int nthr, int bar, int phase, i
             /* from mapped host memory by registers, not TMA */
             move_bytes(x.k.remote(q) ? NULL : tp, p.dst + doff + at, x.k.inbox(q, phase, sl), nb,
                        tid, nthr);
+            if (!x.k.remote(q) && batched) {
+                cmask |= 1u << x.k.lof(q);
+                continue;
+            }
             role_sync(bar, nthr);
             if (tid == 0)
                 raise_credit(x.k, q, phase, x.k.target(k), wait_site{q, x.k.c, (int)k, phase});
         }
+        /* the credits of chunk k to every local peer together (channel.cuh) */
+        role_sync(bar, nthr);
+        if (tid == 0) raise_local(x.k, 0, 0, 0, cmask, phase, x.k.target(k));
+    }
     if (!zc) return;
     for (int j = 1; j < n; j++) {
         const int q = (me - j + n) % n, l = x.k.lof(q);
@@ -439,15 +465,21 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar, char **to)
         else fence_proxy_async_global(); /* SEND2 reads out by TMA */
         role_sync(bar, nthr);
         if (tid == 0) {
+            /* every counter of chunk k after one fence (channel.cuh):
+             * credits to the peers whose chunk was summed, and with push
+             * the arrive counters of the results in their phase-1 slots */
+            uint32_t cmask = 0, amask = 0;
             for (int j = 1; j < n; j++) {
                 const int q = (me + j) % n;
-                raise_credit(x.k, q, 0, x.k.target(k), wait_site{q, x.k.c, (int)k, 0});
                 const int l = x.k.lof(q);
-                if (push && !(zc && to[l]))
-                    st_release_sys(reinterpret_cast<uint64_t *>(
-                                       p.ch.ctl[l] + mki_ch_arrive(1, p.rt.local, x.k.c)),
-                                   x.k.target(k));
+                if (l < 0) {
+                    raise_credit(x.k, q, 0, x.k.target(k), wait_site{q, x.k.c, (int)k, 0});
+                    continue;
+                }
+                cmask |= 1u << l;
+                if (push && !(zc && to[l])) amask |= 1u << l;
             }
+            raise_local(x.k, amask, 1, x.k.target(k), cmask, 0, x.k.target(k));
             if (ar && !push) {
                 __threadfence_block();
                 *x.reduced = (uint32_t)k + 1;
@@ -482,12 +514,20 @@ __device__ void send2_role(const ctx &x, int tid, int nthr, int bar)
         role_sync(bar, nthr);
         if (*x.k.quit) return;
         __threadfence_block();
+        uint32_t batch = 0;
         for (int j = 1; j < n; j++) {
             const int q = (me + j) % n;
             if (!wait_slot(x.k, bar, nthr, tid, q, 1, k)) return;
-            deliver(x.k, &pipe, tid, nthr, bar, 1, q, (int)(k % MKI_NSLOTS), p.dst + boff + at, nb,
-                    x.k.target(k), wait_site{q, x.k.c, (int)k, 1});
+            if (x.k.remote(q)) {
+                deliver(x.k, &pipe, tid, nthr, bar, 1, q, (int)(k % MKI_NSLOTS), p.dst + boff + at,
+                        nb, x.k.target(k), wait_site{q, x.k.c, (int)k, 1});
+                continue;
+            }
+            deliver_local(x.k, &pipe, tid, nthr, 1, q, (int)(k % MKI_NSLOTS), p.dst + boff + at,
+                          nb);
+            batch |= 1u << x.k.lof(q);
         }
+        publish_local(x.k, tid, nthr, bar, batch, 1, x.k.target(k));
     }
     if (tid == 0)
         for (int j = 1; j < n; j++) note_owed(x.k, (me + j) % n, 1, nk);
@@ -505,6 +545,328 @@ __device__ void post_recvbuf(const mki_coll_params &p, int c, uint64_t e)
     }
 }
 
+/* ---- LL: small blocks with the flag in every word (channel.h) ------------ */
+
+/* The flag of operation e: any nonzero value (lines are zeroed after
+ * reading, so no older flag can be left in a buffer). */
+__device__ __forceinline__ uint32_t ll_flag(uint64_t e)
+{
+    const uint32_t f = (uint32_t)e;
+    return f ? f : 1u;
+}
+
+/* The 8 bytes at byte i of n (fewer at the end, the rest zero). */
+__device__ __forceinline__ uint64_t ll_get(const char *p, uint64_t i, uint64_t n)
+{
+    if (i + 8 <= n && ((reinterpret_cast<uintptr_t>(p) + i) & 7) == 0)
+        return __ldcg(reinterpret_cast<const unsigned long long *>(p + i));
+    uint64_t v = 0;
+    for (uint64_t b = 0; b < 8 && i + b < n; b++)
+        v |= (uint64_t)(uint8_t)p[i + b] << (8 * b);
+    return v;
+}
+
+/* Store the bytes of v that fall before n at byte i. */
+__device__ __forceinline__ void ll_put(char *p, uint64_t i, uint64_t n, uint64_t v)
+{
+    if (i + 8 <= n && ((reinterpret_cast<uintptr_t>(p) + i) & 7) == 0) {
+        *reinterpret_cast<uint64_t *>(p + i) = v;
+        return;
+    }
+    for (uint64_t b = 0; b < 8 && i + b < n; b++) p[i + b] = (char)(v >> (8 * b));
+}
+
+/* One line: two 64-bit words {4 payload bytes, flag}, each single-copy
+ * atomic, so a reader that sees the flag in both sees the payload. */
+__device__ __forceinline__ void ll_store(char *line, uint64_t v, uint32_t flag)
+{
+    const uint64_t hi = (uint64_t)flag << 32;
+    const uint64_t a = (v & 0xffffffffull) | hi, b = (v >> 32) | hi;
+    asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(line), "l"(a), "l"(b)
+                 : "memory");
+}
+
+__device__ __forceinline__ void ll_load(const char *line, uint64_t &a, uint64_t &b)
+{
+    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(line)
+                 : "memory");
+}
+
+__device__ __forceinline__ bool ll_ready(uint64_t a, uint64_t b, uint32_t flag)
+{
+    return (uint32_t)(a >> 32) == flag && (uint32_t)(b >> 32) == flag;
+}
+
+/* The poll of a line that was not there yet: the stop words and the
+ * deadline every 64 polls, as spin_geq.  Inline: a call would spill the
+ * other lines a thread holds. */
+static __device__ __forceinline__ bool ll_wait_slow(const mki_rt_dev &rt, const char *line,
+                                                 uint32_t flag, uint64_t *v, wait_site w,
+                                                 uint64_t e, volatile int *quit)
+{
+    const stop_words st = stops_of(rt);
+    const uint64_t t0 = globaltimer();
+    uint64_t a, b;
+    for (uint32_t n = 1;; n++) {
+        ll_load(line, a, b);
+        if (ll_ready(a, b, flag)) {
+            *v = (a & 0xffffffffull) | (b << 32);
+            return true;
+        }
+        if (n & 63) continue;
+        if (*quit) return false;
+        uint64_t why = ld_relaxed_sys(st.abort);
+        if (!why && st.abort2) why = ld_relaxed_sys(st.abort2);
+        if (!why && (n & 1023) == 0) why = ld_relaxed_sys(st.hstop);
+        const int r = why ? SPIN_ABORT : globaltimer() - t0 > rt.timeout_ns ? SPIN_TIMEOUT : SPIN_OK;
+        if (r != SPIN_OK) {
+            fail_spin(rt, r, w, flag, a >> 32, why, e);
+            *quit = 1;
+            return false;
+        }
+    }
+}
+
+__device__ __forceinline__ void ll_zero(char *line)
+{
+    asm volatile("st.volatile.global.v2.u64 [%0], {%1, %1};" ::"l"(line), "l"(0ull) : "memory");
+}
+
+/* What an LL role computes once per call (no division in its loops:
+ * with one CTA doing a whole small call, integer work is its time). */
+struct ll_geo {
+    uint64_t off, len;   /* this channel's part of every block */
+    uint64_t lines;      /* 16-byte lines of the part */
+    uint64_t bstride;    /* bytes between blocks of src (reduce-scatter,
+                          * all-to-all) or 0 (the same block to all) */
+    char *inbox0;        /* my buffer's lines from local sender 0 */
+    uint64_t buf;        /* offset of my lines in a peer's LL block */
+    uint32_t flag;
+};
+
+/* Bytes between the lines from local senders l and l + 1. */
+#define LL_LSTRIDE ((uint64_t)MKI_LL_MAXCH * 2ull * MKI_LL_PART)
+
+__device__ __forceinline__ ll_geo ll_geo_of(const ctx &x)
+{
+    const mki_coll_params &p = *x.p;
+    ll_geo g;
+    uint64_t boff, b;
+    part_of(x, p.rt.rank, &boff, &b, &g.off, &g.len); /* every block has b bytes */
+    g.lines = (g.len + 7) / 8;
+    g.bstride = p.kind == MKI_COLL_REDUCESCATTER || p.kind == MKI_COLL_ALLTOALL ? b : 0;
+    const int par = (int)(x.k.e & 1);
+    g.inbox0 = p.llb[p.rt.local] + mki_ll_buf(par, 0, x.k.c, p.rt.nlocal);
+    g.buf = mki_ll_buf(par, p.rt.local, x.k.c, p.rt.nlocal);
+    g.flag = ll_flag(x.k.e);
+    return g;
+}
+
+/* Ranks me + j and me - j (0 <= j < n) without a division. */
+__device__ __forceinline__ int ll_up(int me, int j, int n) { return me + j < n ? me + j : me + j - n; }
+__device__ __forceinline__ int ll_down(int me, int j, int n) { return me >= j ? me - j : me - j + n; }
+
+/* Lines a thread has in flight per input (one: the plan cuts parts of a
+ * line per thread where it can; more would spill registers with 7 peers
+ * at 128 per thread). */
+#define LL_U 1
+
+/* SEND: once each receiver acknowledged the call that last wrote the
+ * buffer this one writes (two calls back), my part of its block as lines.
+ * All-gather and all-reduce send the same bytes to every peer: loaded
+ * once.  Every load of a round is issued before its stores. */
+__device__ void ll_send(const ctx &x, const ll_geo &g, int tid, int nthr, int bar)
+{
+    const mki_coll_params &p = *x.p;
+    const int n = p.rt.nranks, me = p.rt.rank, par = (int)(x.k.e & 1);
+    if (g.len == 0) return;
+    char *mine = p.llb[p.rt.local];
+    /* thread j checks peer me + j (the loads of all peers at once) */
+    if (tid >= 1 && tid < n) {
+        const int q = ll_up(me, tid, n), l = x.k.lof(q);
+        uint64_t *last = reinterpret_cast<uint64_t *>(mine + mki_ll_last(par, l, x.k.c));
+        const uint64_t *ack = reinterpret_cast<const uint64_t *>(mine + mki_ll_ack(l, x.k.c));
+        const uint64_t lv = *last, av = ld_acquire_sys(ack);
+        if (av >= lv || wait_geq(p.rt, ack, lv, wait_site{q, x.k.c, -1, 0}, x.k.e, x.k.quit))
+            *last = x.k.e;
+    }
+    role_sync(bar, nthr);
+    if (*x.k.quit) return;
+    const bool same = g.bstride == 0;
+    const char *src = p.src + g.off;
+    for (uint64_t i0 = tid; i0 < g.lines; i0 += (uint64_t)LL_U * nthr) {
+        uint64_t v[LL_U][MKI_MAXLOCAL];
+#pragma unroll
+        for (int u = 0; u < LL_U; u++)
+#pragma unroll
+            for (int j = 1; j < MKI_MAXLOCAL; j++) {
+                const uint64_t i = i0 + (uint64_t)u * nthr;
+                if (j >= n || i >= g.lines || (same && j > 1)) continue;
+                v[u][j] = ll_get(src + (uint64_t)ll_up(me, j, n) * g.bstride, 8 * i, g.len);
+            }
+#pragma unroll
+        for (int u = 0; u < LL_U; u++)
+#pragma unroll
+            for (int j = 1; j < MKI_MAXLOCAL; j++) {
+                const uint64_t i = i0 + (uint64_t)u * nthr;
+                if (j >= n || i >= g.lines) continue;
+                ll_store(p.llb[x.k.lof(ll_up(me, j, n))] + g.buf + 16 * i,
+                         same ? v[u][1] : v[u][j], g.flag);
+            }
+    }
+    if (x.sent) { /* one-phase all-reduce in place: src may be overwritten now */
+        role_sync(bar, nthr);
+        if (tid == 0) {
+            __threadfence_block();
+            *x.sent = 1;
+        }
+    }
+}
+
+/* After RECV or REDUCE read (and zeroed) every line of the call: tell each
+ * sender.  The zeroing is ordered before the acknowledgement (each thread
+ * fences at GPU scope, the role meets, the leader fences at system scope),
+ * so a sender's next write of a line lands after its zero. */
+__device__ void ll_ack(const ctx &x, const ll_geo &g, int tid, int nthr, int bar)
+{
+    const mki_coll_params &p = *x.p;
+    __threadfence();
+    role_sync(bar, nthr);
+    if (tid != 0 || *x.k.quit || g.len == 0) return;
+    __threadfence_system();
+    for (int l = 0; l < p.rt.nlocal; l++)
+        if (l != p.rt.local)
+            st_relaxed_sys(reinterpret_cast<uint64_t *>(p.llb[l] + mki_ll_ack(p.rt.local, x.k.c)),
+                           x.k.e);
+}
+
+/* The lines of one round of a receiving thread: every input's line i0 +
+ * u * nthr loaded at once (input j comes from rank rank_of(j); the own
+ * rank is skipped), then waited for where not there yet; val() is the
+ * payload. */
+struct ll_round {
+    uint64_t a[LL_U][MKI_MAXLOCAL], b[LL_U][MKI_MAXLOCAL];
+    __device__ __forceinline__ uint64_t val(int u, int j) const
+    {
+        return (a[u][j] & 0xffffffffull) | (b[u][j] << 32);
+    }
+};
+
+/* false when the CTA quits (recorded). */
+template <typename RankOf>
+__device__ __forceinline__ bool ll_gather(const ctx &x, const ll_geo &g, ll_round &r,
+                                          uint64_t i0, int nthr, int n, RankOf rank_of)
+{
+    const int me = x.p->rt.rank;
+#pragma unroll
+    for (int u = 0; u < LL_U; u++)
+#pragma unroll
+        for (int j = 0; j < MKI_MAXLOCAL; j++) {
+            const uint64_t i = i0 + (uint64_t)u * nthr;
+            const int q = rank_of(j);
+            if (j >= n || i >= g.lines || q == me) continue;
+            ll_load(g.inbox0 + (uint64_t)x.k.lof(q) * LL_LSTRIDE + 16 * i, r.a[u][j], r.b[u][j]);
+        }
+#pragma unroll
+    for (int u = 0; u < LL_U; u++)
+#pragma unroll
+        for (int j = 0; j < MKI_MAXLOCAL; j++) {
+            const uint64_t i = i0 + (uint64_t)u * nthr;
+            const int q = rank_of(j);
+            if (j >= n || i >= g.lines || q == me || ll_ready(r.a[u][j], r.b[u][j], g.flag))
+                continue;
+            uint64_t v;
+            if (!ll_wait_slow(*x.k.rt, g.inbox0 + (uint64_t)x.k.lof(q) * LL_LSTRIDE + 16 * i,
+                              g.flag, &v, wait_site{q, x.k.c, -1, 0}, x.k.e, x.k.quit))
+                return false;
+            r.a[u][j] = v & 0xffffffffull;
+            r.b[u][j] = v >> 32;
+        }
+    return true;
+}
+
+/* RECV (all-gather, all-to-all): the own block, then each peer's lines
+ * into dst, each line zeroed once read. */
+__device__ void ll_recv(const ctx &x, const ll_geo &g, int tid, int nthr, int bar)
+{
+    const mki_coll_params &p = *x.p;
+    const int n = p.rt.nranks, me = p.rt.rank;
+    const uint64_t b = p.count * (uint64_t)p.esize;
+    const char *own = p.src + (uint64_t)me * g.bstride + g.off;
+    if (g.len && p.dst + (uint64_t)me * b + g.off != own)
+        copy_bytes(p.dst + (uint64_t)me * b + g.off, own, g.len, tid, nthr);
+    auto rank_of = [&](int j) { return ll_down(me, j, n); }; /* j = 0: me, skipped */
+    for (uint64_t i0 = tid; i0 < g.lines; i0 += (uint64_t)LL_U * nthr) {
+        ll_round r;
+        if (!ll_gather(x, g, r, i0, nthr, n, rank_of)) break;
+#pragma unroll
+        for (int u = 0; u < LL_U; u++)
+#pragma unroll
+            for (int j = 1; j < MKI_MAXLOCAL; j++) {
+                const uint64_t i = i0 + (uint64_t)u * nthr;
+                if (j >= n || i >= g.lines) continue;
+                const int q = rank_of(j);
+                ll_put(p.dst + (uint64_t)q * b + g.off, 8 * i, g.len, r.val(u, j));
+                ll_zero(g.inbox0 + (uint64_t)x.k.lof(q) * LL_LSTRIDE + 16 * i);
+            }
+    }
+    ll_ack(x, g, tid, nthr, bar);
+}
+
+/* REDUCE (reduce-scatter, one-phase all-reduce): each line of my block
+ * summed in fp32 over the own input and every peer's line, rounded once;
+ * reduce-scatter in the slots' order (own, then ring order), all-reduce in
+ * rank order so that every rank gets the same bits. */
+template <typename T>
+__device__ void ll_reduce(const ctx &x, const ll_geo &g, int tid, int nthr, int bar)
+{
+    const mki_coll_params &p = *x.p;
+    const int n = p.rt.nranks, me = p.rt.rank;
+    const bool ar = p.kind == MKI_COLL_ALLREDUCE;
+    constexpr int E = 8 / sizeof(T);
+    const char *own = p.src + (uint64_t)me * g.bstride + g.off;
+    char *out = p.dst + g.off;
+    if (x.sent) { /* in place: SEND has read src */
+        if (tid == 0)
+            while (*x.sent == 0 && !*x.k.quit) { }
+        role_sync(bar, nthr);
+        __threadfence_block();
+    }
+    auto rank_of = [&](int j) { return ar ? j : ll_up(me, j, n); };
+    for (uint64_t i0 = tid; i0 < g.lines && !*x.k.quit; i0 += (uint64_t)LL_U * nthr) {
+        uint64_t mine[LL_U];
+#pragma unroll
+        for (int u = 0; u < LL_U; u++)
+            if (i0 + (uint64_t)u * nthr < g.lines)
+                mine[u] = ll_get(own, 8 * (i0 + (uint64_t)u * nthr), g.len);
+        ll_round r;
+        if (!ll_gather(x, g, r, i0, nthr, n, rank_of)) break;
+#pragma unroll
+        for (int u = 0; u < LL_U; u++) {
+            const uint64_t i = i0 + (uint64_t)u * nthr;
+            if (i >= g.lines) continue;
+            float acc[E];
+#pragma unroll
+            for (int j = 0; j < MKI_MAXLOCAL; j++) {
+                if (j >= n) continue;
+                const int q = rank_of(j);
+                const uint64_t v = q == me ? mine[u] : r.val(u, j);
+                const T *e = reinterpret_cast<const T *>(&v);
+#pragma unroll
+                for (int k = 0; k < E; k++)
+                    acc[k] = j == 0 ? num<T>::to(e[k]) : acc[k] + num<T>::to(e[k]);
+                if (q != me) ll_zero(g.inbox0 + (uint64_t)x.k.lof(q) * LL_LSTRIDE + 16 * i);
+            }
+            uint64_t res;
+            T *o = reinterpret_cast<T *>(&res);
+#pragma unroll
+            for (int k = 0; k < E; k++) o[k] = num<T>::from(acc[k]);
+            ll_put(out, 8 * i, g.len, res);
+        }
+    }
+    ll_ack(x, g, tid, nthr, bar);
+}
+
 /* What a CTA keeps in static shared memory (the TMA staging is dynamic). */
 struct frame {
     volatile int quit;
@@ -520,10 +882,20 @@ __device__ bool enter(const mki_coll_params &p, frame &f)
     if (threadIdx.x == 0) {
         f.quit = 0;
         f.count = 0;
-        f.e = *reinterpret_cast<volatile uint64_t *>(p.ch.ctl[p.rt.local] +
-                                                     mki_ch_seq(blockIdx.x)) + 1;
-        if (!enter_ok(p.rt, blockIdx.x, f.e)) f.quit = 1;
-        else if (p.direct) post_recvbuf(p, blockIdx.x, f.e);
+        /* the operation number and the stop words read at once (as
+         * enter_ok, which reads them one after the other) */
+        const uint64_t seq = *reinterpret_cast<volatile uint64_t *>(p.ch.ctl[p.rt.local] +
+                                                                    mki_ch_seq(blockIdx.x));
+        const uint64_t ab = ld_relaxed_sys(abort_word(p.rt));
+        const uint64_t ab2 = p.rt.abort2 ? ld_relaxed_sys(p.rt.abort2) : 0;
+        f.e = seq + 1;
+        const uint64_t w = ab ? ab : ab2;
+        if (w) {
+            fail(p.rt, MKI_ERR_REMOTE, wait_site{(int)w - 1, (int)blockIdx.x, -1, -1}, 0, 0, f.e);
+            f.quit = 1;
+        } else if (p.direct) {
+            post_recvbuf(p, blockIdx.x, f.e);
+        }
     }
     __syncthreads();
     return f.quit == 0;
@@ -548,8 +920,8 @@ static __device__ ctx cta_ctx(const mki_coll_params &p, frame &f)
                p.mover != MKI_COLL_MOVER_REG ? mki_coll_shm : NULL, 1, NULL, NULL, 0, NULL};
 }
 
-/* The three kernel shapes (one instantiation each, and per type). */
-enum shape { COPY, REDUCE, ONESHOT };
+/* The kernel shapes (one instantiation each, and per type). */
+enum shape { COPY, REDUCE, ONESHOT, LL };
 
 /* All-gather and all-to-all: SEND, then RECV. */
 __device__ __forceinline__ void copy_body(ctx &x, frame &f, int role, int tid, int nthr)
@@ -593,6 +965,21 @@ __device__ __forceinline__ void oneshot_body(ctx &x, frame &f, int role, int tid
     else reduce_role<T, true>(x, tid, nthr, 2, NULL);
 }
 
+/* LL (p.ll): SEND, then RECV (all-gather, all-to-all) or REDUCE
+ * (reduce-scatter, one-phase all-reduce). */
+template <typename T>
+__device__ __forceinline__ void ll_body(ctx &x, frame &f, int role, int tid, int nthr)
+{
+    const mki_coll_params &p = *x.p;
+    const bool reduce = p.kind == MKI_COLL_REDUCESCATTER || p.kind == MKI_COLL_ALLREDUCE;
+    (void)reduce;
+    if (p.kind == MKI_COLL_ALLREDUCE && p.src == p.dst) x.sent = &f.count;
+    const ll_geo g = ll_geo_of(x);
+    if (role == MKI_CR_SEND) ll_send(x, g, tid, nthr, 1);
+    else if constexpr (sizeof(T) == 1) ll_recv(x, g, tid, nthr, 2); /* the copies' instance */
+    else if (reduce) ll_reduce<T>(x, g, tid, nthr, 2);
+}
+
 /* One persistent CTA per channel: enter (abort check, operation number),
  * the CTA's roles from the plan, leave (the channel's number advanced). */
 template <int S, typename T>
@@ -606,6 +993,7 @@ mki_coll_kernel_of(const __grid_constant__ mki_coll_params p)
     const int role = mki_role_of(&p.roles, threadIdx.x, &tid, &nthr);
     if constexpr (S == COPY) copy_body(x, f, role, tid, nthr);
     else if constexpr (S == REDUCE) reduce_body<T>(x, f, role, tid, nthr);
+    else if constexpr (S == LL) ll_body<T>(x, f, role, tid, nthr);
     else oneshot_body<T>(x, f, role, tid, nthr);
     leave(p, f, x.k.e);
 }
@@ -621,31 +1009,37 @@ static const void *typed(int dtype)
     return NULL;
 }
 
-static const void *kernel_for(int kind, int dtype, int oneshot)
+static const void *kernel_for(int kind, int dtype, int oneshot, int ll)
 {
     /* the copies do not look at the type: one instantiation */
     if (kind == MKI_COLL_ALLGATHER || kind == MKI_COLL_ALLTOALL)
-        return (const void *)mki_coll_kernel_of<COPY, char>;
+        return ll ? (const void *)mki_coll_kernel_of<LL, char>
+                  : (const void *)mki_coll_kernel_of<COPY, char>;
+    if (ll) return typed<LL>(dtype);
     return kind == MKI_COLL_ALLREDUCE && oneshot ? typed<ONESHOT>(dtype) : typed<REDUCE>(dtype);
 }
 
 extern "C" const void *mki_coll_kernel(const struct mki_coll_params *p)
 {
-    return kernel_for(p->kind, p->dtype, p->oneshot);
+    return kernel_for(p->kind, p->dtype, p->oneshot, p->ll);
 }
 
 extern "C" size_t mki_coll_smem(const struct mki_coll_params *p)
 {
-    return p->mover != MKI_COLL_MOVER_REG ? MKI_TMA_SMEM : 0;
+    return p->mover != MKI_COLL_MOVER_REG && !p->ll ? MKI_TMA_SMEM : 0;
 }
 
 /* Load every collective kernel now (never lazily: REFERENCE.md). */
 extern "C" int mki_coll_preload(char *msg, size_t len)
 {
     const int kinds[] = {MKI_COLL_ALLGATHER, MKI_COLL_REDUCESCATTER, MKI_COLL_ALLREDUCE};
-    for (int o = 0; o < 4; o++)
+    for (int o = 0; o < 6; o++)
         for (int d = MKI_BF16; d <= MKI_F32; d++) {
-            const void *k = kernel_for(kinds[o < 3 ? o : 2], d, o == 3);
+            /* o: all-gather, reduce-scatter, all-reduce, one phase; then
+             * LL copies and LL reductions */
+            const void *k = o < 4 ? kernel_for(kinds[o < 3 ? o : 2], d, o == 3, 0)
+                                  : kernel_for(o == 4 ? MKI_COLL_ALLGATHER : MKI_COLL_ALLREDUCE,
+                                               d, 1, 1);
             cudaFuncAttributes a;
             cudaError_t err = cudaFuncGetAttributes(&a, k);
             if (err == cudaSuccess)

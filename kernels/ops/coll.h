@@ -46,9 +46,11 @@ struct mki_coll_params {
     int32_t oneshot;            /* all-reduce in one phase: every peer gets
                                  * the whole buffer, every rank reduces all */
     int32_t direct;             /* zero copy (coll.cu says how) */
-    int32_t pad;
+    int32_t ll;                 /* LL: the flag in every word (channel.h) */
     uint64_t post[MKI_MAXLOCAL];/* zero copy: my recvbuf as local rank l
                                  * maps it, or 0 (not registered) */
+    char *llb[MKI_MAXLOCAL];    /* LL: local rank l's LL block, as mapped
+                                 * here */
     uint64_t count;             /* as in the public call */
     const char *src;
     char *dst;

@@ -149,6 +149,59 @@ __device__ __forceinline__ void deliver(const chan &k, tma_pipe *tp, int tid, in
     }
 }
 
+/* Batched signals for local peers.  A release store to a peer is a
+ * system fence, and a fence waits until every store the thread issued
+ * before it is acknowledged, so signals raised one peer after the other
+ * cost one NVLink round trip each (with 3 peers most of a small call's
+ * time).  Instead the chunks of a batch are copied with no fence
+ * (deliver_local), then every role thread fences once, the role meets,
+ * and the leader fences and raises every counter of the batch with plain
+ * system-scope stores, which go out together. */
+
+/* Copy n bytes at src into slot `slot` of `phase` that local peer q keeps
+ * for me; signalled later by publish_local.  The whole role calls it. */
+__device__ __forceinline__ void deliver_local(const chan &k, tma_pipe *tp, int tid, int nthr,
+                                              int phase, int q, int slot, const char *src,
+                                              uint64_t n)
+{
+    const mki_rt_dev &rt = *k.rt;
+    move_bytes(tp, k.ch->slots[k.lof(q)] + mki_ch_slot(phase, rt.local, k.c, slot, rt.nlocal,
+                                                      k.ch->slot_bytes),
+               src, n, tid, nthr);
+}
+
+/* The leader's half of a batch (after the role met): one fence, then the
+ * arrive counters of `phase` of the local peers in mask (bit l: local
+ * index l) to target, and their credit counters of cphase to ctarget
+ * (cmask; what this rank consumed from them). */
+__device__ __forceinline__ void raise_local(const chan &k, uint32_t mask, int phase,
+                                            uint64_t target, uint32_t cmask, int cphase,
+                                            uint64_t ctarget)
+{
+    if ((mask | cmask) == 0) return;
+    __threadfence_system();
+    const mki_rt_dev &rt = *k.rt;
+    for (int l = 0; l < rt.nlocal; l++) {
+        if (cmask >> l & 1)
+            st_relaxed_sys(reinterpret_cast<uint64_t *>(
+                               k.ch->ctl[l] + mki_ch_credit(cphase, rt.local, k.c)), ctarget);
+        if (mask >> l & 1)
+            st_relaxed_sys(reinterpret_cast<uint64_t *>(
+                               k.ch->ctl[l] + mki_ch_arrive(phase, rt.local, k.c)), target);
+    }
+}
+
+/* Signal a batch of deliver_local copies: every thread's stores fenced,
+ * the role met, the leader raises the counters.  The whole role calls it
+ * (also with mask 0: it is the role's barrier). */
+__device__ __forceinline__ void publish_local(const chan &k, int tid, int nthr, int bar,
+                                              uint32_t mask, int phase, uint64_t target)
+{
+    if (mask) __threadfence_system();
+    role_sync(bar, nthr);
+    if (tid == 0) raise_local(k, mask, phase, target, 0, 0, 0);
+}
+
 /* Leader waits, then the role meets; false when the CTA quits. */
 __device__ __forceinline__ bool role_wait(const chan &k, int bar, int nthr, int tid,
                                           const uint64_t *addr, uint64_t target, wait_site w)

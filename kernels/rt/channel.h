@@ -145,6 +145,58 @@ MKI_HD uint64_t mki_ch_slot_bytes(uint64_t bytes, int nlocal)
     return s > MKI_SLOT_MAX ? MKI_SLOT_MAX : s;
 }
 
+/* ---- the LL block: small blocks with the flag in every word --------------
+ *
+ * Below a few KiB per channel a call is latency: a chunk through the
+ * slots costs a system fence (a round trip over NVLink) before its arrive
+ * counter, and the next call's first chunk waits for the credit (another
+ * one).  An LL transfer instead stores each 8 payload bytes as a 16-byte
+ * line of two 64-bit words {4 data bytes, 4 flag bytes} (each word is
+ * written and read at once), so the receiver polls the data itself: no
+ * fence, no counter.  The receiver zeroes every line it read and then
+ * acknowledges the call; a sender reuses one of two buffers (by the
+ * parity of the operation number) only after the receiver acknowledged
+ * the call that last wrote it, two calls back in a stream of small calls.
+ *
+ *   LL block (device, one node only):
+ *     0          ack[MKI_MAXLOCAL][MKI_LL_MAXCH]  the last LL operation
+ *                                                 receiver l finished of
+ *                                                 mine (written by l)
+ *     LL_LAST    last[2][MKI_MAXLOCAL][MKI_LL_MAXCH] the operation that last
+ *                                                 wrote buffer (parity,
+ *                                                 receiver l) (mine)
+ *     LL_BUFS    bufs[2][nlocal][MKI_LL_MAXCH] of MKI_LL_PART * 2 bytes,
+ *                indexed by the sender's local index
+ */
+#define MKI_LL_MAXCH 64                /* channels of an LL call, at most */
+#define MKI_LL_PART (4u << 10)         /* payload bytes of a channel's part,
+                                        * at most (its buffer) */
+#define MKI_LL_PART_FAST (2u << 10)    /* ... one line per thread of a
+                                        * 256-thread role: the plan's cut
+                                        * while there are channels */
+#define MKI_LL_LAST (8ull * MKI_MAXLOCAL * MKI_LL_MAXCH)
+#define MKI_LL_BUFS 16384ull
+
+MKI_HD uint64_t mki_ll_ack(int l, int ch)
+{
+    return 8ull * ((uint64_t)l * MKI_LL_MAXCH + (uint64_t)ch);
+}
+MKI_HD uint64_t mki_ll_last(int parity, int l, int ch)
+{
+    return MKI_LL_LAST + 8ull * (((uint64_t)parity * MKI_MAXLOCAL + (uint64_t)l) * MKI_LL_MAXCH +
+                                 (uint64_t)ch);
+}
+/* Lines of channel ch from local sender l in buffer `parity`. */
+MKI_HD uint64_t mki_ll_buf(int parity, int l, int ch, int nlocal)
+{
+    return MKI_LL_BUFS + (((uint64_t)parity * (uint64_t)nlocal + (uint64_t)l) * MKI_LL_MAXCH +
+                          (uint64_t)ch) * (2ull * MKI_LL_PART);
+}
+MKI_HD uint64_t mki_ll_block_bytes(int nlocal)
+{
+    return mki_ll_buf(2, 0, 0, nlocal);
+}
+
 /* ---- the net block -------------------------------------------------------- */
 
 struct mki_nb_geom {

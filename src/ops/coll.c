@@ -26,7 +26,8 @@
 
 struct coll_state {
     uint64_t slot_bytes;           /* 0: the heap is too small for slots */
-    struct mki_heap_blk ctl, slots, nb;
+    int has_ll;                    /* the LL block (one node, several ranks) */
+    struct mki_heap_blk ctl, slots, nb, ll;
     struct mki_nb_geom nbg;
 };
 
@@ -49,6 +50,11 @@ static mkResult_t coll_create(struct mkComm *comm, void **state)
         MKI_CHECK(mki_heap_alloc(comm, 0, 2ull * (uint64_t)comm->dev->nlocal * MKI_MAXCH *
                                               MKI_NSLOTS * s->slot_bytes,
                                  0, "the collectives' slots", &s->slots));
+    if (comm->nnodes == 1 && comm->dev->nlocal > 1) {
+        MKI_CHECK(mki_heap_alloc(comm, 0, mki_ll_block_bytes(comm->dev->nlocal), 1,
+                                 "the collectives' LL buffers", &s->ll));
+        s->has_ll = 1;
+    }
     if (comm->nnodes > 1) {
         s->nbg = mki_nb_geometry(comm->nranks);
         MKI_CHECK(mki_heap_alloc(comm, 1, s->nbg.bytes, 1, "the collectives' net block",
@@ -233,6 +239,13 @@ static mkResult_t coll_call(struct mki_call *c, struct coll_call *a)
     p.mover = pl.mover;
     p.oneshot = pl.oneshot;
     p.direct = pl.direct;
+    if (pl.ll) {
+        if (!s->has_ll)
+            return mki_error(comm, mkErrInternal, "%s: the plan chose LL but the communicator "
+                             "has no LL block", c->func);
+        p.ll = 1;
+        for (int l = 0; l < comm->dev->nlocal; l++) p.llb[l] = mki_heap_ptr(comm, &s->ll, l);
+    }
     p.count = a->count;
     p.src = a->sendbuf;
     p.dst = a->recvbuf;
@@ -250,8 +263,9 @@ static mkResult_t coll_call(struct mki_call *c, struct coll_call *a)
         return mki_error(comm, mkErrInternal, "%s: no kernel for this plan (kind %d, dtype %d, "
                          "%d roles)", c->func, a->kind, (int)a->dtype, p.roles.n);
     MKI_CHECK(mki_launch(c, &d));
-    MKI_TRACE(MKI_SUB_COLL, "%s: count %zu, %d CTAs, mover %d%s%s", c->func, a->count, pl.nch,
-              pl.mover, pl.oneshot ? ", one phase" : "", pl.direct ? ", zero copy" : "");
+    MKI_TRACE(MKI_SUB_COLL, "%s: count %zu, %d CTAs, mover %d%s%s%s", c->func, a->count,
+              pl.nch, pl.mover, pl.oneshot ? ", one phase" : "", pl.direct ? ", zero copy" : "",
+              pl.ll ? ", LL" : "");
     return mkSuccess;
 }
 

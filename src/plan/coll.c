@@ -131,6 +131,24 @@ int mki_plan_coll_hier(enum mki_op op, uint64_t count, int esize, int nranks, in
            count * (uint64_t)esize >= hier_min && count >= (uint64_t)local_size;
 }
 
+/* LL (kernels/rt/channel.h) for blocks up to ll_max bytes, on one node of
+ * several ranks: all-gather, reduce-scatter, all-to-all, and all-reduce in
+ * one phase; one channel per MKI_LL_PART_FAST bytes of the block (a line
+ * per thread: one round of loads), fewer where the CTAs run out (at most
+ * MKI_LL_MAXCH) as long as no part exceeds MKI_LL_PART.  Returns the
+ * channels, 0 for no LL. */
+int mki_plan_coll_ll(enum mki_op op, int oneshot, uint64_t block, int nnodes, int nranks,
+                     uint64_t ll_max, int cap)
+{
+    if (ll_max == 0 || nnodes != 1 || nranks < 2 || block > ll_max) return 0;
+    if (op == MKI_OP_ALLREDUCE && !oneshot) return 0;
+    if (cap > MKI_LL_MAXCH) cap = MKI_LL_MAXCH;
+    if (cap < 1) return 0;
+    const uint64_t want = block == 0 ? 1 : (block + MKI_LL_PART_FAST - 1) / MKI_LL_PART_FAST;
+    const int nch = want <= (uint64_t)cap ? (int)want : cap;
+    return (uint64_t)nch * MKI_LL_PART >= block ? nch : 0;
+}
+
 void mki_plan_coll_model(const struct mki_coll_in *in, struct mki_coll_plan *out)
 {
     memset(out, 0, sizeof(*out));
@@ -157,6 +175,24 @@ void mki_plan_coll_model(const struct mki_coll_in *in, struct mki_coll_plan *out
                             : mki_plan_coll_ctas(out->block, out->oneshot, in->nnodes, cap);
     out->chunk = in->slot_bytes;
     out->roles = coll_roles(in->op, mover, out->oneshot, out->direct, in->nranks);
+    const int ll = mki_plan_coll_ll(in->op, out->oneshot, out->block, in->nnodes, in->nranks,
+                                    in->ll_max, cap);
+    if (ll > 0) {
+        /* SEND writes lines, RECV or REDUCE polls them: half the CTA each */
+        const struct mki_roles r = {2, {MKI_COLL_THREADS / 2, MKI_COLL_THREADS, 0, 0}};
+        out->ll = 1;
+        out->direct = 0;
+        out->mover = MKI_COLL_MOVER_REG;
+        /* MK_COLL_CTAS may add channels, up to what the call may use
+         * and the LL block has (fewer would overfill the parts) */
+        int nch = ll;
+        if (in->ctas > nch) nch = in->ctas;
+        if (nch > cap) nch = cap;
+        if (nch > MKI_LL_MAXCH) nch = MKI_LL_MAXCH;
+        out->nch = nch;
+        out->chunk = MKI_LL_PART;
+        out->roles = r;
+    }
 }
 
 /* Heap bytes of the first segment that the collectives leave to the other
@@ -197,6 +233,7 @@ mkResult_t mki_plan_coll_ctx(const struct mki_plan_ctx *c, const struct mki_para
     in.oneshot_limit = (uint64_t)mki_params_int(pr, MKI_P_COLL_AR_ONESHOT);
     in.zcopy_min = (uint64_t)mki_params_int(pr, MKI_P_COLL_ZCOPY_MIN);
     in.hier_min = (uint64_t)mki_params_int(pr, MKI_P_COLL_HIER_MIN);
+    in.ll_max = (uint64_t)mki_params_int(pr, MKI_P_COLL_LL_MAX);
     mki_plan_coll_model(&in, out);
     if (out->chunk == 0)
         return mki_error(NULL, mkErrUnsupported, "%s: the symmetric heap (MK_WORKSPACE_SIZE) "

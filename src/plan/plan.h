@@ -92,6 +92,7 @@ struct mki_coll_plan {
     int mover;                 /* enum mki_coll_mover */
     int oneshot;               /* all-reduce in one phase */
     int direct;                /* zero copy into registered recvbufs */
+    int ll;                    /* LL lines instead of the slots (channel.h) */
     int hier;                  /* all-reduce across nodes in three calls:
                                 * reduce-scatter in the node, all-reduce of
                                 * the share across nodes, all-gather in the
@@ -295,6 +296,7 @@ struct mki_coll_in {
     uint64_t oneshot_limit;    /* MK_COLL_AR_ONESHOT */
     uint64_t zcopy_min;        /* MK_COLL_ZCOPY_MIN (0: never) */
     uint64_t hier_min;         /* MK_COLL_HIER_MIN (0: never) */
+    uint64_t ll_max;           /* MK_COLL_LL_MAX (0: never) */
 };
 /* Whether an all-reduce of count elements goes hierarchically (see
  * mki_coll_plan.hier): across nodes that all have local_size ranks, more
@@ -302,6 +304,10 @@ struct mki_coll_in {
  * a node. */
 int mki_plan_coll_hier(enum mki_op op, uint64_t count, int esize, int nranks, int nnodes,
                        int local_size, uint64_t hier_min);
+/* LL for a block of `block` bytes: the channels it takes, 0 for none
+ * (cap: the CTAs the call may use). */
+int mki_plan_coll_ll(enum mki_op op, int oneshot, uint64_t block, int nnodes, int nranks,
+                     uint64_t ll_max, int cap);
 void mki_plan_coll_model(const struct mki_coll_in *in, struct mki_coll_plan *out);
 /* The slots every rank gives the collectives (bytes a slot holds, the
  * same on every rank) and the channels across nodes (the net block's). */

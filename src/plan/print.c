@@ -123,7 +123,8 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
         const struct mki_coll_plan *k = &p->coll;
         mki_sb_printf(sb, "  kernel    %d channel(s), %s, %s%s, block %" PRIu64 " bytes; "
                       "threads per role:", k->nch,
-                      k->mover == MKI_COLL_MOVER_REG ? "register stores"
+                      k->ll ? "LL lines (the flag in every word)"
+                      : k->mover == MKI_COLL_MOVER_REG ? "register stores"
                       : k->mover == MKI_COLL_MOVER_TMA ? "TMA" : "TMA to peers",
                       k->oneshot ? "one phase" : "two phases",
                       k->direct ? ", zero copy" : "", k->block);

@@ -259,6 +259,54 @@ static void test_plan_rules(void)
     in.budget = 3;
     mki_plan_coll_model(&in, &p);
     CHECK(p.nch == 3);
+    /* LL: one channel per 2 KiB of a block up to MK_COLL_LL_MAX, on one
+     * node of several ranks, never for the two-phase all-reduce; fewer
+     * where the budget (or MKI_LL_MAXCH) ends, as long as no part passes
+     * 4 KiB, or the slots go */
+    CHECK(mki_plan_coll_ll(MKI_OP_ALLGATHER, 0, 8, 1, 4, 256u << 10, 132) == 1);
+    CHECK(mki_plan_coll_ll(MKI_OP_ALLGATHER, 0, MKI_LL_PART_FAST, 1, 4, 256u << 10, 132) == 1);
+    CHECK(mki_plan_coll_ll(MKI_OP_ALLGATHER, 0, MKI_LL_PART_FAST + 1, 1, 4, 256u << 10, 132) == 2);
+    CHECK(mki_plan_coll_ll(MKI_OP_ALLGATHER, 0, 128u << 10, 1, 4, 256u << 10, 132) == 64);
+    CHECK(mki_plan_coll_ll(MKI_OP_ALLTOALL, 0, 256u << 10, 1, 8, 256u << 10, 132) == 64);
+    CHECK(mki_plan_coll_ll(MKI_OP_ALLTOALL, 0, (256u << 10) + 16, 1, 8, 1u << 20, 132) == 0);
+    CHECK(mki_plan_coll_ll(MKI_OP_ALLGATHER, 0, 64u << 10, 1, 4, 64u << 10, 7) == 0);
+    CHECK(mki_plan_coll_ll(MKI_OP_ALLGATHER, 0, 28u << 10, 1, 4, 64u << 10, 7) == 7);
+    CHECK(mki_plan_coll_ll(MKI_OP_ALLGATHER, 0, 8, 2, 4, 256u << 10, 132) == 0); /* nodes */
+    CHECK(mki_plan_coll_ll(MKI_OP_ALLGATHER, 0, 8, 1, 1, 256u << 10, 132) == 0); /* alone */
+    CHECK(mki_plan_coll_ll(MKI_OP_ALLGATHER, 0, 8, 1, 4, 0, 132) == 0); /* 0: never */
+    CHECK(mki_plan_coll_ll(MKI_OP_ALLREDUCE, 1, 1024, 1, 4, 256u << 10, 132) == 1);
+    CHECK(mki_plan_coll_ll(MKI_OP_ALLREDUCE, 0, 1024, 1, 4, 256u << 10, 132) == 0);
+    in.budget = 132;
+    in.ctas = 0;
+    in.mover = -1;
+    in.registered = 0;
+    in.ll_max = 256u << 10;
+    in.op = MKI_OP_REDUCESCATTER;
+    in.esize = 2;
+    in.count = 20000; /* 40000 bytes a block: 20 channels, half the CTA each role */
+    mki_plan_coll_model(&in, &p);
+    CHECK(p.ll && p.nch == 20 && p.mover == MKI_COLL_MOVER_REG && !p.direct);
+    CHECK(p.roles.n == 2 && p.roles.end[0] == 256 && p.roles.end[1] == MKI_COLL_THREADS);
+    in.ctas = 100; /* MK_COLL_CTAS adds channels, up to MKI_LL_MAXCH */
+    mki_plan_coll_model(&in, &p);
+    CHECK(p.ll && p.nch == MKI_LL_MAXCH);
+    in.ctas = 2; /* but never fewer than the parts need */
+    mki_plan_coll_model(&in, &p);
+    CHECK(p.ll && p.nch == 20);
+    in.ctas = 0;
+    in.op = MKI_OP_ALLREDUCE; /* all-reduce: one phase only */
+    in.oneshot_limit = 4u << 20;
+    in.count = 100000;
+    mki_plan_coll_model(&in, &p);
+    CHECK(p.oneshot && p.ll && p.nch == 64); /* 200000 bytes: 64 parts of 3136 */
+    in.oneshot_limit = 0;
+    mki_plan_coll_model(&in, &p);
+    CHECK(!p.oneshot && !p.ll);
+    CHECK(mki_ll_ack(MKI_MAXLOCAL - 1, MKI_LL_MAXCH - 1) + 8 <= MKI_LL_LAST);
+    CHECK(mki_ll_last(1, MKI_MAXLOCAL - 1, MKI_LL_MAXCH - 1) + 8 <= MKI_LL_BUFS);
+    CHECK(mki_ll_buf(0, 0, 1, 4) - mki_ll_buf(0, 0, 0, 4) == 2 * MKI_LL_PART);
+    CHECK(mki_ll_buf(1, 3, MKI_LL_MAXCH - 1, 4) + 2 * MKI_LL_PART == mki_ll_block_bytes(4));
+    CHECK(mki_ll_buf(0, 0, 0, 2) % 16 == 0);
     /* Role dispatch: index -> role, rank in it, its size. */
     const struct mki_roles r = {3, {192, 384, 512, 0}};
     int rank, size;

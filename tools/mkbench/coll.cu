@@ -413,7 +413,7 @@ struct lat {
 lat lat_of(call c, volatile int *flag)
 {
     lat L;
-    L.event = worst(time_call(c, 60));
+    L.event = worst(time_call(c, 60) * 1e3); /* ms -> us */
     /* host */
     barrier();
     double t0 = now_us();

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The kill drill on the GPU machine (issue 23): one rank SIGKILLed in the
-# middle of a stream of all-reduces, mkAllGatherGemm, mkGemmReduceScatter,
+# middle of a stream of all-reduces (8 MiB, and 6 KB ones in LL lines), mkAllGatherGemm, mkGemmReduceScatter,
 # mkGemmAllReduce and mkMoEDispatch + mkMoECombine calls (the MoE pair on
 # one node only); every survivor must report mkErrRemote naming
 # it within 1.0 s with MK_TIMEOUT_MS = 60000, drain and exit cleanly.
@@ -79,7 +79,7 @@ step() { # NAME LIMIT ARGS...
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$ngpu" -ge 2 ]; then
     export CUDA_VISIBLE_DEVICES=0,1
-    for op in allreduce ag_gemm gemm_rs gemm_ar moe ring_attn; do
+    for op in allreduce allreduce_small ag_gemm gemm_rs gemm_ar moe ring_attn; do
         step "2gpu kill: $op" 60 $B/test_kill $op 2 1
     done
 fi
@@ -109,7 +109,7 @@ mps() { # NAME LIMIT ARGS...
     local i=0
     while pgrep -x nvidia-cuda-mps-server >/dev/null 2>&1 && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 }
-for op in allreduce ag_gemm gemm_rs gemm_ar ring_attn; do
+for op in allreduce allreduce_small ag_gemm gemm_rs gemm_ar ring_attn; do
     mps "1gpu x2 MPS kill: $op" 60 $B/test_kill $op 2 1
     mps "1gpu x4 MPS kill: $op" 60 $B/test_kill $op 4 2
     MK_NODE_SIZE=2 MK_TRANSPORT=socket mps "1gpu x4 MPS 2x2 kill: $op" 60 $B/test_kill $op 4 3
@@ -119,7 +119,7 @@ mps "1gpu x2 MPS kill: moe" 60 $B/test_kill moe 2 1
 mps "1gpu x4 MPS kill: moe" 60 $B/test_kill moe 4 2
 # 8 ranks: every op, the victim a different rank each time
 v=5
-for op in allreduce ag_gemm gemm_rs gemm_ar moe ring_attn; do
+for op in allreduce allreduce_small ag_gemm gemm_rs gemm_ar moe ring_attn; do
     mps "1gpu x8 MPS kill: $op" 90 $B/test_kill $op 8 $v
     v=$(( (v + 3) % 8 ))
 done

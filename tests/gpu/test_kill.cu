@@ -5,9 +5,11 @@
  * ring, not a deadline), its stream drains, and it destroys and exits
  * cleanly.
  *
- *   test_kill OP NRANKS [VICTIM]    OP: allreduce | ag_gemm | gemm_rs | gemm_ar | moe |
- *                                       ring_attn
+ *   test_kill OP NRANKS [VICTIM]    OP: allreduce | allreduce_small | ag_gemm |
+ *                                       gemm_rs | gemm_ar | moe | ring_attn
  *
+ * allreduce_small: 3000 elements, LL lines on one node (the survivors'
+ * kernels poll the dead rank's lines, not counters).
  * moe: a mkMoEDispatch + mkMoECombine pair per call (one node only).
  * ring_attn: mkRingAttention, zigzag causal, 2048 rows of 8 heads x 128
  * per rank.
@@ -75,7 +77,7 @@ __global__ void fill(__nv_bfloat16 *p, size_t n, uint32_t seed)
     }
 }
 
-enum Op { ALLREDUCE, AG_GEMM, GEMM_RS, GEMM_AR, MOE, RING_ATTN };
+enum Op { ALLREDUCE, AG_GEMM, GEMM_RS, GEMM_AR, MOE, RING_ATTN, ALLREDUCE_SMALL };
 static Op g_op;
 
 /* Shapes large enough that a call takes a fraction of a millisecond. */
@@ -124,6 +126,7 @@ static mkResult_t call(const Bufs &bfs, int nranks, mkComm_t comm, cudaStream_t 
     bf.a = bfs.as[i % NA];
     switch (g_op) {
     case ALLREDUCE:
+    case ALLREDUCE_SMALL:
         return mkAllReduce(bf.a, bf.c, bf.c_elems, mkBfloat16, comm, st);
     case AG_GEMM:
         return mkAllGatherGemm(bf.a, bf.b, bf.c, bf.ga, M_RANK, NULL, N, K, 1, mkBfloat16, comm,
@@ -161,6 +164,7 @@ static int rank_main(int rank, int nranks, int victim, mkUniqueId id)
     size_t a_elems, c_elems;
     switch (g_op) {
     case ALLREDUCE: a_elems = c_elems = (size_t)4 << 20; break;
+    case ALLREDUCE_SMALL: a_elems = c_elems = 3000; break;
     case AG_GEMM: a_elems = (size_t)M_RANK * K; c_elems = (size_t)M_RANK * nranks * N; break;
     case GEMM_AR: a_elems = (size_t)M_RANK * nranks * K; c_elems = (size_t)M_RANK * nranks * N; break;
     case MOE: a_elems = (size_t)M_RANK * K; c_elems = (size_t)M_RANK * K; break;
@@ -287,11 +291,12 @@ static int rank_main(int rank, int nranks, int victim, mkUniqueId id)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: test_kill allreduce|ag_gemm|gemm_rs|gemm_ar|moe|ring_attn NRANKS "
-                "[VICTIM]\n");
+        fprintf(stderr, "usage: test_kill allreduce|allreduce_small|ag_gemm|gemm_rs|gemm_ar|moe|"
+                "ring_attn NRANKS [VICTIM]\n");
         return 2;
     }
     g_op = !strcmp(argv[1], "allreduce") ? ALLREDUCE
+         : !strcmp(argv[1], "allreduce_small") ? ALLREDUCE_SMALL
          : !strcmp(argv[1], "ag_gemm")   ? AG_GEMM
          : !strcmp(argv[1], "gemm_ar")   ? GEMM_AR
          : !strcmp(argv[1], "moe")       ? MOE

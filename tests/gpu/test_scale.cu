@@ -1328,12 +1328,16 @@ static int run_soak(double seconds, uint64_t seed)
 {
     const size_t slot = (size_t)SOAK_MAXC * (size_t)g_n * 4;
     g_soak_slot = slot;
+    /* Calls per batch, at most: the pools hold 4 x batch slots of 4 MiB x
+     * ranks per rank, and 8 ranks share a GPU (32 ranks as 4 x 8 on 4
+     * GPUs with 12: out of memory on 80 GB); 4 from 32 ranks. */
+    const int batch_max = g_n > 16 ? 4 : SOAK_BATCH;
     char *pool[2][2]; /* [registered?][send/recv] */
     void *reg[2];
     for (int k = 0; k < 2; k++)
-        for (int j = 0; j < 2; j++) CK(cudaMalloc(&pool[k][j], slot * SOAK_BATCH));
-    MK(mkCommRegister(g_comm, pool[1][0], slot * SOAK_BATCH, &reg[0]));
-    MK(mkCommRegister(g_comm, pool[1][1], slot * SOAK_BATCH, &reg[1]));
+        for (int j = 0; j < 2; j++) CK(cudaMalloc(&pool[k][j], slot * batch_max));
+    MK(mkCommRegister(g_comm, pool[1][0], slot * batch_max, &reg[0]));
+    MK(mkCommRegister(g_comm, pool[1][1], slot * batch_max, &reg[1]));
     uint8_t *host;
     CK(cudaHostAlloc((void **)&host, slot, cudaHostAllocDefault));
     /* One eager call of each op at the largest size first, so that nothing
@@ -1428,7 +1432,7 @@ static int run_soak(double seconds, uint64_t seed)
             return 1;
         }
         if (!go) break;
-        const int n = 1 + (int)(soak_rng(&st) % SOAK_BATCH);
+        const int n = 1 + (int)(soak_rng(&st) % (uint64_t)batch_max);
         const int registered = (int)(soak_rng(&st) & 1), graph = (soak_rng(&st) % 4) == 0;
         config cs[SOAK_BATCH];
         gcall gs[SOAK_BATCH];

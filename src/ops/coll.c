@@ -29,6 +29,9 @@ struct coll_state {
     int has_ll;                    /* the LL block (one node, several ranks) */
     struct mki_heap_blk ctl, slots, nb, ll;
     struct mki_nb_geom nbg;
+    void *tmp;                     /* across nodes: the blocks by local index */
+    size_t tmp_bytes;
+    struct mki_op_bufs bufs;       /* tmp outgrown inside captures */
 };
 
 static size_t coll_host_bytes(const struct mkComm *comm)
@@ -65,7 +68,11 @@ static mkResult_t coll_create(struct mkComm *comm, void **state)
 
 static void coll_destroy(struct mkComm *comm, void *state)
 {
-    (void)comm;
+    struct coll_state *s = state;
+    if (s && comm->dev && !comm->dev->aborted) {
+        if (s->tmp) (void)cudaFree(s->tmp);
+        mki_op_bufs_free(&s->bufs);
+    }
     free(state); /* its blocks go with the heap */
 }
 
@@ -177,22 +184,17 @@ static void fill_posts(struct mkComm *comm, const struct coll_call *a,
         if (l != comm->dev->me) p->post[l] = seen[l];
 }
 
-/* ---- all-reduce across nodes, hierarchically ------------------------- */
+/* ---- across nodes, hierarchically --------------------------------------- */
 
 /* Reduce-scatter inside the node into this rank's share of recvbuf (share
  * = count / L elements at local index l; in place when sendbuf is
  * recvbuf), all-reduce of the share across the nodes between the ranks of
  * local index l, all-gather of the shares inside the node; the count % L
- * last elements by one flat all-reduce.  *done = 0 when it cannot (no
- * internal communicators: a capture came first): the caller runs flat. */
-static mkResult_t run_hier(struct mki_call *c, struct coll_call *a, int *done)
+ * last elements by one flat all-reduce. */
+static mkResult_t run_hier_ar(struct mki_call *c, struct coll_call *a, mkComm_t node,
+                              mkComm_t peer, int *done)
 {
     struct mkComm *comm = c->comm;
-    *done = 0;
-    struct mki_op_split sp;
-    MKI_CHECK(mki_op_split_make(c, &sp));
-    mkComm_t node = sp.node_comm, peer = sp.peer_comm;
-    if (!node || !peer) return mkSuccess;
     const int L = node->nranks, l = node->rank;
     const size_t share = a->count / (size_t)L, main = share * (size_t)L, es = (size_t)a->es;
     char *mine = (char *)a->recvbuf + (size_t)l * share * es;
@@ -210,6 +212,87 @@ static mkResult_t run_hier(struct mki_call *c, struct coll_call *a, int *done)
               c->func, a->count, L, share, main < a->count ? ", the rest flat" : "");
     *done = 1;
     return mkSuccess;
+}
+
+/* Rank r is local index r % L of node r / L (virtual nodes and most
+ * launchers): the layout the strided copies of run_hier_blocks assume. */
+static int nodes_contiguous(const struct mkComm *comm, int L)
+{
+    const struct mki_topo *t = comm->topo;
+    for (int r = 0; r < comm->nranks; r++)
+        if (t->node_of[r] != r / L || t->local_rank_of[r] != r % L) return 0;
+    return 1;
+}
+
+/* count x es bytes per block, N blocks of each of L local indices: block
+ * (n, l) at dst + (l N + n) x cb from src + (n L + l) x cb (by_index), or
+ * back (the inverse).  L two-dimensional copies on the stream. */
+static mkResult_t permute(struct mki_call *c, char *dst, const char *src, int N, int L,
+                          size_t cb, int by_index)
+{
+    for (int l = 0; l < L; l++) {
+        cudaError_t e = by_index
+            ? cudaMemcpy2DAsync(dst + (size_t)l * N * cb, cb, src + (size_t)l * cb, L * cb, cb,
+                                (size_t)N, cudaMemcpyDeviceToDevice, c->stream)
+            : cudaMemcpy2DAsync(dst + (size_t)l * cb, L * cb, src + (size_t)l * N * cb, cb, cb,
+                                (size_t)N, cudaMemcpyDeviceToDevice, c->stream);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            return mki_error(c->comm, mkErrCuda, "%s: strided copy of the blocks failed: %s",
+                             c->func, cudaGetErrorString(e));
+        }
+    }
+    return mkSuccess;
+}
+
+/* All-gather: this rank's block to the ranks of its local index l (one per
+ * node) into tmp's group l, the group to the node's ranks (in place in
+ * tmp: groups by local index), then the blocks into rank order in
+ * recvbuf.  Reduce-scatter: the blocks by local index into tmp, the node
+ * sums every group (this rank keeps group l's), the nodes sum group l
+ * into this rank's block.  (N - 1) blocks leave the node per rank, not
+ * (P - L). */
+static mkResult_t run_hier_blocks(struct mki_call *c, struct coll_call *a, mkComm_t node,
+                                  mkComm_t peer, int *done)
+{
+    struct mkComm *comm = c->comm;
+    const int L = node->nranks, l = node->rank, N = peer->nranks;
+    if (!nodes_contiguous(comm, L)) return mkSuccess;
+    struct coll_state *s = (struct coll_state *)mki_op_state(comm, &mki_op_coll);
+    const size_t cb = a->count * (size_t)a->es, group = (size_t)N * cb;
+    MKI_CHECK(mki_op_buf(c, &s->bufs, &s->tmp, &s->tmp_bytes, group * (size_t)L,
+                         "the blocks ordered by local index"));
+    char *tmp = s->tmp, *mine = tmp + (size_t)l * group;
+    if (a->kind == MKI_COLL_ALLGATHER) {
+        MKI_CHECK(mki_op_sub_check(comm, mkAllGather(a->sendbuf, mine, a->count, a->dtype, peer,
+                                                     c->stream), peer));
+        MKI_CHECK(mki_op_sub_check(comm, mkAllGather(mine, tmp, (size_t)N * a->count, a->dtype,
+                                                     node, c->stream), node));
+        MKI_CHECK(permute(c, a->recvbuf, tmp, N, L, cb, 0));
+    } else {
+        MKI_CHECK(permute(c, tmp, a->sendbuf, N, L, cb, 1));
+        MKI_CHECK(mki_op_sub_check(comm, mkReduceScatter(tmp, mine, (size_t)N * a->count,
+                                                         a->dtype, node, c->stream), node));
+        MKI_CHECK(mki_op_sub_check(comm, mkReduceScatter(mine, a->recvbuf, a->count, a->dtype,
+                                                         peer, c->stream), peer));
+    }
+    MKI_TRACE(MKI_SUB_COLL, "%s: count %zu hierarchically: %d nodes of %d ranks", c->func,
+              a->count, N, L);
+    *done = 1;
+    return mkSuccess;
+}
+
+/* *done = 0 when the call cannot go hierarchically (no internal
+ * communicators: a capture came first; ranks not in node order for the
+ * blocks): the caller runs it flat, as every rank does. */
+static mkResult_t run_hier(struct mki_call *c, struct coll_call *a, int *done)
+{
+    *done = 0;
+    struct mki_op_split sp;
+    MKI_CHECK(mki_op_split_make(c, &sp));
+    if (!sp.node_comm || !sp.peer_comm) return mkSuccess;
+    return a->kind == MKI_COLL_ALLREDUCE ? run_hier_ar(c, a, sp.node_comm, sp.peer_comm, done)
+                                         : run_hier_blocks(c, a, sp.node_comm, sp.peer_comm, done);
 }
 
 static mkResult_t coll_call(struct mki_call *c, struct coll_call *a)

@@ -120,15 +120,24 @@ static struct mki_roles coll_roles(enum mki_op op, int mover, int oneshot, int d
  * from 2 (P - L) / P x S (the flat two phases: every block to its owner,
  * then the owners' sums back) to 2 (N - 1) / N x S / L (its share, between
  * the N ranks of its local index), half at 2 x 2; the price is two more
- * kernels inside the node (~20 us each at small sizes).  1 MiB by default:
+ * kernels inside the node (~20 us each at small sizes).  All-gather and
+ * reduce-scatter (S: the whole buffer, P blocks): from (P - L) / P x S to
+ * (N - 1) / P x S, for two more steps inside the node (a call and a
+ * strided copy).  1 MiB by default:
  * predicted, not yet measured (socket path ~3 GB/s: the saved bytes pay
  * from ~64 KiB; RDMA at ~25-50 GB/s per rank from ~1-4 MiB). */
 int mki_plan_coll_hier(enum mki_op op, uint64_t count, int esize, int nranks, int nnodes,
                        int local_size, uint64_t hier_min)
 {
-    return op == MKI_OP_ALLREDUCE && nnodes > 1 && local_size > 1 &&
-           (uint64_t)nnodes * (uint64_t)local_size == (uint64_t)nranks && hier_min > 0 &&
-           count * (uint64_t)esize >= hier_min && count >= (uint64_t)local_size;
+    if (nnodes < 2 || local_size < 2 || hier_min == 0 ||
+        (uint64_t)nnodes * (uint64_t)local_size != (uint64_t)nranks)
+        return 0;
+    if (op == MKI_OP_ALLREDUCE)
+        return count * (uint64_t)esize >= hier_min && count >= (uint64_t)local_size;
+    /* a rank's block: the whole buffer is nranks of them */
+    if (op == MKI_OP_ALLGATHER || op == MKI_OP_REDUCESCATTER)
+        return count > 0 && count * (uint64_t)esize * (uint64_t)nranks >= hier_min;
+    return 0;
 }
 
 /* LL (kernels/rt/channel.h) for blocks up to ll_max bytes, on one node of

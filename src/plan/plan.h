@@ -93,10 +93,13 @@ struct mki_coll_plan {
     int oneshot;               /* all-reduce in one phase */
     int direct;                /* zero copy into registered recvbufs */
     int ll;                    /* LL lines instead of the slots (channel.h) */
-    int hier;                  /* all-reduce across nodes in three calls:
+    int hier;                  /* across nodes in steps: all-reduce as
                                 * reduce-scatter in the node, all-reduce of
                                 * the share across nodes, all-gather in the
-                                * node (the fields above: the flat kernel's) */
+                                * node; all-gather and reduce-scatter across
+                                * the nodes and inside the node, with a
+                                * strided copy (the fields above: the flat
+                                * kernel's) */
     uint64_t chunk;            /* bytes of a chunk (what one slot holds) */
     uint64_t block;            /* bytes of one peer block */
     struct mki_roles roles;    /* threads of each role, in the kernel's order */
@@ -298,10 +301,10 @@ struct mki_coll_in {
     uint64_t hier_min;         /* MK_COLL_HIER_MIN (0: never) */
     uint64_t ll_max;           /* MK_COLL_LL_MAX (0: never) */
 };
-/* Whether an all-reduce of count elements goes hierarchically (see
+/* Whether a collective of count elements goes hierarchically (see
  * mki_coll_plan.hier): across nodes that all have local_size ranks, more
- * than one per node, from hier_min bytes, at least one element per rank of
- * a node. */
+ * than one per node, from hier_min bytes of the whole buffer; all-reduce
+ * with at least one element per rank of a node. */
 int mki_plan_coll_hier(enum mki_op op, uint64_t count, int esize, int nranks, int nnodes,
                        int local_size, uint64_t hier_min);
 /* LL for a block of `block` bytes: the channels it takes, 0 for none

@@ -131,7 +131,20 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
         for (int r = 0, b = 0; r < k->roles.n; b = k->roles.end[r++])
             mki_sb_printf(sb, " %d", k->roles.end[r] - b);
         mki_sb_printf(sb, "\n");
-        if (k->hier) {
+        if (k->hier && p->op != MKI_OP_ALLREDUCE) {
+            const int L = c->local_size, N = c->nnodes;
+            if (p->op == MKI_OP_ALLGATHER)
+                mki_sb_printf(sb, "  hierarchy all-gather across the %d nodes between ranks of "
+                              "one local index, all-gather inside the node (%d ranks), a strided "
+                              "copy into rank order", N, L);
+            else
+                mki_sb_printf(sb, "  hierarchy a strided copy of the blocks by local index, "
+                              "reduce-scatter inside the node (%d ranks), reduce-scatter across "
+                              "the %d nodes between ranks of one local index", L, N);
+            mki_sb_printf(sb, "; bytes leaving the node per rank: %.3f x S, flat %.3f x S (S: "
+                          "the whole buffer)\n", (double)(N - 1) / c->nranks,
+                          (double)(c->nranks - L) / c->nranks);
+        } else if (k->hier) {
             const int L = c->local_size, N = c->nnodes;
             mki_sb_printf(sb, "  hierarchy reduce-scatter inside the node (%d ranks), all-reduce "
                           "of each rank's 1/%d share across the %d nodes, all-gather inside the "

@@ -280,10 +280,10 @@ if [ $scale_bench = 1 ] && [ "$ngpu" -gt 2 ]; then
         h=$((ngpu / 2))
         MK_NODE_SIZE=$h MK_TRANSPORT=socket bench "np$ngpu-2x$h (MK_NODE_SIZE=$h)" 120 "$ngpu" \
             np$ngpu-2x$h --min 1M --max 64M --iters 10
-        # all-reduce flat against hierarchical (the default from 1 MiB)
+        # flat against hierarchical (the default from 1 MiB)
         MK_COLL_HIER_MIN=0 MK_NODE_SIZE=$h MK_TRANSPORT=socket \
             bench "np$ngpu-2x$h-flat (MK_COLL_HIER_MIN=0)" 120 "$ngpu" np$ngpu-2x$h-flat \
-            --op ar --min 1M --max 64M --iters 10
+            --op ag,rs,ar --min 1M --max 64M --iters 10
     fi
 fi
 

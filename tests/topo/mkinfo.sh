@@ -109,6 +109,11 @@ expect "--net socket" "socket transport" "$out"
 out=$("$mkinfo" --op allreduce --m 1048576 --n 1 --ranks 2 --nodes 2 --net socket 2>&1)
 expect "hierarchical all-reduce" "hierarchy reduce-scatter inside the node (2 ranks)" "$out"
 expect "hierarchical all-reduce" "per rank: 0.500 x S, flat 1.000 x S" "$out"
+out=$("$mkinfo" --op allgather --m 1048576 --n 1 --ranks 2 --nodes 2 --net socket 2>&1)
+expect "hierarchical all-gather" "hierarchy all-gather across the 2 nodes" "$out"
+expect "hierarchical all-gather" "per rank: 0.250 x S, flat 0.500 x S" "$out"
+out=$("$mkinfo" --op reducescatter --m 1048576 --n 1 --ranks 2 --nodes 2 --net socket 2>&1)
+expect "hierarchical reduce-scatter" "reduce-scatter inside the node (2 ranks), reduce-scatter across" "$out"
 out=$("$mkinfo" --op allreduce --m 1000 --n 1 --ranks 2 --nodes 2 --net socket 2>&1)
 printf '%s\n' "$out" | grep -q "hierarchy" && { echo "FAIL: 2 KB all-reduce planned hierarchically"; failed=$((failed + 1)); } || passed=$((passed + 1))
 out=$("$mkinfo" --op allreduce --m 1048576 --n 1 --ranks 1 --nodes 2 --net socket 2>&1)

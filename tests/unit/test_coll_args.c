@@ -191,9 +191,10 @@ static void test_plan_rules(void)
     CHECK(mki_plan_coll_mover(1u << 20, 0) == MKI_COLL_PICK_REG);
     CHECK(mki_plan_coll_mover(4u << 20, 0) == MKI_COLL_PICK_TMA_SEND);
     CHECK(mki_plan_coll_mover(64u << 20, 1) == MKI_COLL_PICK_REG);
-    /* hierarchical all-reduce: across nodes of equal size, > 1 rank per
-     * node, from MK_COLL_HIER_MIN bytes, at least one element per rank of
-     * a node; never for the other collectives, on one node or with 0 */
+    /* hierarchical collectives: across nodes of equal size, > 1 rank per
+     * node, from MK_COLL_HIER_MIN bytes of the whole buffer (all-reduce:
+     * at least one element per rank of a node); never all-to-all, on one
+     * node or with 0 */
     CHECK(mki_plan_coll_hier(MKI_OP_ALLREDUCE, 1u << 20, 2, 4, 2, 2, 1u << 20) == 1);
     CHECK(mki_plan_coll_hier(MKI_OP_ALLREDUCE, (1u << 19) - 1, 2, 4, 2, 2, 1u << 20) == 0);
     CHECK(mki_plan_coll_hier(MKI_OP_ALLREDUCE, 7, 4, 16, 2, 8, 1) == 0); /* 7 < 8 per node */
@@ -202,8 +203,12 @@ static void test_plan_rules(void)
     CHECK(mki_plan_coll_hier(MKI_OP_ALLREDUCE, 1u << 30, 2, 4, 1, 4, 1) == 0); /* one node */
     CHECK(mki_plan_coll_hier(MKI_OP_ALLREDUCE, 1u << 30, 2, 5, 2, 3, 1) == 0); /* 3 + 2 */
     CHECK(mki_plan_coll_hier(MKI_OP_ALLREDUCE, 1u << 30, 2, 4, 2, 2, 0) == 0); /* 0: never */
-    CHECK(mki_plan_coll_hier(MKI_OP_REDUCESCATTER, 1u << 30, 2, 4, 2, 2, 1) == 0);
-    CHECK(mki_plan_coll_hier(MKI_OP_ALLGATHER, 1u << 30, 2, 4, 2, 2, 1) == 0);
+    CHECK(mki_plan_coll_hier(MKI_OP_REDUCESCATTER, 1u << 17, 2, 4, 2, 2, 1u << 20) == 1);
+    CHECK(mki_plan_coll_hier(MKI_OP_REDUCESCATTER, (1u << 17) - 1, 2, 4, 2, 2, 1u << 20) == 0);
+    CHECK(mki_plan_coll_hier(MKI_OP_ALLGATHER, 1, 2, 4, 2, 2, 1) == 1);
+    CHECK(mki_plan_coll_hier(MKI_OP_ALLGATHER, 1u << 30, 2, 4, 1, 4, 1) == 0);
+    CHECK(mki_plan_coll_hier(MKI_OP_ALLGATHER, 0, 2, 4, 2, 2, 1) == 0);
+    CHECK(mki_plan_coll_hier(MKI_OP_ALLTOALL, 1u << 30, 2, 4, 2, 2, 1) == 0);
     struct mki_coll_in in;
     struct mki_coll_plan p;
     memset(&in, 0, sizeof(in));

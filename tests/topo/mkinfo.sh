@@ -118,6 +118,18 @@ out=$("$mkinfo" --op allreduce --m 1000 --n 1 --ranks 2 --nodes 2 --net socket 2
 printf '%s\n' "$out" | grep -q "hierarchy" && { echo "FAIL: 2 KB all-reduce planned hierarchically"; failed=$((failed + 1)); } || passed=$((passed + 1))
 out=$("$mkinfo" --op allreduce --m 1048576 --n 1 --ranks 1 --nodes 2 --net socket 2>&1)
 printf '%s\n' "$out" | grep -q "hierarchy" && { echo "FAIL: one rank per node planned hierarchically"; failed=$((failed + 1)); } || passed=$((passed + 1))
+# small blocks on one node: LL lines, one channel per 2 KiB; across nodes
+# or above 256 KiB a block: the slots
+out=$("$mkinfo" --op allgather --m 4096 --n 1 --ranks 4 2>&1)
+expect "LL all-gather" "kernel    1 channel(s), LL lines" "$out"
+out=$("$mkinfo" --op allreduce --m 65536 --n 1 --ranks 4 2>&1)
+expect "LL all-reduce" "kernel    64 channel(s), LL lines (the flag in every word), one phase" "$out"
+out=$("$mkinfo" --op allgather --m 4096 --n 1 --ranks 2 --nodes 2 --net socket 2>&1)
+printf '%s
+' "$out" | grep -q "LL lines" && { echo "FAIL: LL across nodes"; failed=$((failed + 1)); } || passed=$((passed + 1))
+out=$("$mkinfo" --op allgather --m 16777216 --n 1 --ranks 4 2>&1)
+printf '%s
+' "$out" | grep -q "LL lines" && { echo "FAIL: LL for a 8 MiB block"; failed=$((failed + 1)); } || passed=$((passed + 1))
 out=$("$mkinfo" --op ag_gemm --m 8 --n 8 --k 8 --net ib 2>&1); rc=$?
 expect "bad --net" "takes cx7, efa or socket" "$out"
 [ $rc = 2 ] && passed=$((passed + 1)) || { echo "FAIL: bad --net exit $rc"; failed=$((failed + 1)); }

@@ -826,7 +826,9 @@ __device__ void ll_reduce(const ctx &x, const ll_geo &g, int tid, int nthr, int 
     constexpr int E = 8 / sizeof(T);
     const char *own = p.src + (uint64_t)me * g.bstride + g.off;
     char *out = p.dst + g.off;
-    if (x.sent) { /* in place: SEND has read src */
+    if (x.sent && g.len) { /* in place: SEND has read src (a channel with
+                            * no part, MK_COLL_CTAS above the parts, has
+                            * nothing to wait for: SEND left at once) */
         if (tid == 0)
             while (*x.sent == 0 && !*x.k.quit) { }
         role_sync(bar, nthr);

@@ -54,7 +54,7 @@ MPI="mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PAT
 # -x for the optional variables that are set (the virtual-node steps).
 xopt() {
     local v
-    for v in MK_NODE_SIZE MK_TRANSPORT MK_SOCKET_IFNAME MKT_ZCOPY MK_COLL_ZCOPY_MIN MK_COLL_MOVER MK_COLL_HIER_MIN; do
+    for v in MK_NODE_SIZE MK_TRANSPORT MK_SOCKET_IFNAME MKT_ZCOPY MK_COLL_ZCOPY_MIN MK_COLL_MOVER MK_COLL_HIER_MIN MK_COLL_LL_MAX; do
         [ -n "${!v:-}" ] && printf ' -x %s' "$v"
     done
 }
@@ -163,6 +163,12 @@ if [ $base_tests = 1 ] && [ "$ngpu" -ge 2 ]; then
     step "2gpu correct, TMA for local copies too" 90 2 $B/test_coll correct $((16 << 20))
     unset MK_COLL_MOVER
     step "2gpu stress (1000 calls)" 60 2 $B/test_coll stress
+    # LL lines (small blocks) with channels that get no part of a block,
+    # and the slots for every size
+    MK_COLL_CTAS=64 step "2gpu LL, 64 channels (MK_COLL_CTAS) correct" 90 2 $B/test_coll correct \
+        $((1 << 20))
+    MK_COLL_LL_MAX=0 step "2gpu no LL (MK_COLL_LL_MAX=0) correct" 90 2 $B/test_coll correct \
+        $((1 << 20))
     step "2gpu graph" 60 2 $B/test_coll graph
     step "2gpu all-reduce: same bits on every rank" 60 2 $B/test_coll bits
     step "2gpu badargs" 60 2 $B/test_coll badargs

@@ -26,7 +26,8 @@
  * (coll.json, or coll-NAME.json with --tag, in mkb_results_dir) and
  * prints a table.  --lat prints instead, for each size from --min to --max,
  * where a call's time goes (event, host and device time per call, ours
- * and NCCL's; see lat_of) and writes no JSON.
+ * and NCCL's; see lat_of), then the floor under it (lat_floor: empty
+ * kernels, our kernel with no peer), and writes no JSON.
  */
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -410,14 +411,19 @@ struct lat {
     double event, host, gpu;
 };
 
-lat lat_of(call c, volatile int *flag)
+/* The three figures of fn(ctx, i) (one call each). */
+lat lat_fn(mkb_fn fn, void *ctx, volatile int *flag)
 {
     lat L;
-    L.event = worst(time_call(c, 60) * 1e3); /* ms -> us */
+    {
+        std::vector<double> ms(60);
+        mkb_time(fn, ctx, g_st, 5, 60, ms.data());
+        L.event = worst(mkb_median(ms.data(), 60) * 1e3); /* ms -> us */
+    }
     /* host */
     barrier();
     double t0 = now_us();
-    for (int i = 0; i < LAT_N; i++) run_fn(&c, i);
+    for (int i = 0; i < LAT_N; i++) fn(ctx, i);
     double t1 = now_us();
     MKB_CHECK(cudaStreamSynchronize(g_st));
     L.host = worst((t1 - t0) / LAT_N);
@@ -429,7 +435,7 @@ lat lat_of(call c, volatile int *flag)
     spin_on<<<1, 1, 0, g_st>>>(flag);
     MKB_CHECK(cudaGetLastError());
     MKB_CHECK(cudaEventRecord(a, g_st));
-    for (int i = 0; i < LAT_N; i++) run_fn(&c, i);
+    for (int i = 0; i < LAT_N; i++) fn(ctx, i);
     MKB_CHECK(cudaEventRecord(b, g_st));
     barrier();
     *flag = 1;
@@ -440,6 +446,63 @@ lat lat_of(call c, volatile int *flag)
     MKB_CHECK(cudaEventDestroy(a));
     MKB_CHECK(cudaEventDestroy(b));
     return L;
+}
+
+lat lat_of(call c, volatile int *flag) { return lat_fn(run_fn, &c, flag); }
+
+/* The floor under a small call (--lat): an empty kernel of one 512-thread
+ * CTA with an 8-byte parameter and with one the size of the collectives'
+ * (launch and teardown alone), and our all-gather of 8 bytes on a
+ * communicator of this rank alone (our kernel's entry and exit with no
+ * peer). */
+struct big_param {
+    char b[sizeof(mki_coll_params)];
+};
+__global__ void empty8(unsigned long long) {}
+__global__ void empty_big(const __grid_constant__ big_param) {}
+
+void launch_empty8(void *, int)
+{
+    empty8<<<1, MKI_COLL_THREADS, 0, g_st>>>(0ull);
+    MKB_CHECK(cudaGetLastError());
+}
+
+void launch_empty_big(void *, int)
+{
+    big_param p;
+    memset(&p, 0, sizeof p);
+    empty_big<<<1, MKI_COLL_THREADS, 0, g_st>>>(p);
+    MKB_CHECK(cudaGetLastError());
+}
+
+struct solo {
+    mkComm_t comm;
+    const void *s;
+    void *r;
+};
+
+void run_solo(void *ctx, int)
+{
+    const solo &x = *(const solo *)ctx;
+    MKB_MK(mkAllGather(x.s, x.r, 4, mkBfloat16, x.comm, g_st));
+}
+
+void lat_floor(volatile int *flag, const void *s, void *r)
+{
+    const lat e8 = lat_fn(launch_empty8, NULL, flag);
+    const lat eb = lat_fn(launch_empty_big, NULL, flag);
+    solo x{NULL, s, r};
+    MKB_MK(mkCommSplit(g_comm, g_rank, 0, &x.comm, NULL)); /* this rank alone */
+    const lat one = lat_fn(run_solo, &x, flag);
+    MKB_MK(mkCommDestroy(x.comm));
+    if (g_rank == 0) {
+        printf("%-24s | %8.1f %8s | %8.1f %8s | %8.1f\n", "empty kernel, 8 B param", e8.event,
+               "", e8.host, "", e8.gpu);
+        printf("%-24s | %8.1f %8s | %8.1f %8s | %8.1f\n", "empty kernel, our params", eb.event,
+               "", eb.host, "", eb.gpu);
+        printf("%-24s | %8.1f %8s | %8.1f %8s | %8.1f\n", "all-gather 8 B, 1 rank", one.event,
+               "", one.host, "", one.gpu);
+    }
 }
 
 const char *mover_name(int mover)
@@ -527,6 +590,7 @@ extern "C" int mkb_coll_main(int argc, char **argv)
                            x.event, y.event, x.host, y.host, x.gpu, y.gpu);
             }
         }
+        lat_floor(flag, s, r);
         MKB_CHECK(cudaFreeHost((void *)flag));
         fflush(stdout);
     }

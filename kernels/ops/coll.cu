@@ -55,6 +55,7 @@
 
 #include "ops/coll.h"
 #include "rt/channel.cuh"
+#include "rt/ll.cuh"
 #include "rt/num.cuh"
 
 using namespace mki;
@@ -208,7 +209,8 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
         /* chunk k's copies to every local peer fenced at once, their
          * arrive counters raised together (channel.cuh) */
         if (direct_any && !batch) __threadfence_system();
-        publish_local(x.k, tid, nthr, bar, batch, 0, x.k.target(k));
+        if (batch) publish_local(x.k, tid, nthr, bar, batch, 0, x.k.target(k));
+        else if (x.sent) role_sync(bar, nthr);
         if (x.sent) { /* every copy of chunk k has read it: REDUCE may write */
             if (tid == 0) {
                 __threadfence_block(); /* release: the role's reads of chunk k, then the count */
@@ -280,8 +282,10 @@ __device__ void recv_role(const ctx &x, int tid, int nthr, int bar, int phase, i
                 raise_credit(x.k, q, phase, x.k.target(k), wait_site{q, x.k.c, (int)k, phase});
         }
         /* the credits of chunk k to every local peer together (channel.cuh) */
-        role_sync(bar, nthr);
-        if (tid == 0) raise_local(x.k, 0, 0, 0, cmask, phase, x.k.target(k));
+        if (cmask) {
+            role_sync(bar, nthr);
+            if (tid == 0) raise_local(x.k, 0, 0, 0, cmask, phase, x.k.target(k));
+        }
     }
     if (!zc) return;
     for (int j = 1; j < n; j++) {
@@ -545,92 +549,7 @@ __device__ void post_recvbuf(const mki_coll_params &p, int c, uint64_t e)
     }
 }
 
-/* ---- LL: small blocks with the flag in every word (channel.h) ------------ */
-
-/* The flag of operation e: any nonzero value (lines are zeroed after
- * reading, so no older flag can be left in a buffer). */
-__device__ __forceinline__ uint32_t ll_flag(uint64_t e)
-{
-    const uint32_t f = (uint32_t)e;
-    return f ? f : 1u;
-}
-
-/* The 8 bytes at byte i of n (fewer at the end, the rest zero). */
-__device__ __forceinline__ uint64_t ll_get(const char *p, uint64_t i, uint64_t n)
-{
-    if (i + 8 <= n && ((reinterpret_cast<uintptr_t>(p) + i) & 7) == 0)
-        return __ldcg(reinterpret_cast<const unsigned long long *>(p + i));
-    uint64_t v = 0;
-    for (uint64_t b = 0; b < 8 && i + b < n; b++)
-        v |= (uint64_t)(uint8_t)p[i + b] << (8 * b);
-    return v;
-}
-
-/* Store the bytes of v that fall before n at byte i. */
-__device__ __forceinline__ void ll_put(char *p, uint64_t i, uint64_t n, uint64_t v)
-{
-    if (i + 8 <= n && ((reinterpret_cast<uintptr_t>(p) + i) & 7) == 0) {
-        *reinterpret_cast<uint64_t *>(p + i) = v;
-        return;
-    }
-    for (uint64_t b = 0; b < 8 && i + b < n; b++) p[i + b] = (char)(v >> (8 * b));
-}
-
-/* One line: two 64-bit words {4 payload bytes, flag}, each single-copy
- * atomic, so a reader that sees the flag in both sees the payload. */
-__device__ __forceinline__ void ll_store(char *line, uint64_t v, uint32_t flag)
-{
-    const uint64_t hi = (uint64_t)flag << 32;
-    const uint64_t a = (v & 0xffffffffull) | hi, b = (v >> 32) | hi;
-    asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(line), "l"(a), "l"(b)
-                 : "memory");
-}
-
-__device__ __forceinline__ void ll_load(const char *line, uint64_t &a, uint64_t &b)
-{
-    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(line)
-                 : "memory");
-}
-
-__device__ __forceinline__ bool ll_ready(uint64_t a, uint64_t b, uint32_t flag)
-{
-    return (uint32_t)(a >> 32) == flag && (uint32_t)(b >> 32) == flag;
-}
-
-/* The poll of a line that was not there yet: the stop words and the
- * deadline every 64 polls, as spin_geq.  Inline: a call would spill the
- * other lines a thread holds. */
-static __device__ __forceinline__ bool ll_wait_slow(const mki_rt_dev &rt, const char *line,
-                                                 uint32_t flag, uint64_t *v, wait_site w,
-                                                 uint64_t e, volatile int *quit)
-{
-    const stop_words st = stops_of(rt);
-    const uint64_t t0 = globaltimer();
-    uint64_t a, b;
-    for (uint32_t n = 1;; n++) {
-        ll_load(line, a, b);
-        if (ll_ready(a, b, flag)) {
-            *v = (a & 0xffffffffull) | (b << 32);
-            return true;
-        }
-        if (n & 63) continue;
-        if (*quit) return false;
-        uint64_t why = ld_relaxed_sys(st.abort);
-        if (!why && st.abort2) why = ld_relaxed_sys(st.abort2);
-        if (!why && (n & 1023) == 0) why = ld_relaxed_sys(st.hstop);
-        const int r = why ? SPIN_ABORT : globaltimer() - t0 > rt.timeout_ns ? SPIN_TIMEOUT : SPIN_OK;
-        if (r != SPIN_OK) {
-            fail_spin(rt, r, w, flag, a >> 32, why, e);
-            *quit = 1;
-            return false;
-        }
-    }
-}
-
-__device__ __forceinline__ void ll_zero(char *line)
-{
-    asm volatile("st.volatile.global.v2.u64 [%0], {%1, %1};" ::"l"(line), "l"(0ull) : "memory");
-}
+/* ---- LL: small blocks with the flag in every word (rt/ll.cuh) --------- */
 
 /* What an LL role computes once per call (no division in its loops:
  * with one CTA doing a whole small call, integer work is its time). */
@@ -662,14 +581,20 @@ __device__ __forceinline__ ll_geo ll_geo_of(const ctx &x)
     return g;
 }
 
+/* Line i of my buffer that rank q (local) writes. */
+__device__ __forceinline__ char *ll_line(const ctx &x, const ll_geo &g, int q, uint64_t i)
+{
+    return g.inbox0 + (uint64_t)x.k.lof(q) * LL_LSTRIDE + 16 * i;
+}
+
 /* Ranks me + j and me - j (0 <= j < n) without a division. */
 __device__ __forceinline__ int ll_up(int me, int j, int n) { return me + j < n ? me + j : me + j - n; }
 __device__ __forceinline__ int ll_down(int me, int j, int n) { return me >= j ? me - j : me - j + n; }
 
-/* Lines a thread has in flight per input (one: the plan cuts parts of a
- * line per thread where it can; more would spill registers with 7 peers
- * at 128 per thread). */
-#define LL_U 1
+/* Every role thread handles line i0 of its round (the plan cuts parts of a
+ * line per thread where it can), all inputs at once: loops over peers are
+ * unrolled to MKI_MAXLOCAL so that the lines live in registers; more
+ * lines per thread would spill with 7 peers at 128 registers. */
 
 /* SEND: once each receiver acknowledged the call that last wrote the
  * buffer this one writes (two calls back), my part of its block as lines.
@@ -694,25 +619,17 @@ __device__ void ll_send(const ctx &x, const ll_geo &g, int tid, int nthr, int ba
     if (*x.k.quit) return;
     const bool same = g.bstride == 0;
     const char *src = p.src + g.off;
-    for (uint64_t i0 = tid; i0 < g.lines; i0 += (uint64_t)LL_U * nthr) {
-        uint64_t v[LL_U][MKI_MAXLOCAL];
+    for (uint64_t i = tid; i < g.lines; i += (uint64_t)nthr) {
+        uint64_t v[MKI_MAXLOCAL];
 #pragma unroll
-        for (int u = 0; u < LL_U; u++)
+        for (int j = 1; j < MKI_MAXLOCAL; j++)
+            if (j < n && !(same && j > 1))
+                v[j] = ll_get(src + (uint64_t)ll_up(me, j, n) * g.bstride, 8 * i, g.len);
 #pragma unroll
-            for (int j = 1; j < MKI_MAXLOCAL; j++) {
-                const uint64_t i = i0 + (uint64_t)u * nthr;
-                if (j >= n || i >= g.lines || (same && j > 1)) continue;
-                v[u][j] = ll_get(src + (uint64_t)ll_up(me, j, n) * g.bstride, 8 * i, g.len);
-            }
-#pragma unroll
-        for (int u = 0; u < LL_U; u++)
-#pragma unroll
-            for (int j = 1; j < MKI_MAXLOCAL; j++) {
-                const uint64_t i = i0 + (uint64_t)u * nthr;
-                if (j >= n || i >= g.lines) continue;
-                ll_store(p.llb[x.k.lof(ll_up(me, j, n))] + g.buf + 16 * i,
-                         same ? v[u][1] : v[u][j], g.flag);
-            }
+        for (int j = 1; j < MKI_MAXLOCAL; j++)
+            if (j < n)
+                ll_store(p.llb[x.k.lof(ll_up(me, j, n))] + g.buf + 16 * i, same ? v[1] : v[j],
+                         g.flag);
     }
     if (x.sent) { /* one-phase all-reduce in place: src may be overwritten now */
         role_sync(bar, nthr);
@@ -740,50 +657,37 @@ __device__ void ll_ack(const ctx &x, const ll_geo &g, int tid, int nthr, int bar
                            x.k.e);
 }
 
-/* The lines of one round of a receiving thread: every input's line i0 +
- * u * nthr loaded at once (input j comes from rank rank_of(j); the own
- * rank is skipped), then waited for where not there yet; val() is the
- * payload. */
+/* Line i of every input j < n (from rank rank_of(j); the own rank
+ * skipped): all loaded at once, then waited for where not there yet;
+ * val(j) is the payload.  gather() is false when the CTA quits (recorded). */
 struct ll_round {
-    uint64_t a[LL_U][MKI_MAXLOCAL], b[LL_U][MKI_MAXLOCAL];
-    __device__ __forceinline__ uint64_t val(int u, int j) const
+    uint64_t a[MKI_MAXLOCAL], b[MKI_MAXLOCAL];
+    __device__ __forceinline__ uint64_t val(int j) const
     {
-        return (a[u][j] & 0xffffffffull) | (b[u][j] << 32);
+        return (a[j] & 0xffffffffull) | (b[j] << 32);
+    }
+    template <typename RankOf>
+    __device__ __forceinline__ bool gather(const ctx &x, const ll_geo &g, uint64_t i, int n,
+                                           RankOf rank_of)
+    {
+        const int me = x.p->rt.rank;
+#pragma unroll
+        for (int j = 0; j < MKI_MAXLOCAL; j++)
+            if (j < n && rank_of(j) != me) ll_load(ll_line(x, g, rank_of(j), i), a[j], b[j]);
+#pragma unroll
+        for (int j = 0; j < MKI_MAXLOCAL; j++) {
+            const int q = rank_of(j);
+            if (j >= n || q == me || ll_ready(a[j], b[j], g.flag)) continue;
+            uint64_t v;
+            if (!ll_wait_slow(*x.k.rt, ll_line(x, g, q, i), g.flag, &v,
+                              wait_site{q, x.k.c, -1, 0}, x.k.e, x.k.quit))
+                return false;
+            a[j] = v & 0xffffffffull;
+            b[j] = v >> 32;
+        }
+        return true;
     }
 };
-
-/* false when the CTA quits (recorded). */
-template <typename RankOf>
-__device__ __forceinline__ bool ll_gather(const ctx &x, const ll_geo &g, ll_round &r,
-                                          uint64_t i0, int nthr, int n, RankOf rank_of)
-{
-    const int me = x.p->rt.rank;
-#pragma unroll
-    for (int u = 0; u < LL_U; u++)
-#pragma unroll
-        for (int j = 0; j < MKI_MAXLOCAL; j++) {
-            const uint64_t i = i0 + (uint64_t)u * nthr;
-            const int q = rank_of(j);
-            if (j >= n || i >= g.lines || q == me) continue;
-            ll_load(g.inbox0 + (uint64_t)x.k.lof(q) * LL_LSTRIDE + 16 * i, r.a[u][j], r.b[u][j]);
-        }
-#pragma unroll
-    for (int u = 0; u < LL_U; u++)
-#pragma unroll
-        for (int j = 0; j < MKI_MAXLOCAL; j++) {
-            const uint64_t i = i0 + (uint64_t)u * nthr;
-            const int q = rank_of(j);
-            if (j >= n || i >= g.lines || q == me || ll_ready(r.a[u][j], r.b[u][j], g.flag))
-                continue;
-            uint64_t v;
-            if (!ll_wait_slow(*x.k.rt, g.inbox0 + (uint64_t)x.k.lof(q) * LL_LSTRIDE + 16 * i,
-                              g.flag, &v, wait_site{q, x.k.c, -1, 0}, x.k.e, x.k.quit))
-                return false;
-            r.a[u][j] = v & 0xffffffffull;
-            r.b[u][j] = v >> 32;
-        }
-    return true;
-}
 
 /* RECV (all-gather, all-to-all): the own block, then each peer's lines
  * into dst, each line zeroed once read. */
@@ -796,19 +700,16 @@ __device__ void ll_recv(const ctx &x, const ll_geo &g, int tid, int nthr, int ba
     if (g.len && p.dst + (uint64_t)me * b + g.off != own)
         copy_bytes(p.dst + (uint64_t)me * b + g.off, own, g.len, tid, nthr);
     auto rank_of = [&](int j) { return ll_down(me, j, n); }; /* j = 0: me, skipped */
-    for (uint64_t i0 = tid; i0 < g.lines; i0 += (uint64_t)LL_U * nthr) {
+    for (uint64_t i = tid; i < g.lines; i += (uint64_t)nthr) {
         ll_round r;
-        if (!ll_gather(x, g, r, i0, nthr, n, rank_of)) break;
+        if (!r.gather(x, g, i, n, rank_of)) break;
 #pragma unroll
-        for (int u = 0; u < LL_U; u++)
-#pragma unroll
-            for (int j = 1; j < MKI_MAXLOCAL; j++) {
-                const uint64_t i = i0 + (uint64_t)u * nthr;
-                if (j >= n || i >= g.lines) continue;
-                const int q = rank_of(j);
-                ll_put(p.dst + (uint64_t)q * b + g.off, 8 * i, g.len, r.val(u, j));
-                ll_zero(g.inbox0 + (uint64_t)x.k.lof(q) * LL_LSTRIDE + 16 * i);
-            }
+        for (int j = 1; j < MKI_MAXLOCAL; j++) {
+            if (j >= n) continue;
+            const int q = rank_of(j);
+            ll_put(p.dst + (uint64_t)q * b + g.off, 8 * i, g.len, r.val(j));
+            ll_zero(ll_line(x, g, q, i));
+        }
     }
     ll_ack(x, g, tid, nthr, bar);
 }
@@ -835,36 +736,27 @@ __device__ void ll_reduce(const ctx &x, const ll_geo &g, int tid, int nthr, int 
         __threadfence_block();
     }
     auto rank_of = [&](int j) { return ar ? j : ll_up(me, j, n); };
-    for (uint64_t i0 = tid; i0 < g.lines && !*x.k.quit; i0 += (uint64_t)LL_U * nthr) {
-        uint64_t mine[LL_U];
-#pragma unroll
-        for (int u = 0; u < LL_U; u++)
-            if (i0 + (uint64_t)u * nthr < g.lines)
-                mine[u] = ll_get(own, 8 * (i0 + (uint64_t)u * nthr), g.len);
+    for (uint64_t i = tid; i < g.lines && !*x.k.quit; i += (uint64_t)nthr) {
+        const uint64_t mine = ll_get(own, 8 * i, g.len);
         ll_round r;
-        if (!ll_gather(x, g, r, i0, nthr, n, rank_of)) break;
+        if (!r.gather(x, g, i, n, rank_of)) break;
+        float acc[E];
 #pragma unroll
-        for (int u = 0; u < LL_U; u++) {
-            const uint64_t i = i0 + (uint64_t)u * nthr;
-            if (i >= g.lines) continue;
-            float acc[E];
+        for (int j = 0; j < MKI_MAXLOCAL; j++) {
+            if (j >= n) continue;
+            const int q = rank_of(j);
+            const uint64_t v = q == me ? mine : r.val(j);
+            const T *e = reinterpret_cast<const T *>(&v);
 #pragma unroll
-            for (int j = 0; j < MKI_MAXLOCAL; j++) {
-                if (j >= n) continue;
-                const int q = rank_of(j);
-                const uint64_t v = q == me ? mine[u] : r.val(u, j);
-                const T *e = reinterpret_cast<const T *>(&v);
-#pragma unroll
-                for (int k = 0; k < E; k++)
-                    acc[k] = j == 0 ? num<T>::to(e[k]) : acc[k] + num<T>::to(e[k]);
-                if (q != me) ll_zero(g.inbox0 + (uint64_t)x.k.lof(q) * LL_LSTRIDE + 16 * i);
-            }
-            uint64_t res;
-            T *o = reinterpret_cast<T *>(&res);
-#pragma unroll
-            for (int k = 0; k < E; k++) o[k] = num<T>::from(acc[k]);
-            ll_put(out, 8 * i, g.len, res);
+            for (int k = 0; k < E; k++)
+                acc[k] = j == 0 ? num<T>::to(e[k]) : acc[k] + num<T>::to(e[k]);
+            if (q != me) ll_zero(ll_line(x, g, q, i));
         }
+        uint64_t res;
+        T *o = reinterpret_cast<T *>(&res);
+#pragma unroll
+        for (int k = 0; k < E; k++) o[k] = num<T>::from(acc[k]);
+        ll_put(out, 8 * i, g.len, res);
     }
     ll_ack(x, g, tid, nthr, bar);
 }
@@ -884,20 +776,13 @@ __device__ bool enter(const mki_coll_params &p, frame &f)
     if (threadIdx.x == 0) {
         f.quit = 0;
         f.count = 0;
-        /* the operation number and the stop words read at once (as
-         * enter_ok, which reads them one after the other) */
-        const uint64_t seq = *reinterpret_cast<volatile uint64_t *>(p.ch.ctl[p.rt.local] +
-                                                                    mki_ch_seq(blockIdx.x));
-        const uint64_t ab = ld_relaxed_sys(abort_word(p.rt));
-        const uint64_t ab2 = p.rt.abort2 ? ld_relaxed_sys(p.rt.abort2) : 0;
-        f.e = seq + 1;
-        const uint64_t w = ab ? ab : ab2;
-        if (w) {
-            fail(p.rt, MKI_ERR_REMOTE, wait_site{(int)w - 1, (int)blockIdx.x, -1, -1}, 0, 0, f.e);
-            f.quit = 1;
-        } else if (p.direct) {
-            post_recvbuf(p, blockIdx.x, f.e);
-        }
+        /* the operation number into a register, stored after enter_ok's
+         * loads are issued: the three loads overlap */
+        const uint64_t e = *reinterpret_cast<volatile uint64_t *>(p.ch.ctl[p.rt.local] +
+                                                                  mki_ch_seq(blockIdx.x)) + 1;
+        if (!enter_ok(p.rt, blockIdx.x, e)) f.quit = 1;
+        else if (p.direct) post_recvbuf(p, blockIdx.x, e);
+        f.e = e;
     }
     __syncthreads();
     return f.quit == 0;

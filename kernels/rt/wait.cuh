@@ -68,8 +68,10 @@ __device__ __forceinline__ stop_words stops_of(const mki_rt_dev &rt)
  * poll n a multiple of 256 (n = 1: never). */
 __device__ __forceinline__ uint64_t stop_value(const mki_rt_dev &rt, uint32_t n)
 {
-    uint64_t w = ld_relaxed_sys(abort_word(rt));
-    if (!w && rt.abort2) w = ld_relaxed_sys(rt.abort2);
+    /* both heap words loaded at once (no load waits for the other) */
+    const uint64_t a = ld_relaxed_sys(abort_word(rt));
+    const uint64_t a2 = rt.abort2 ? ld_relaxed_sys(rt.abort2) : 0;
+    uint64_t w = a ? a : a2;
     if (!w && (n & 255) == 0) w = ld_relaxed_sys(host_stop(rt));
     return w;
 }

@@ -495,14 +495,15 @@ void lat_floor(volatile int *flag, const void *s, void *r)
     MKB_MK(mkCommSplit(g_comm, g_rank, 0, &x.comm, NULL)); /* this rank alone */
     const lat one = lat_fn(run_solo, &x, flag);
     MKB_MK(mkCommDestroy(x.comm));
-    if (g_rank == 0) {
-        printf("%-24s | %8.1f %8s | %8.1f %8s | %8.1f\n", "empty kernel, 8 B param", e8.event,
-               "", e8.host, "", e8.gpu);
-        printf("%-24s | %8.1f %8s | %8.1f %8s | %8.1f\n", "empty kernel, our params", eb.event,
-               "", eb.host, "", eb.gpu);
-        printf("%-24s | %8.1f %8s | %8.1f %8s | %8.1f\n", "all-gather 8 B, 1 rank", one.event,
-               "", one.host, "", one.gpu);
-    }
+    const struct {
+        const char *name;
+        lat l;
+    } rows[] = {{"empty kernel, 8 B param", e8}, {"empty kernel, our params", eb},
+                {"all-gather 8 B, 1 rank", one}};
+    for (const auto &w : rows)
+        if (g_rank == 0)
+            printf("%-24s | %8.1f %8s | %8.1f %8s | %8.1f\n", w.name, w.l.event, "", w.l.host,
+                   "", w.l.gpu);
 }
 
 const char *mover_name(int mover)

@@ -137,7 +137,7 @@ __device__ __noinline__ void wait_tag_spin(const mki_rt_dev &rt, const uint64_t 
         if (v == e) return;
         if (n & 31) continue;
         if (*quit) return;
-        const uint64_t w = stop_value(rt, n);
+        const uint64_t w = stop_value(rt, hstop_due(n, t0));
         if (w || globaltimer() - t0 > rt.timeout_ns) {
             fail(rt, w ? MKI_ERR_REMOTE : MKI_ERR_TIMEOUT,
                  wait_site{w ? (int)w - 1 : src, (int)blockIdx.x, slot, 2}, e, v, e);

@@ -85,7 +85,7 @@ static __device__ __forceinline__ bool ll_wait_slow(const mki_rt_dev &rt, const 
         if (*quit) return false;
         uint64_t why = ld_relaxed_sys(st.abort);
         if (!why && st.abort2) why = ld_relaxed_sys(st.abort2);
-        if (!why && (n & 1023) == 0) why = ld_relaxed_sys(st.hstop);
+        if (!why && hstop_due(n, t0)) why = ld_relaxed_sys(st.hstop);
         const int r = why ? SPIN_ABORT : globaltimer() - t0 > rt.timeout_ns ? SPIN_TIMEOUT : SPIN_OK;
         if (r != SPIN_OK) {
             fail_spin(rt, r, w, flag, a >> 32, why, e);

@@ -51,9 +51,21 @@ __device__ __forceinline__ const uint64_t *host_stop(const mki_rt_dev &rt)
     return const_cast<const uint64_t *>(&rt.err->stop);
 }
 
+/* A spin reads the host's stop word only once it has waited this long,
+ * then every 256th poll: the word is for stops a stream cannot deliver,
+ * which a millisecond more does not hurt, while reads over PCIe in the
+ * short waits of a busy call slow it (bench/NOTES.md, thirteenth
+ * session). */
+constexpr uint64_t HSTOP_AFTER_NS = 1000000ull;
+
+__device__ __forceinline__ bool hstop_due(uint32_t n, uint64_t t0)
+{
+    return (n & 255) == 0 && globaltimer() - t0 > HSTOP_AFTER_NS;
+}
+
 /* What ends a spin besides its counter (any may be NULL): the abort word
  * in this rank's heap, an internal communicator's second one (rt.h), the
- * host's stop word (host memory: polled one time in eight). */
+ * host's stop word (host memory: hstop_due). */
 struct stop_words {
     const uint64_t *abort, *abort2, *hstop;
 };
@@ -64,15 +76,15 @@ __device__ __forceinline__ stop_words stops_of(const mki_rt_dev &rt)
 }
 
 /* The communicator's first raised stop word (the rank to blame + 1), 0 if
- * none, for a wait that polls outside spin_geq; the host's word only at
- * poll n a multiple of 256 (n = 1: never). */
-__device__ __forceinline__ uint64_t stop_value(const mki_rt_dev &rt, uint32_t n)
+ * none, for a wait that polls outside spin_geq; the host's word too when
+ * host is true (hstop_due). */
+__device__ __forceinline__ uint64_t stop_value(const mki_rt_dev &rt, bool host)
 {
     /* both heap words loaded at once (no load waits for the other) */
     const uint64_t a = ld_relaxed_sys(abort_word(rt));
     const uint64_t a2 = rt.abort2 ? ld_relaxed_sys(rt.abort2) : 0;
     uint64_t w = a ? a : a2;
-    if (!w && (n & 255) == 0) w = ld_relaxed_sys(host_stop(rt));
+    if (!w && host) w = ld_relaxed_sys(host_stop(rt));
     return w;
 }
 
@@ -102,7 +114,7 @@ __device__ __forceinline__ int spin_geq(const uint64_t *addr, uint64_t target,
         if ((n & 31) != 0) continue;
         uint64_t w = stop.abort ? ld_relaxed_sys(stop.abort) : 0;
         if (!w && stop.abort2) w = ld_relaxed_sys(stop.abort2);
-        if (!w && stop.hstop && (n & 255) == 0) w = ld_relaxed_sys(stop.hstop);
+        if (!w && stop.hstop && hstop_due(n, t0)) w = ld_relaxed_sys(stop.hstop);
         int r = w ? SPIN_ABORT : SPIN_OK;
         if (!r && error && (w = ld_acquire_sys(error)) != 0) r = SPIN_PROXY;
         if (!r && globaltimer() - t0 > timeout_ns) r = SPIN_TIMEOUT;
@@ -237,7 +249,7 @@ __device__ __forceinline__ void note_report(const mki_rt_dev &rt, const cta_note
  * at once (MKI_ERR_REMOTE naming the peer); one thread. */
 __device__ __forceinline__ bool enter_ok(const mki_rt_dev &rt, int channel, uint64_t epoch)
 {
-    const uint64_t ab = stop_value(rt, 1);
+    const uint64_t ab = stop_value(rt, false);
     if (ab == 0) return true;
     fail(rt, MKI_ERR_REMOTE, wait_site{(int)ab - 1, channel, -1, -1}, 0, 0, epoch);
     return false;

@@ -102,22 +102,13 @@ __device__ __forceinline__ void block_of(const mki_coll_params &p, int q, uint64
     }
 }
 
-/* All-gather and all-to-all through the slots by TMA on one node go
- * peer after peer: each channel sends all its chunks to rank me + 1, then
- * to me + 2, ..., and receives from me - 1, then me - 2, ...; every
- * channel of every rank in the same order, so a GPU writes to one peer at
- * a time and is written by one, as in a ring.  Chunk k to every peer in
- * turn keeps (n - 1) x CTAs streams open at once, which runs slower at 4
- * ranks (bench/NOTES.md, thirteenth session).  Deadlock-free: at step i
- * every rank's SEND waits only for the RECV of step i of me + i, and that
- * RECV only for the SEND of step i.  Register stores (small blocks) keep
- * chunk-major order: their signals are batched over the peers of a chunk;
- * the reductions need every source's chunk k together. */
-__device__ __forceinline__ bool peer_major(const mki_coll_params &p, bool batched, bool direct)
-{
-    return !batched && !direct && p.rt.nlocal == p.rt.nranks && p.rt.nranks > 2 &&
-           (p.kind == MKI_COLL_ALLGATHER || p.kind == MKI_COLL_ALLTOALL);
-}
+/* p.peer_major (the plan's: all-gather and all-to-all through the slots
+ * by TMA on one node of more than 2 ranks): each channel sends all its
+ * chunks to rank me + 1, then to me + 2, ..., and receives from me - 1,
+ * then me - 2, ...; every channel of every rank in the same order, so a
+ * GPU writes to one peer at a time and is written by one, as in a ring.
+ * Deadlock-free: at step i every rank's SEND waits only for the RECV of
+ * step i of me + i, and that RECV only for the SEND of step i. */
 
 /* This channel's part of the block exchanged with q. */
 __device__ __forceinline__ void part_of(const ctx &x, int q, uint64_t *boff, uint64_t *b,
@@ -197,7 +188,7 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
      * the pipeline full (4 H200, 64 MB all-gather: 0.69 ms per peer, 0.81
      * batched). */
     const bool batched = p.mover == MKI_COLL_MOVER_REG;
-    if (peer_major(p, batched, x.to != NULL)) {
+    if (p.peer_major) {
         for (int j = 1; j < n; j++) {
             const int q = (me + j) % n;
             uint64_t boff, b, off, len;
@@ -287,7 +278,7 @@ __device__ void recv_role(const ctx &x, int tid, int nthr, int bar, int phase, i
     const bool zc = p.direct != 0;
     /* credits batched as SEND batches its signals (register stores) */
     const bool batched = p.mover == MKI_COLL_MOVER_REG;
-    if (peer_major(p, batched, zc)) {
+    if (p.peer_major) {
         for (int j = 1; j < n; j++) {
             const int q = (me - j + n) % n;
             uint64_t boff, b, off, len;

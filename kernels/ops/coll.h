@@ -47,6 +47,8 @@ struct mki_coll_params {
                                  * the whole buffer, every rank reduces all */
     int32_t direct;             /* zero copy (coll.cu says how) */
     int32_t ll;                 /* LL: the flag in every word (channel.h) */
+    int32_t peer_major;         /* all chunks to one peer, then the next
+                                 * (the plan's; coll.cu says when) */
     uint64_t post[MKI_MAXLOCAL];/* zero copy: my recvbuf as local rank l
                                  * maps it, or 0 (not registered) */
     char *llb[MKI_MAXLOCAL];    /* LL: local rank l's LL block, as mapped

@@ -202,6 +202,14 @@ void mki_plan_coll_model(const struct mki_coll_in *in, struct mki_coll_plan *out
         out->chunk = MKI_LL_PART;
         out->roles = r;
     }
+    /* Copies through the slots by TMA on one node go peer after peer: one
+     * destination per GPU at a time (4 H200, all-gather 64 MB - 1 GB:
+     * +7-11%, bench/NOTES.md); register stores batch their signals over
+     * the peers of a chunk, and a reduction needs every source's chunk at
+     * once, so they stay chunk after chunk. */
+    out->peer_major = !out->ll && !out->direct && out->mover != MKI_COLL_MOVER_REG &&
+                      in->nnodes == 1 && in->nranks > 2 &&
+                      (in->op == MKI_OP_ALLGATHER || in->op == MKI_OP_ALLTOALL);
 }
 
 /* Heap bytes of the first segment that the collectives leave to the other

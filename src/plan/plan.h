@@ -93,6 +93,9 @@ struct mki_coll_plan {
     int oneshot;               /* all-reduce in one phase */
     int direct;                /* zero copy into registered recvbufs */
     int ll;                    /* LL lines instead of the slots (channel.h) */
+    int peer_major;            /* all-gather / all-to-all through the slots
+                                * by TMA, one node, > 2 ranks: every chunk
+                                * to one peer before the next (coll.cu) */
     int hier;                  /* across nodes in steps: all-reduce as
                                 * reduce-scatter in the node, all-reduce of
                                 * the share across nodes, all-gather in the

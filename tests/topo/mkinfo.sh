@@ -130,6 +130,16 @@ printf '%s
 out=$("$mkinfo" --op allgather --m 16777216 --n 1 --ranks 4 2>&1)
 printf '%s
 ' "$out" | grep -q "LL lines" && { echo "FAIL: LL for a 8 MiB block"; failed=$((failed + 1)); } || passed=$((passed + 1))
+# large copies through the slots on one node of more than 2 ranks: peer
+# after peer; reductions and 2 ranks: chunk after chunk
+out=$("$mkinfo" --op allgather --m 16777216 --n 1 --ranks 4 2>&1)
+expect "peer-major all-gather" "TMA to peers, peer after peer" "$out"
+out=$("$mkinfo" --op alltoall --m 16777216 --n 1 --ranks 8 2>&1)
+expect "peer-major all-to-all" "peer after peer" "$out"
+out=$("$mkinfo" --op reducescatter --m 16777216 --n 1 --ranks 4 2>&1)
+printf '%s\n' "$out" | grep -q "peer after peer" && { echo "FAIL: reduce-scatter peer after peer"; failed=$((failed + 1)); } || passed=$((passed + 1))
+out=$("$mkinfo" --op allgather --m 16777216 --n 1 --ranks 2 2>&1)
+printf '%s\n' "$out" | grep -q "peer after peer" && { echo "FAIL: 2-rank all-gather peer after peer"; failed=$((failed + 1)); } || passed=$((passed + 1))
 out=$("$mkinfo" --op ag_gemm --m 8 --n 8 --k 8 --net ib 2>&1); rc=$?
 expect "bad --net" "takes cx7, efa or socket" "$out"
 [ $rc = 2 ] && passed=$((passed + 1)) || { echo "FAIL: bad --net exit $rc"; failed=$((failed + 1)); }

@@ -257,6 +257,32 @@ static void test_plan_rules(void)
     in.nranks = 4;
     mki_plan_coll_model(&in, &p);
     CHECK(p.direct && p.mover == MKI_COLL_MOVER_REG && p.roles.end[0] == 384);
+    CHECK(!p.peer_major); /* zero copy: chunk after chunk */
+    in.registered = 0; /* through the slots by TMA: peer after peer */
+    mki_plan_coll_model(&in, &p);
+    CHECK(!p.direct && p.mover == MKI_COLL_MOVER_TMA_SEND && p.peer_major);
+    in.op = MKI_OP_ALLTOALL;
+    mki_plan_coll_model(&in, &p);
+    CHECK(p.peer_major);
+    in.op = MKI_OP_REDUCESCATTER; /* a reduction: every source's chunk k at once */
+    mki_plan_coll_model(&in, &p);
+    CHECK(p.mover == MKI_COLL_MOVER_TMA_SEND && !p.peer_major);
+    in.op = MKI_OP_ALLGATHER;
+    in.nranks = 2; /* one peer: nothing to order */
+    mki_plan_coll_model(&in, &p);
+    CHECK(!p.peer_major);
+    in.nranks = 4;
+    in.nnodes = 2; /* across nodes: the proxy's path, unchanged */
+    in.local_size = 2;
+    mki_plan_coll_model(&in, &p);
+    CHECK(!p.peer_major);
+    in.nnodes = 1;
+    in.local_size = 1;
+    in.count = 1u << 10; /* register stores (small blocks) batch their signals */
+    mki_plan_coll_model(&in, &p);
+    CHECK(p.mover == MKI_COLL_MOVER_REG && !p.peer_major);
+    in.count = 64u << 20;
+    in.registered = 1;
     in.ctas = 5; /* MK_COLL_CTAS */
     in.mover = MKI_COLL_MOVER_TMA; /* MK_COLL_MOVER */
     mki_plan_coll_model(&in, &p);

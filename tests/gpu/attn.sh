@@ -7,8 +7,9 @@
 # (MK_NODE_SIZE, socket transport); 200 calls without a sync, a CUDA
 # graph replayed, bad input; then the benchmark: mkbench attn (the core
 # alone on one GPU) beside PyTorch's SDPA (bench/attn_sdpa.py: cuDNN and
-# flash), and mkbench ring_attn on 2 ranks (ours against the unfused ring
-# and against the core alone on the same work).
+# flash), and mkbench ring_attn on 2 ranks and, on a host of more, at one
+# rank per GPU (ours against the unfused ring and against the core alone
+# on the same work).
 #
 #   bash tests/gpu/attn.sh build     here (no GPU needed): the library in
 #                                    build-gpu/agg-build (shared with
@@ -167,6 +168,13 @@ if [ $bench = 1 ] && [ "$ngpu" -ge 2 ]; then
     step "2gpu mkbench ring_attn" 400 2 $B/mkbench_attn ring_attn "$@"
 elif [ $bench = 1 ]; then
     skip "2gpu mkbench ring_attn" "$ngpu GPU: the ring's figures need one GPU per rank"
+fi
+# one rank per GPU where there are more than 2 (issue 24: the same total
+# sequences over more ranks)
+if [ $bench = 1 ] && [ "$ngpu" -gt 2 ]; then
+    CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((ngpu - 1)))
+    export CUDA_VISIBLE_DEVICES
+    step "${ngpu}gpu mkbench ring_attn" 400 "$ngpu" $B/mkbench_attn ring_attn "$@" --tag np$ngpu
 fi
 unset CUDA_VISIBLE_DEVICES
 # The benchmarks' tables (mkbench's, from its title to "results:", and

@@ -3,7 +3,8 @@
 # GPU with 2 and 4 ranks under MPS, 200 back-to-back calls, a CUDA graph
 # replayed, the timeout of a rank that never calls, virtual nodes (the
 # unfused path across nodes: socket transport), and the benchmark
-# (mkbench gemm_rs against cuBLAS + NCCL reduce-scatter).
+# (mkbench gemm_rs against cuBLAS + NCCL reduce-scatter) at 2 ranks and,
+# on a host of more, at one rank per GPU (MK_GPUS=n: the first n GPUs).
 #
 #   bash tests/gpu/gemm_rs.sh build     here (no GPU needed): the library in
 #                                       build-gpu/agg-build (shared with
@@ -55,6 +56,8 @@ SUMMARY=$O/$OPN-summary.txt
 PROGS="test_gemm_rs|mkbench_gemm_rs"
 . tests/gpu/steps.sh
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+# MK_GPUS=n: use only the first n GPUs (e.g. the 2-GPU steps on a bigger host).
+case ${MK_GPUS:-} in ''|*[!0-9]*) ;; *) [ "$MK_GPUS" -lt "$ngpu" ] && ngpu=$MK_GPUS ;; esac
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$LOG" 2>&1
 if [ $tests = 1 ] && [ "$ngpu" -ge 2 ]; then
     export CUDA_VISIBLE_DEVICES=0,1
@@ -107,7 +110,18 @@ if [ $bench = 1 ] && [ "$ngpu" -ge 2 ]; then
     export CUDA_VISIBLE_DEVICES=0,1
     step "2gpu bench" 240 2 $B/mkbench_gemm_rs $BARG "$@"
 fi
-TABLE=$(awk '/^mkGemm(ReduceScatter|AllReduce) / { on = 1 } on && /^results:/ { on = 0; next } on { print }' "$LOG")
+# one rank per GPU where there are more than 2 (issue 24: every fused op
+# at 4 and 8 ranks, the same shapes)
+if [ $bench = 1 ] && [ "$ngpu" -gt 2 ]; then
+    CUDA_VISIBLE_DEVICES=$(devs "$ngpu")
+    export CUDA_VISIBLE_DEVICES
+    step "${ngpu}gpu bench" 240 "$ngpu" $B/mkbench_gemm_rs $BARG "$@" --tag np$ngpu
+fi
+unset CUDA_VISIBLE_DEVICES
+TABLE=$(awk '/^=== .*bench \(np / { hdr = $0; sub(/ \(np .*/, "", hdr); sub(/^=== /, "", hdr) }
+    /^mkGemm(ReduceScatter|AllReduce) / { on = 1; print "-- " hdr }
+    on && /^results:/ { on = 0; next }
+    on { print }' "$LOG")
 [ -n "$TABLE" ] && { echo; echo "$TABLE"; } >> "$SUMMARY"
 cat "$SUMMARY"
 [ $status = 0 ] && [ $late = 1 ] && status=3 # skipped for time: incomplete

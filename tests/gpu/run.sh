@@ -197,6 +197,9 @@ if [ $scale_tests = 1 ]; then
         CUDA_VISIBLE_DEVICES=$(devs $np)
         export CUDA_VISIBLE_DEVICES
         step "${np}gpu correct" 120 $np $B/test_coll correct $NMAXB
+        # all-gather / all-to-all peer after peer with TMA receiving too
+        MK_COLL_MOVER=tma step "${np}gpu correct, TMA for local copies too" 120 $np \
+            $B/test_coll correct $((16 << 20))
         step "${np}gpu stress (1000 calls)" 60 $np $B/test_coll stress
         step "${np}gpu graph" 60 $np $B/test_coll graph
         step "${np}gpu all-reduce: same bits on every rank" 60 $np $B/test_coll bits

@@ -26,8 +26,10 @@
  * (coll.json, or coll-NAME.json with --tag, in mkb_results_dir) and
  * prints a table.  --lat prints instead, for each size from --min to --max,
  * where a call's time goes (event, host and device time per call, ours
- * and NCCL's; see lat_of), then the floor under it (lat_floor: empty
- * kernels, our kernel with no peer), and writes no JSON.
+ * and NCCL's, and the ratio of the device times; see lat_of), then the
+ * floor under it (lat_floor: empty kernels, our kernel with no peer), and
+ * writes coll-lat.json (coll-lat-NAME.json with --tag) instead of
+ * coll.json.
  */
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -206,6 +208,43 @@ void write_json(const std::vector<row> &rows, const char *path)
                 g_zcopy && (!strncmp(r.op, "allgather", 9) || !strcmp(r.op, "alltoall"))
                 ? "true" : "false",
                 commit, date,
+                i + 1 < rows.size() ? "," : "");
+    }
+    fprintf(f, "]\n");
+    fclose(f);
+}
+
+/* --lat: one record per op and size, ours and NCCL's (us per call, the
+ * slowest rank); no ours_ms, so tools/model_check.py passes them by. */
+struct latrow {
+    const char *op;
+    size_t bytes;
+    double ev, ev_b, host, host_b, gpu, gpu_b;
+};
+
+void write_lat_json(const std::vector<latrow> &rows, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        perror(path);
+        return;
+    }
+    char dev[128], commit[64], date[32];
+    mkb_device_name(dev, sizeof dev, NULL, 0);
+    mkb_git_commit(commit, sizeof commit);
+    mkb_date_utc(date, sizeof date);
+    int v = 0;
+    ncclGetVersion(&v);
+    fprintf(f, "[\n");
+    for (size_t i = 0; i < rows.size(); i++) {
+        const latrow &r = rows[i];
+        fprintf(f, "  {\"series\": \"latency\", \"op\": \"%s\", \"world_size\": %d, "
+                "\"nodes\": %d, \"device\": \"%s\", \"bytes\": %zu, \"baseline\": \"nccl %d.%d.%d\", "
+                "\"event_us\": %.2f, \"baseline_event_us\": %.2f, \"host_us\": %.2f, "
+                "\"baseline_host_us\": %.2f, \"gpu_us\": %.2f, \"baseline_gpu_us\": %.2f, "
+                "\"commit\": \"%s\", \"date\": \"%s\"}%s\n",
+                r.op, g_n, g_comm->nnodes, dev, r.bytes, v / 10000, v / 100 % 100, v % 100, r.ev,
+                r.ev_b, r.host, r.host_b, r.gpu, r.gpu_b, commit, date,
                 i + 1 < rows.size() ? "," : "");
     }
     fprintf(f, "]\n");
@@ -575,9 +614,10 @@ extern "C" int mkb_coll_main(int argc, char **argv)
         volatile int *flag;
         MKB_CHECK(cudaHostAlloc((void **)&flag, sizeof(int), cudaHostAllocMapped));
         if (g_rank == 0)
-            printf("%-14s %9s | %8s %8s | %8s %8s | %8s %8s   (us per call, slowest rank; "
-                   "%d calls)\n", "op", "bytes", "ev ours", "ev nccl", "hostours", "hostnccl",
-                   "gpu ours", "gpu nccl", LAT_N);
+            printf("%-14s %9s | %8s %8s | %8s %8s | %8s %8s %6s   (us per call, slowest rank; "
+                   "%d calls; gpu x: ours / NCCL)\n", "op", "bytes", "ev ours", "ev nccl",
+                   "hostours", "hostnccl", "gpu ours", "gpu nccl", "gpu x", LAT_N);
+        std::vector<latrow> lrows;
         for (const opdesc &o : OPS) {
             if (!strstr(ops, o.key)) continue;
             for (size_t b = minb; b <= maxb; b *= 4) {
@@ -587,11 +627,20 @@ extern "C" int mkb_coll_main(int argc, char **argv)
                 c.ours = 0;
                 const lat y = lat_of(c, flag);
                 if (g_rank == 0)
-                    printf("%-14s %9zu | %8.1f %8.1f | %8.1f %8.1f | %8.1f %8.1f\n", o.name, b,
-                           x.event, y.event, x.host, y.host, x.gpu, y.gpu);
+                    printf("%-14s %9zu | %8.1f %8.1f | %8.1f %8.1f | %8.1f %8.1f %6.2f\n", o.name,
+                           b, x.event, y.event, x.host, y.host, x.gpu, y.gpu,
+                           y.gpu > 0 ? x.gpu / y.gpu : 0.0);
+                lrows.push_back({o.name, b, x.event, y.event, x.host, y.host, x.gpu, y.gpu});
             }
         }
         lat_floor(flag, s, r);
+        if (g_rank == 0 && !lrows.empty()) {
+            char dir[512], path[640];
+            mkb_results_dir(dir, sizeof dir);
+            snprintf(path, sizeof path, "%s/coll-lat%s%s.json", dir, *tag ? "-" : "", tag);
+            write_lat_json(lrows, path);
+            printf("results: %s\n", path);
+        }
         MKB_CHECK(cudaFreeHost((void *)flag));
         fflush(stdout);
     }

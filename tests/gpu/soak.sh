@@ -22,8 +22,9 @@
 #     one GPU:  wave 1: 2, 4 ranks and 2 x 2 virtual nodes (10 MPS clients,
 #               12 SMs each); wave 2: 8 ranks and 2 x 4 (16 clients, 7 SMs
 #               each), SECONDS split between the waves;
-#   bash tests/gpu/soak.sh par SECONDS one  one GPU: the five layouts in one
-#               wave (26 MPS clients, 5 SMs each), every job SECONDS;
+#   bash tests/gpu/soak.sh par SECONDS one  the five layouts in one wave on
+#               GPU 0 (26 MPS clients, 5 SMs each; also on hosts of more
+#               GPUs), every job SECONDS;
 #     two GPUs: 2 ranks (one per GPU) beside 16 ranks as 2 x 8 virtual
 #               nodes (9 MPS clients a GPU, 12 SMs each; 16 ranks twice
 #               over do not fit 80 GB: seen, out of memory).
@@ -137,7 +138,8 @@ if [ "$S" = par ]; then
     if [ "$P" -lt 20 ]; then
         echo "soak.sh par: no time left" >> "$SUMMARY"; cat "$SUMMARY"; exit 3
     fi
-    if [ "$ngpu" -ge 2 ]; then
+    # "one": the one-GPU wave on GPU 0, even where there are more
+    if [ "$ngpu" -ge 2 ] && [ "${3:-}" != one ]; then
         export CUDA_VISIBLE_DEVICES=0,1 CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-soak CUDA_MPS_LOG_DIRECTORY=/tmp/mps-soak-log
     else
         export CUDA_VISIBLE_DEVICES=0 CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-soak CUDA_MPS_LOG_DIRECTORY=/tmp/mps-soak-log
@@ -146,7 +148,7 @@ if [ "$S" = par ]; then
     if ! nvidia-cuda-mps-control -d >> "$LOG" 2>&1; then
         echo "soak.sh par: nvidia-cuda-mps-control -d failed" >> "$SUMMARY"; cat "$SUMMARY"; exit 1
     fi
-    if [ "$ngpu" -ge 2 ]; then
+    if [ "$ngpu" -ge 2 ] && [ "${3:-}" != one ]; then
         plim=$((P + 90))
         t0=$(date +%s)
         pjob "2gpu x2 soak ${P}s (par, 12 SMs)" 2 "" 12 $RT/test_scale soak "$P"

@@ -177,37 +177,51 @@ struct row {
     double ours, base, bw, bbw;
 };
 
-void write_json(const std::vector<row> &rows, const char *path)
+/* What every JSON record of a run carries besides its figures. */
+struct json_meta {
+    char dev[128], commit[64], date[32], nccl[32];
+};
+
+/* path opened for writing (NULL, said, when it cannot be) and meta filled. */
+FILE *json_open(const char *path, json_meta *m)
 {
     FILE *f = fopen(path, "w");
     if (!f) {
         perror(path);
-        return;
+        return NULL;
     }
-    char dev[128], commit[64], date[32];
-    mkb_device_name(dev, sizeof dev, NULL, 0);
-    mkb_git_commit(commit, sizeof commit);
-    mkb_date_utc(date, sizeof date);
+    mkb_device_name(m->dev, sizeof m->dev, NULL, 0);
+    mkb_git_commit(m->commit, sizeof m->commit);
+    mkb_date_utc(m->date, sizeof m->date);
     int v = 0;
     ncclGetVersion(&v);
+    snprintf(m->nccl, sizeof m->nccl, "nccl %d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+    return f;
+}
+
+void write_json(const std::vector<row> &rows, const char *path)
+{
+    json_meta m;
+    FILE *f = json_open(path, &m);
+    if (!f) return;
     fprintf(f, "[\n");
     for (size_t i = 0; i < rows.size(); i++) {
         const row &r = rows[i];
         char split[32];
         snprintf(split, sizeof split, "coll:%d", r.ctas);
         fprintf(f, "  {\"op\": \"%s\", \"dtype\": \"%s\", \"world_size\": %d, \"nodes\": %d, "
-                "\"device\": \"%s\", \"bytes\": %zu, \"ours_ms\": %.6f, \"baseline\": \"nccl %d.%d.%d\", "
+                "\"device\": \"%s\", \"bytes\": %zu, \"ours_ms\": %.6f, \"baseline\": \"%s\", "
                 "\"baseline_ms\": %s, \"speedup\": %s, \"limit_ms\": null, \"ours_over_limit\": null, "
                 "\"busbw_gbs\": %.2f, \"baseline_busbw_gbs\": %s, \"ctas\": %d, \"sm_split\": \"%s\", "
                 "\"mover\": \"%s\", \"zero_copy\": %s, "
                 "\"commit\": \"%s\", \"date\": \"%s\"}%s\n",
-                r.op, r.dtype, g_n, g_comm->nnodes, dev, r.bytes, r.ours, v / 10000, v / 100 % 100, v % 100,
+                r.op, r.dtype, g_n, g_comm->nnodes, m.dev, r.bytes, r.ours, m.nccl,
                 r.base > 0 ? std::to_string(r.base).c_str() : "null",
                 r.base > 0 ? std::to_string(r.base / r.ours).c_str() : "null", r.bw,
                 r.base > 0 ? std::to_string(r.bbw).c_str() : "null", r.ctas, split, r.mover,
                 g_zcopy && (!strncmp(r.op, "allgather", 9) || !strcmp(r.op, "alltoall"))
                 ? "true" : "false",
-                commit, date,
+                m.commit, m.date,
                 i + 1 < rows.size() ? "," : "");
     }
     fprintf(f, "]\n");
@@ -224,27 +238,19 @@ struct latrow {
 
 void write_lat_json(const std::vector<latrow> &rows, const char *path)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        perror(path);
-        return;
-    }
-    char dev[128], commit[64], date[32];
-    mkb_device_name(dev, sizeof dev, NULL, 0);
-    mkb_git_commit(commit, sizeof commit);
-    mkb_date_utc(date, sizeof date);
-    int v = 0;
-    ncclGetVersion(&v);
+    json_meta m;
+    FILE *f = json_open(path, &m);
+    if (!f) return;
     fprintf(f, "[\n");
     for (size_t i = 0; i < rows.size(); i++) {
         const latrow &r = rows[i];
         fprintf(f, "  {\"series\": \"latency\", \"op\": \"%s\", \"world_size\": %d, "
-                "\"nodes\": %d, \"device\": \"%s\", \"bytes\": %zu, \"baseline\": \"nccl %d.%d.%d\", "
+                "\"nodes\": %d, \"device\": \"%s\", \"bytes\": %zu, \"baseline\": \"%s\", "
                 "\"event_us\": %.2f, \"baseline_event_us\": %.2f, \"host_us\": %.2f, "
                 "\"baseline_host_us\": %.2f, \"gpu_us\": %.2f, \"baseline_gpu_us\": %.2f, "
                 "\"commit\": \"%s\", \"date\": \"%s\"}%s\n",
-                r.op, g_n, g_comm->nnodes, dev, r.bytes, v / 10000, v / 100 % 100, v % 100, r.ev,
-                r.ev_b, r.host, r.host_b, r.gpu, r.gpu_b, commit, date,
+                r.op, g_n, g_comm->nnodes, m.dev, r.bytes, m.nccl, r.ev, r.ev_b, r.host,
+                r.host_b, r.gpu, r.gpu_b, m.commit, m.date,
                 i + 1 < rows.size() ? "," : "");
     }
     fprintf(f, "]\n");

@@ -85,15 +85,23 @@
  *                        with kDeferSignal, when the consumers begin their
  *                        next tile's epilogue (or finish), so that waiting
  *                        for the stores never stalls the mainloop.
+ *   progress(p, t, kb, kb_end)  kProgress hooks only (optional member):
+ *                        the producer thread, after issuing k-block kb of
+ *                        its tile t (kb_end: the tile's end; every tile,
+ *                        padding ones too), on its 40 registers: a word in
+ *                        shared memory at most, e.g. for side work timed
+ *                        by the mainloop's progress.
  *   done(p, th)          kDone hooks only (optional member): the 256
  *                        consumer threads, with their registers, once their
  *                        last tile is stored and signalled (a last phase).
  *   side_work(p, cta, t) kSideWork hooks only (optional member): threads
  *                        t = 1..127 of the producer warpgroup, which the
- *                        mainloop leaves idle, on 40 registers, while the
- *                        producer and consumers run (cta: the rank given to
- *                        run_cta). A fused kernel does its control work
- *                        here (a gate, flags) without taking a CTA.
+ *                        mainloop leaves idle, on 40 registers (48 with
+ *                        kWideSideWork, the consumers then on 224 instead
+ *                        of 232), while the producer and consumers run
+ *                        (cta: the rank given to run_cta). A fused kernel
+ *                        does its control work here (a gate, flags)
+ *                        without taking a CTA.
  * Roles (hook 4): run_cta(p, hooks, rank, nctas, smem) is the whole compute
  * role; a fused kernel calls it from the CTAs it gives to compute, with
  * rank/nctas counting only those, and does other work in its other CTAs.
@@ -246,6 +254,8 @@ MKI_HOOK_FLAG(HooksHaveSideWork, kSideWork)
 MKI_HOOK_FLAG(HooksDeferSignal, kDeferSignal)
 MKI_HOOK_FLAG(HooksHaveCombine, kCombine)
 MKI_HOOK_FLAG(HooksHaveDone, kDone)
+MKI_HOOK_FLAG(HooksHaveProgress, kProgress)
+MKI_HOOK_FLAG(HooksWideSideWork, kWideSideWork)
 #undef MKI_HOOK_FLAG
 
 struct DefaultHooks {
@@ -608,6 +618,7 @@ __device__ __forceinline__ void producer(const GemmParams &p, const Hooks &h, in
                     }
                 }
             }
+            if constexpr (HooksHaveProgress<Hooks>::value) h.progress(p, tc, kb, kb_end);
             if (++stage == kStages) {
                 stage = 0;
                 phase ^= 1;
@@ -734,14 +745,20 @@ __device__ __forceinline__ void run_cta(const GemmParams &p, const Hooks &h, int
     else
         cluster_sync(); /* the peer's multicasts and arrives target our barriers */
 
+    /* The producer warpgroup's registers (one thread issues the loads; the
+     * others run the hooks' side work) and the consumers': 40 / 232, or
+     * 48 / 224 for side work that keeps more in flight (kWideSideWork). */
+    constexpr bool wide = HooksWideSideWork<Hooks>::value;
     if (wg == 0) {
-        setmaxnreg_dec<40>();
+        if constexpr (wide) setmaxnreg_dec<48>();
+        else setmaxnreg_dec<40>();
         if (t == 0)
             producer<kCM>(p, h, rank / kCM, nctas / kCM, ring, full, empty, kTransB, crank);
         else if constexpr (HooksHaveSideWork<Hooks>::value)
             h.side_work(p, rank, t);
     } else {
-        setmaxnreg_inc<232>();
+        if constexpr (wide) setmaxnreg_inc<224>();
+        else setmaxnreg_inc<232>();
         consumer<kF16, kTransB, kCM>(p, h, rank / kCM, nctas / kCM, ring, full, empty, epi,
                                      wg - 1, t, crank);
     }

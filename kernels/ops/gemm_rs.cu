@@ -18,7 +18,11 @@
  *                        posted > it; copy the tile into the peer's slot
  *                        (16-byte stores over NVLink); the peer's flag of
  *                        the tile's group += 1 (system scope); moved = it + 1
- *   an own tile          consumer thread 128: every source's flag of the
+ *   an own tile          movers: once the producer has issued all but
+ *                        the tile's last 8 k-blocks (pf_go > it), the rows
+ *                        of every source's slot go into L2 (a bulk
+ *                        prefetch; nothing waits for it)
+ *                        consumer thread 128: every source's flag of the
  *                        group reaches its tile count (then cleared to 0);
  *                        all 256 consumer threads add the sources' slots
  *                        to their accumulators (their own partial first,
@@ -54,6 +58,7 @@ __device__ __forceinline__ void begin(const GrsHooks &h)
     grs.gated = 0;
     grs.posted = 0;
     grs.moved = 0;
+    grs.pf_go = 0;
 #ifdef MKI_GRS_TRACE
     for (int i = 0; i < 10; ++i) grs.ts[i] = 0;
     grs.kind = 0;

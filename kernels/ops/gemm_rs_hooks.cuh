@@ -30,6 +30,7 @@ struct GrsCta {
     cta_note note;
     int posted;     /* consumers: iterations < posted are in the outbox */
     int moved;      /* movers: iterations < moved are copied (or were not theirs) */
+    int pf_go;      /* producer: iterations < pf_go are kPfLead k-blocks from their end */
 #ifdef MKI_GRS_TRACE
     uint64_t ts[10]; /* lab builds: globaltimer at the points of GRS_STAMP */
     int kind;       /* 1 own sum, 2 peer partial, 3 own slice */
@@ -57,7 +58,10 @@ struct GrsHooks {
     static constexpr bool kASrc = true;
     static constexpr bool kCombine = true;
     static constexpr bool kSideWork = true; /* the movers */
+    /* 48 registers for them (two loads in flight per lane spill at 40) */
+    static constexpr bool kWideSideWork = true;
     static constexpr bool kDone = true;     /* mkGemmAllReduce: the gather */
+    static constexpr bool kProgress = true; /* pf_go: when to warm L2 for an own tile */
     CUtensorMap tm_out;                /* the outbox: grid x ring tiles of fp32 */
     CUtensorMap tm_c;                  /* my rows of D, when TMA can store them */
     CUtensorMap tm_slot[MKI_MAXLOCAL]; /* direct: my slots in rank d's bank (d = me: my own
@@ -274,6 +278,42 @@ struct GrsHooks {
         if (wg == 0 && th == 0) GRS_STAMP(9);
     }
 
+    /* The producer, after k-block kb of its tile t: once kPfLead k-blocks
+     * remain, the movers may warm L2 for the tile (prefetch_own). */
+    static constexpr int kPfLead = 8;
+    __device__ __forceinline__ void progress(const GemmParams &, TileCoord t, int kb,
+                                             int kb_end) const
+    {
+        if (kb == (kb_end - kPfLead > t.kb0 ? kb_end - kPfLead : t.kb0))
+            *(volatile int *)&grs.pf_go = grs.pf_go + 1;
+    }
+
+    /* The movers, for own tile (b, nblk) at iteration it: once the producer
+     * is kPfLead k-blocks from its end (or the tile is done, or the call
+     * failed), the rows that combine() will read from every source's slot
+     * go into L2, whether or not they have landed (a peer's stores to this
+     * GPU arrive in its L2: nothing stale can be read, a line warmed too
+     * early is only refreshed).  A hint: nothing waits for it. */
+    __device__ __forceinline__ void prefetch_own(int b, int nblk, int it, int mt) const
+    {
+        if (mt == 0)
+            while (*(volatile int *)&grs.pf_go <= it && *(volatile int *)&grs.posted <= it &&
+                   !*(volatile int *)&grs.note.quit) {
+            }
+        role_sync(kMoverBar, kMovers);
+        if (*(volatile int *)&grs.posted > it) return; /* too late to help */
+        const int m_me = row_off[me + 1] - row_off[me];
+        const int c0 = nblk * BN, r = b * BM + mt;
+        const uint32_t bytes = (uint32_t)((n - c0 < BN ? n - c0 : BN) * 4 + 15) & ~15u;
+        for (int s = 0; s < P; ++s) {
+            if (s == me) continue;
+            const float *slot = bank + mki_grs_slot(s, me, P) * sslab + c0;
+            for (int x = 0; x < BM; x += kMovers)
+                if (mt + x < BM && r + x < m_me)
+                    bulk_prefetch_l2(slot + (long long)(r + x) * sld, bytes);
+        }
+    }
+
     /* The tile's stores have completed (both consumer warpgroups, fenced
      * to the generic proxy): hand iteration t.it to the movers. */
     __device__ __forceinline__ void after_store(const GemmParams &, TileCoord t) const
@@ -310,8 +350,9 @@ struct GrsHooks {
             const int m_blk = u.m_blk + crank;
             int b = 0, d = me;
             if (m_blk < p.num_m_blk) d = owner(m_blk, &b);
-            if (ar && d == me && b < nb[me]) {
-                bcast_tile(b, u.n_blk, it, mt);
+            if (d == me && b < nb[me]) {
+                prefetch_own(b, u.n_blk, it, mt);
+                if (ar) bcast_tile(b, u.n_blk, it, mt);
             } else if (d != me && b < nb[d]) {
                 if (mt == 0) {
                     while (*(volatile int *)&grs.posted <= it) {
@@ -358,7 +399,7 @@ struct GrsHooks {
                 const long long row = (long long)n * es;
                 long long off = ((long long)(row_off[me] + r0 + warp)) * row +
                                 (long long)c0 * es + lane * 16;
-                /* one row in flight: two spill at 40 registers */
+                /* one row in flight: two spill at 48 registers */
                 for (int r = warp; r < rows; r += kMovers / 32, off += (kMovers / 32) * row) {
                     const int4 v = __ldcg(reinterpret_cast<const int4 *>(c_full + off));
                     for (int j = 1; j < P; ++j)
@@ -521,16 +562,20 @@ struct GrsHooks {
         const int nv = ((n - c0 < BN ? n - c0 : BN) + 3) / 4; /* float4 per row */
         const int warp = mt >> 5, lane = mt & 31;
         const bool lo = lane < nv, hi = lane + 32 < nv;
-        /* offsets, not pointers: the producer warpgroup has 40 registers */
+        /* offsets, not pointers: the producer warpgroup has 48 registers */
         const int s0 = out_tile(it) * (BM * BN / 4) + lane;
         float4 *dp = reinterpret_cast<float4 *>(to + (long long)r0 * ld + c0) + lane;
         const int ld4 = (int)(ld / 4);
         const float4 *src = reinterpret_cast<const float4 *>(outbox);
-        /* a warp per row, a lane per 16 bytes (more in flight does not
-         * fit the 40 registers without spilling) */
+        /* a warp per row, a lane per 16 bytes; both loads issued before
+         * either store (a store may alias a later load for all the
+         * compiler knows, which kept one load in flight) */
         for (int r = warp; r < rows; r += kMovers / 32) {
-            if (lo) dp[(long long)r * ld4] = __ldcg(src + s0 + r * (BN / 4));
-            if (hi) dp[(long long)r * ld4 + 32] = __ldcg(src + s0 + r * (BN / 4) + 32);
+            float4 v0, v1;
+            if (lo) v0 = __ldcg(src + s0 + r * (BN / 4));
+            if (hi) v1 = __ldcg(src + s0 + r * (BN / 4) + 32);
+            if (lo) dp[(long long)r * ld4] = v0;
+            if (hi) dp[(long long)r * ld4 + 32] = v1;
         }
     }
 };

@@ -103,6 +103,13 @@ __device__ __forceinline__ void bulk_wait_read()
 }
 
 /* Every store group has finished writing global memory. */
+/* Warm L2 with bytes [p, p + bytes) (16-byte aligned, a multiple of 16):
+ * a hint, nothing waits for it. */
+__device__ __forceinline__ void bulk_prefetch_l2(const void *p, uint32_t bytes)
+{
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+}
+
 __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 
 /* Generic-proxy writes to shared memory -> visible to the TMA engine. */

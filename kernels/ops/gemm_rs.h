@@ -124,6 +124,29 @@ struct mki_grs_sched {
     uint16_t mask[MKI_GRS_MAXSEG];
 };
 
+/* Which of the c slots of its round the unit at offset off of a
+ * segment takes, on a kernel of `step` clusters (cluster j takes
+ * positions j, j + step, ...): the round's slots rotated so that each
+ * cluster takes every kind in turn.  Without it a step that c divides
+ * (66 clusters, 2 ranks) gives each cluster one kind for the whole middle
+ * of the schedule, and the clusters with only own tiles (each with a
+ * combine) finish last.  Where c divides step the rotation is the wave
+ * of the round (counted from the segment's start: rounds never straddle
+ * two waves then), moving a cluster's slot by one per wave; otherwise
+ * the round's index, whose remainder mod c drifts against the positions'
+ * (step % c per wave).  On 66-132 clusters with 2-8 ranks every cluster
+ * then gets within 2 of the mean count of own tiles (tests/unit/
+ * test_gemm_rs_args.c), against 0 to 2x it without.  A permutation within
+ * each round, so the rounds' order, which the waits rely on, is
+ * unchanged; only with lag 0, where an own unit waits for the peers'
+ * units of its own round, must the own slot stay last (unrotated). */
+MKI_HD int mki_grs_round_slot(int off, int c, int step, int lag)
+{
+    if (lag == 0) return off % c;
+    const int rot = step % c == 0 ? (off - off % c) / step : off / c;
+    return (off % c + rot) % c;
+}
+
 /* One fused call (src/ops/gemm_rs.c fills it). */
 struct mki_grs_launch {
     const void *a;          /* this rank's A: m x k */

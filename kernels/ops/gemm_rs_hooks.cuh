@@ -117,7 +117,8 @@ struct GrsHooks {
         const int c = __popc(mask), off = i - sched.pos0[s];
         const int k = sched.k0[s] + off / c;
         unsigned m = mask;
-        for (int x = off % c; x > 0; --x) m &= m - 1;
+        for (int x = mki_grs_round_slot(off, c, (int)gridDim.x / p.cluster_m, lag); x > 0; --x)
+            m &= m - 1;
         const int bit = __ffs(m) - 1;
         const int d = bit == P ? me : (me + bit) % P;
         const int u = bit == P ? k - lag : k; /* (unit, slice), slice 0 last */

@@ -22,15 +22,17 @@
 #include "gemm/gemm_sched.h"
 #include "ops/gemm_rs.h"
 
-/* Position i of a schedule -> (owner, unit), as the kernel's tile() does. */
-static void unit_at(const struct mki_grs_sched *s, int P, int me, int lag, int i, int *d, int *u)
+/* Position i of a schedule -> (owner, unit), as the kernel's tile() does
+ * on a grid of `step` clusters. */
+static void unit_at(const struct mki_grs_sched *s, int P, int me, int lag, int step, int i,
+                    int *d, int *u)
 {
     int g = 0;
     while (g + 1 < s->nseg && s->pos0[g + 1] <= i) ++g;
     unsigned mask = s->mask[g];
     int c = __builtin_popcount(mask), off = i - s->pos0[g];
     int k = s->k0[g] + off / c;
-    for (int x = off % c; x > 0; --x) mask &= mask - 1;
+    for (int x = mki_grs_round_slot(off, c, step, lag); x > 0; --x) mask &= mask - 1;
     int bit = __builtin_ctz(mask);
     *d = bit == P ? me : (me + bit) % P;
     *u = bit == P ? k - lag : k;
@@ -39,7 +41,7 @@ static void unit_at(const struct mki_grs_sched *s, int P, int me, int lag, int i
 /* Every (owner, unit) once; an own unit k comes after the round in
  * which every peer computes its unit k for this rank (their key (k, j),
  * ours (k + lag, P)); the order of positions follows the rounds. */
-static void check_sched(int P, const int *units, int lag)
+static void check_sched_on(int P, const int *units, int lag, int step)
 {
     for (int me = 0; me < P; me++) {
         struct mki_grs_sched s;
@@ -53,7 +55,7 @@ static void check_sched(int P, const int *units, int lag)
         int prev_round = -1;
         for (int i = 0; i < total; i++) {
             int d, u;
-            unit_at(&s, P, me, lag, i, &d, &u);
+            unit_at(&s, P, me, lag, step, i, &d, &u);
             CHECK(d >= 0 && d < P && u >= 0 && u < units[d]);
             if (d < 0 || d >= P || u < 0 || u >= 64) continue;
             seen[d][u]++;
@@ -64,6 +66,36 @@ static void check_sched(int P, const int *units, int lag)
         for (int d = 0; d < P; d++)
             for (int u = 0; u < units[d]; u++) CHECK(seen[d][u] == 1);
     }
+}
+
+static void check_sched(int P, const int *units, int lag)
+{
+    static const int steps[] = {1, 2, 3, 4, 7, 8, 65, 66};
+    for (size_t x = 0; x < sizeof(steps) / sizeof(steps[0]); x++)
+        check_sched_on(P, units, lag, steps[x]);
+}
+
+/* Own units per cluster over a rank's whole schedule on `step` clusters:
+ * the most and the fewest a cluster gets differ by at most `most`. */
+static void check_balance(int P, const int *units, int lag, int step, int most)
+{
+    struct mki_grs_sched s;
+    mki_grs_make_sched(P, 0, units, lag, &s);
+    const int total = s.pos0[s.nseg];
+    int own[256] = {0};
+    for (int i = 0; i < total; i++) {
+        int d, u;
+        unit_at(&s, P, 0, lag, step, i, &d, &u);
+        if (d == 0) own[i % step]++;
+    }
+    int lo = own[0], hi = own[0];
+    for (int j = 1; j < step; j++) {
+        if (own[j] < lo) lo = own[j];
+        if (own[j] > hi) hi = own[j];
+    }
+    CHECK(hi - lo <= most);
+    if (hi - lo > most)
+        fprintf(stderr, "P %d step %d: own units per cluster %d..%d\n", P, step, lo, hi);
 }
 
 static void test_sched(void)
@@ -79,23 +111,38 @@ static void test_sched(void)
     int u1[4] = {1, 0, 0, 3};
     check_sched(4, u1, 2);
     /* two ranks, 4 units each, lag 2: peer units 0, 1, then rounds of
-     * (peer k, own k - 2): p0 p1 p2 o0 p3 o1, then o2 o3 */
+     * (peer k, own k - 2): p0 p1 p2 o0 p3 o1, then o2 o3 (on 66
+     * clusters: all in the first wave, so no rotation) */
     struct mki_grs_sched s;
     int u[2] = {4, 4};
     mki_grs_make_sched(2, 0, u, 2, &s);
     int d, k;
-    unit_at(&s, 2, 0, 2, 0, &d, &k);
+    unit_at(&s, 2, 0, 2, 66, 0, &d, &k);
     CHECK(d == 1 && k == 0);
-    unit_at(&s, 2, 0, 2, 2, &d, &k);
+    unit_at(&s, 2, 0, 2, 66, 2, &d, &k);
     CHECK(d == 1 && k == 2);
-    unit_at(&s, 2, 0, 2, 3, &d, &k);
+    unit_at(&s, 2, 0, 2, 66, 3, &d, &k);
     CHECK(d == 0 && k == 0);
-    unit_at(&s, 2, 0, 2, 4, &d, &k);
+    unit_at(&s, 2, 0, 2, 66, 4, &d, &k);
     CHECK(d == 1 && k == 3);
-    unit_at(&s, 2, 0, 2, 6, &d, &k);
+    unit_at(&s, 2, 0, 2, 66, 6, &d, &k);
     CHECK(d == 0 && k == 2);
-    unit_at(&s, 2, 0, 2, 7, &d, &k);
+    unit_at(&s, 2, 0, 2, 66, 7, &d, &k);
     CHECK(d == 0 && k == 3);
+    /* the kinds in turn on every cluster: 8192^3 at 2 ranks on 66
+     * clusters (1024 units per owner, lag 101), 4 and 8 ranks, other
+     * grids (the counts without the rotation in the comments) */
+    {
+        int b2[2] = {1024, 1024}, b4[4] = {512, 512, 512, 512};
+        int b8[8] = {512, 512, 512, 512, 512, 512, 512, 512};
+        check_balance(2, b2, 101, 66, 2); /* 1..30 unrotated */
+        check_balance(2, b2, 101, 65, 2);
+        check_balance(2, b2, 101, 132, 2);
+        check_balance(4, b4, 53, 66, 3);  /* 0..15 */
+        check_balance(4, b4, 53, 64, 3);  /* 0..30 */
+        check_balance(8, b8, 40, 66, 3);  /* 0..16 */
+        check_balance(8, b8, 40, 132, 3);
+    }
     /* slots, groups, bank */
     CHECK(mki_grs_slot(1, 0, 2) == 0 && mki_grs_slot(0, 1, 2) == 0);
     CHECK(mki_grs_slot(3, 1, 4) == 1 && mki_grs_slot(0, 1, 4) == 2);
@@ -186,7 +233,7 @@ static long simulate_s(int P, const int *tiles, const int *lag, int W, int S)
                 if (state[r][c] == 2) continue;
                 left = 1;
                 int d, u;
-                unit_at(&sc[r], P, r, lag[r], next[r][c], &d, &u);
+                unit_at(&sc[r], P, r, lag[r], W, next[r][c], &d, &u);
                 if (state[r][c] == 0) { /* the mainloop; then the deferred flag */
                     if (pend_d[r][c] >= 0) raise[r][pend_d[r][c]][pend_u[r][c]] = 1;
                     pend_d[r][c] = -1;

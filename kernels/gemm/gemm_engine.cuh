@@ -88,9 +88,10 @@
  *   progress(p, t, kb, kb_end)  kProgress hooks only (optional member):
  *                        the producer thread, after issuing k-block kb of
  *                        its tile t (kb_end: the tile's end; every tile,
- *                        padding ones too), on its 40 registers: a word in
- *                        shared memory at most, e.g. for side work timed
- *                        by the mainloop's progress.
+ *                        padding ones too), on the producer's few
+ *                        registers (see side_work): a word in shared
+ *                        memory at most, e.g. for side work timed by the
+ *                        mainloop's progress.
  *   done(p, th)          kDone hooks only (optional member): the 256
  *                        consumer threads, with their registers, once their
  *                        last tile is stored and signalled (a last phase).

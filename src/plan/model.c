@@ -38,6 +38,7 @@
 #include "config.h"
 #include "mki.h"
 #include "ops/attn.h"
+#include "ops/gemm_rs.h"
 #include "plan/plan.h"
 
 /* Figures from shared/REFERENCE.md (2 x H200, NV18, 2026-11-22) and the
@@ -75,6 +76,11 @@ const struct mki_model mki_model_default = {
     .link_share_loss = 0.25,
     .fused_overhead_us = 10.0,
     .epi_overhead_us = 3.0,    /* the last own tiles' wait and combine */
+    /* Per tile of mkGemmReduceScatter's kernel over the GEMM's own (lab
+     * sums per CTA, 2 x H100, 8192^3, NOTES "Fourteenth session"): an own
+     * tile's period 59 us, a peer tile's 52, the GEMM's 48-50. */
+    .epi_own_us = 10.0,
+    .epi_peer_us = 3.0,
     .launch_us = 5.0,
     .gemm_interference = 1.02, /* a peer copy slowed cuBLAS 8192^3 by 1.5% */
     .fuse_margin = 0.05,
@@ -154,6 +160,7 @@ struct work {
     int64_t intra, inter;     /* bytes per rank */
     int reduce;
     int epi;                  /* moved by the compute CTAs' epilogues */
+    int ar, es;               /* GEMM+AR; bytes of an element of C */
     int64_t row_bytes, shard_rows;
 };
 
@@ -230,6 +237,8 @@ static void work_of(const struct mki_model *md, const struct mki_plan_ctx *c,
          * moves tiles with warps of the compute CTAs and adds arrivals in
          * the epilogue of its own tiles: no INTRA CTA, every SM computes. */
         w->epi = 1;
+        w->ar = op == MKI_OP_GEMM_AR;
+        w->es = e;
         coll_bytes(c, mn * pb, 0, &intra, &inter);
         if (op == MKI_OP_GEMM_AR) coll_bytes(c, mn * e, 0, &intra, &inter);
         w->gm = m, w->gn = n, w->gk = cdiv(k, c->nranks);
@@ -240,6 +249,54 @@ static void work_of(const struct mki_model *md, const struct mki_plan_ctx *c,
     w->flops = 2.0 * (double)w->gm * (double)w->gn * (double)w->gk;
     w->intra = (int64_t)intra;
     w->inter = (int64_t)inter;
+}
+
+static double us_of(int64_t bytes, double gbs);
+
+/* mkGemmReduceScatter's / mkGemmAllReduce's kernel on one node with whole
+ * tiles (no K-slices): every CTA runs whole waves of tiles (the last one
+ * too: ceil), each with the GEMM's time and its epilogue's extra (a peer
+ * tile's fp32 store into the outbox, P - 1 in P of them; an own tile's
+ * combine of P - 1 sources, 1 in P), then the last tiles' wait: one
+ * tile's copy at the CTA's share of the link (the own tiles' sources
+ * come through it); for the all-reduce also the last reduced tile's
+ * broadcast and the copy of the peers' rows from the inbox into C.
+ * Negative where K-slices apply, the tiles fill one wave, or the peers
+ * are not joined by NVLink (the plain model then).  Calibrated on 2 x
+ * H100 (NVLink) at 8 shapes of 2-32 waves (tools/model_check.py, NOTES
+ * "Fourteenth session"). */
+static int epi_modeled(const struct mki_model *md, const struct mki_plan_ctx *c,
+                       const struct work *w, int n_c)
+{
+    const int P = c->nranks;
+    if (P < 2 || c->nnodes > 1 || n_c <= 0 || P > MKI_MAXLOCAL ||
+        c->intra_path != MKI_PATH_NVLINK)
+        return 0;
+    int64_t rows[MKI_MAXLOCAL];
+    for (int r = 0; r < P; r++) rows[r] = mki_grs_rows(w->gm, P, r, w->ar);
+    if (mki_grs_call_slices(rows, P, w->gn, w->gk, n_c) > 1) return 0;
+    /* one wave: not calibrated (M = 128: the plain model) */
+    return cdiv(w->gm, md->tile_m) * cdiv(w->gn, md->tile_n) > n_c;
+}
+
+static double epi_us(const struct mki_model *md, const struct mki_plan_ctx *c,
+                     const struct work *w, int n_c, double link_gbs)
+{
+    if (!epi_modeled(md, c, w, n_c)) return -1;
+    const int P = c->nranks;
+    const double tiles = (double)cdiv(w->gm, md->tile_m) * (double)cdiv(w->gn, md->tile_n);
+    const double waves = (double)cdiv((int64_t)tiles, n_c);
+    const double sm_flops = md->gemm_tflops * 1e12 / c->sm_count;
+    const double t_tile = 2.0 * md->tile_m * md->tile_n * (double)w->gk / sm_flops * 1e6;
+    const double extra = (P - 1.0) / P * (md->epi_peer_us + md->epi_own_us);
+    const double share = link_gbs / n_c; /* GB/s of one CTA */
+    double t = waves * (t_tile * md->gemm_interference + extra) +
+               us_of((int64_t)md->tile_m * md->tile_n * md->partial_bytes, share);
+    if (w->ar)
+        t += us_of((int64_t)md->tile_m * md->tile_n * w->es, share) +
+             us_of((int64_t)((double)w->gm * (double)w->gn * w->es * (P - 1) / P),
+                   md->same_gpu_gbs);
+    return t;
 }
 
 static double gemm_us(const struct mki_model *md, const struct mki_plan_ctx *c,
@@ -315,9 +372,10 @@ static void evaluate(const struct mki_model *md, const struct mki_plan_ctx *c,
                      enum mki_mover mv, struct times *t)
 {
     int comm = w->intra > 0 || w->inter > 0;
-    t->c = gemm_us(md, c, w, s->compute) * (comm ? md->gemm_interference : 1);
-    t->i = w->intra > 0 ? us_of(w->intra, intra_gbs(md, c, mv, s->intra, w->reduce, w->epi))
-                        : 0;
+    const double ibw = w->intra > 0 ? intra_gbs(md, c, mv, s->intra, w->reduce, w->epi) : 0;
+    const double epi = w->epi && comm ? epi_us(md, c, w, s->compute, ibw) : -1;
+    t->c = epi >= 0 ? epi : gemm_us(md, c, w, s->compute) * (comm ? md->gemm_interference : 1);
+    t->i = w->intra > 0 ? us_of(w->intra, ibw) : 0;
     t->x = w->inter > 0 && s->inter_send == 0 ? INFINITY
                                               : us_of(w->inter, nic_total_gbs(md, c));
     double xr = w->reduce && w->inter > 0
@@ -330,6 +388,7 @@ static void evaluate(const struct mki_model *md, const struct mki_plan_ctx *c,
     double fill = w->flops > 0 ? dmin(t->c, t->comm) / md->chunks_per_shard : 0;
     double tiles = (double)cdiv(w->gm, md->tile_m) * (double)cdiv(w->gn, md->tile_n);
     if (w->flops > 0 && tiles <= s->compute) fill = dmin(t->c, t->comm);
+    if (epi >= 0) fill = 0; /* epi_us has the last tiles' wait */
     t->fused = dmax(t->c, t->comm) + fill +
                (comm ? (w->epi ? md->epi_overhead_us : md->fused_overhead_us) : 0) +
                (w->intra > 0 ? md->peer_latency_us * (c->local_size - 1) : 0);
@@ -463,10 +522,23 @@ static double unfused_us(const struct mki_model *md, const struct mki_plan_ctx *
     struct cand best;
     search(md, c, &coll, op, NULL, budget, &best);
     double t = gemm_us(md, c, w, budget);
-    if (w->intra > 0 || w->inter > 0)
+    const int comm = w->intra > 0 || w->inter > 0;
+    if (w->epi && comm && epi_modeled(md, c, w, budget)) {
+        /* GEMM+RS/AR where epi_us models the fused kernel: our GEMM into
+         * fp32 (whole waves, each tile's store of fp32 like a peer
+         * tile's), the collective of fp32, then one conversion kernel into
+         * C (this rank's rows, or all of them) reading fp32 and writing C;
+         * the same terms on both sides of the decision. */
+        const double tiles = (double)cdiv(w->gm, md->tile_m) * (double)cdiv(w->gn, md->tile_n);
+        const double sm_flops = md->gemm_tflops * 1e12 / c->sm_count;
+        const double t_tile = 2.0 * md->tile_m * md->tile_n * (double)w->gk / sm_flops * 1e6;
+        t = (double)cdiv((int64_t)tiles, budget) * (t_tile + md->epi_peer_us);
+        const double conv = (double)w->gm * (double)w->gn * (md->partial_bytes + w->es) /
+                            (w->ar ? 1 : c->nranks);
+        t += us_of((int64_t)conv, md->same_gpu_gbs) + md->launch_us;
+    }
+    if (comm)
         t += (best.ok ? best.t.fused : INFINITY) + (w->flops > 0 ? md->launch_us : 0);
-    /* GEMM+RS: fp32 partials, then one conversion kernel into C */
-    if (op == MKI_OP_GEMM_RS && (w->intra > 0 || w->inter > 0)) t += md->launch_us;
     return t;
 }
 

@@ -196,6 +196,8 @@ struct mki_model {
                                 * eff = 1 - loss (1 - 2 / ranks of the node) */
     double fused_overhead_us;  /* launch, first signal, last ack */
     double epi_overhead_us;    /* the same when the epilogues move the bytes */
+    double epi_own_us;         /* GEMM+RS/AR: an own tile's combine, per source */
+    double epi_peer_us;        /* GEMM+RS/AR: a peer tile's fp32 store into the outbox */
     double launch_us;          /* one more kernel in the unfused sequence */
     double gemm_interference;  /* compute slowdown beside transfers */
     double fuse_margin;        /* fused must win by this fraction */

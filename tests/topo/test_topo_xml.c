@@ -90,6 +90,42 @@ static void dgx(void)
     CHECK(p.inter_bytes > 0 && p.ctas <= 132);
 }
 
+/* mkGemmReduceScatter / mkGemmAllReduce on 2 ranks over NV18: the model
+ * (whole waves, per-tile epilogue terms, the last tiles' wait) against
+ * what 2 x H100 measured (bench/NOTES.md, fourteenth session, call 7):
+ * RS 8192^3 0.964 ms, 6000 x 5000 x 4112 0.332, 2048 x 8192 x 8192 0.285,
+ * AR 8192^3 1.017; every plan still fused, as measured best (our unfused
+ * sequence was slower at every shape). */
+static void grs_model(void)
+{
+    static struct mki_host_topo h;
+    struct mki_op_plan p;
+    CHECK_RES(load("dgx-h100.xml", "link=nv18", NULL, &h), mkSuccess);
+    static const struct {
+        enum mki_op op;
+        int64_t m, n, k;
+        double us, tol;
+    } cases[] = {
+        {MKI_OP_GEMM_RS, 8192, 8192, 8192, 964, 0.05},
+        {MKI_OP_GEMM_RS, 6000, 5000, 4112, 332, 0.10},
+        {MKI_OP_GEMM_RS, 2048, 8192, 8192, 285, 0.05},
+        {MKI_OP_GEMM_AR, 8192, 8192, 8192, 1017, 0.05},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        plan_of(&h, 2, 1, cases[i].op, cases[i].m, cases[i].n, cases[i].k, &p);
+        const double err = p.t_fused_us / cases[i].us - 1;
+        CHECK(p.fused == 1);
+        CHECK(err < cases[i].tol && err > -cases[i].tol);
+        if (!(err < cases[i].tol && err > -cases[i].tol))
+            fprintf(stderr, "case %zu: model %.0f us, measured %.0f\n", i, p.t_fused_us,
+                    cases[i].us);
+        CHECK(p.t_unfused_us > p.t_fused_us);
+    }
+    /* decode-sized M (K-slices) keeps the plain model: fused, tens of us */
+    plan_of(&h, 2, 1, MKI_OP_GEMM_AR, 16, 8192, 8192, &p);
+    CHECK(p.fused == 1 && p.t_fused_us > 20 && p.t_fused_us < 100);
+}
+
 static void p5en(void)
 {
     static struct mki_host_topo h;
@@ -249,6 +285,7 @@ int main(void)
     if (!HAVE_HWLOC) SKIP("built without hwloc: the XML fixtures need it");
     unsetenv("MK_NET_DEVICES");
     dgx();
+    grs_model();
     p5en();
     pcie4();
     fewnics();

@@ -56,7 +56,7 @@ stop_stale() {
         p=$(awk '{print $4}' /proc/$p/stat 2>/dev/null) || break
         anc="$anc$p "
     done
-    for q in $(pgrep -f "build-gpu/([a-z0-9]+/)+(test_coll|test_scale|mkbench_coll|test_ag_gemm|mkbench_ag_gemm|test_gemm_rs|mkbench_gemm_rs|test_moe|mkbench_moe|test_attn|test_attn_core|mkbench_attn|test_kill|test_gemm|bench_gemm|mkbench_net|demo)( |\$)" || true) \
+    for q in $(pgrep -f "build-gpu/([a-z0-9]+/)+(test_coll|test_scale|mkbench_coll|test_ag_gemm|mkbench_ag_gemm|test_gemm_rs|mkbench_gemm_rs|test_moe|mkbench_moe|test_attn|test_attn_core|mkbench_attn|test_kill|test_gemm|bench_gemm|mkbench_net|peer_red|demo)( |\$)" || true) \
              $(pgrep -f "tests/gpu/(all|run|ag_gemm|gemm_rs|moe|attn|gemm|net|demo|scale|ab|kill|sanitize|soak)\.sh" || true); do
         case "$anc" in *" $q "*) ;; *) pids="$pids $q" ;; esac
     done
@@ -187,6 +187,7 @@ parts) for p in ${MK_PARTS:-}; do # NAME[:MODE], in the order given
            gpusan)  part gpusan "$GEMM" bash tests/gpu/sanitize.sh $m ;;
            soak)    part soak "$RT" bash tests/gpu/soak.sh "${m:-10}" ;;
            scale)   part scale "$RT" bash tests/gpu/scale.sh ;;
+           peer_red) part peer_red build-gpu/lab bash tests/gpu/peer_red.sh run ;;
            *) summary+=("$(printf '%-10s SKIP (unknown part in MK_PARTS)' "$p")") ;;
            esac
        done ;;

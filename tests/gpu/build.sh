@@ -4,7 +4,8 @@
 # (build-gpu/rt), the GEMM engine's (build-gpu/gemm), mkAllGatherGemm's
 # (build-gpu/agg), mkGemmReduceScatter's (build-gpu/grs), mkMoEDispatch
 # and mkMoECombine's (build-gpu/moe), mkRingAttention's (build-gpu/attn),
-# the kill drill (build-gpu/kill).
+# the kill drill (build-gpu/kill), the lab measurement peer_red
+# (build-gpu/lab).
 # Then carry build-gpu/rt, build-gpu/gemm and build-gpu/agg (or the subset
 # you run), or only the archive build-gpu/bins.tar.xz, and call
 # tests/gpu/all.sh there.
@@ -19,6 +20,7 @@ bash tests/gpu/attn.sh build
 bash tests/gpu/demo.sh build
 bash tests/gpu/net.sh build
 bash tests/gpu/kill.sh build
+bash tests/gpu/peer_red.sh build
 # One archive of every binary (xz: 180 MB -> 13 MB), which tests/gpu/all.sh
 # unpacks: carry build-gpu/bins.tar.xz alone.
 tar cJf build-gpu/bins.tar.xz build-gpu/rt/test_coll build-gpu/rt/test_scale build-gpu/rt/mkbench_coll \
@@ -27,5 +29,5 @@ tar cJf build-gpu/bins.tar.xz build-gpu/rt/test_coll build-gpu/rt/test_scale bui
     build-gpu/attn/test_attn build-gpu/attn/test_attn_core build-gpu/attn/mkbench_attn \
     build-gpu/kill/test_kill $(ls build-gpu/demo/gpu_f 2>/dev/null) \
     build-gpu/net/mkbench_net build-gpu/gemm/test_gemm build-gpu/gemm/bench_gemm \
-    build-gpu/gemm/test_gemm_args build-gpu/gemm/gemm.o
+    build-gpu/gemm/test_gemm_args build-gpu/gemm/gemm.o build-gpu/lab/peer_red
 ls -la build-gpu/bins.tar.xz

@@ -253,6 +253,19 @@ static void work_of(const struct mki_model *md, const struct mki_plan_ctx *c,
 
 static double us_of(int64_t bytes, double gbs);
 
+/* Output tiles of one rank's GEMM, and one tile's time on one SM (s). */
+static int64_t tiles_of(const struct mki_model *md, const struct work *w)
+{
+    return cdiv(w->gm, md->tile_m) * cdiv(w->gn, md->tile_n);
+}
+
+static double tile_s(const struct mki_model *md, const struct mki_plan_ctx *c,
+                     const struct work *w)
+{
+    const double sm_flops = md->gemm_tflops * 1e12 / c->sm_count;
+    return 2.0 * md->tile_m * md->tile_n * (double)w->gk / sm_flops;
+}
+
 /* mkGemmReduceScatter's / mkGemmAllReduce's kernel on one node with whole
  * tiles (no K-slices): every CTA runs whole waves of tiles (the last one
  * too: ceil), each with the GEMM's time and its epilogue's extra (a peer
@@ -276,7 +289,7 @@ static int epi_modeled(const struct mki_model *md, const struct mki_plan_ctx *c,
     for (int r = 0; r < P; r++) rows[r] = mki_grs_rows(w->gm, P, r, w->ar);
     if (mki_grs_call_slices(rows, P, w->gn, w->gk, n_c) > 1) return 0;
     /* one wave: not calibrated (M = 128: the plain model) */
-    return cdiv(w->gm, md->tile_m) * cdiv(w->gn, md->tile_n) > n_c;
+    return tiles_of(md, w) > n_c;
 }
 
 static double epi_us(const struct mki_model *md, const struct mki_plan_ctx *c,
@@ -284,10 +297,8 @@ static double epi_us(const struct mki_model *md, const struct mki_plan_ctx *c,
 {
     if (!epi_modeled(md, c, w, n_c)) return -1;
     const int P = c->nranks;
-    const double tiles = (double)cdiv(w->gm, md->tile_m) * (double)cdiv(w->gn, md->tile_n);
-    const double waves = (double)cdiv((int64_t)tiles, n_c);
-    const double sm_flops = md->gemm_tflops * 1e12 / c->sm_count;
-    const double t_tile = 2.0 * md->tile_m * md->tile_n * (double)w->gk / sm_flops * 1e6;
+    const double waves = (double)cdiv(tiles_of(md, w), n_c);
+    const double t_tile = tile_s(md, c, w) * 1e6;
     const double extra = (P - 1.0) / P * (md->epi_peer_us + md->epi_own_us);
     const double share = link_gbs / n_c; /* GB/s of one CTA */
     double t = waves * (t_tile * md->gemm_interference + extra) +
@@ -304,11 +315,9 @@ static double gemm_us(const struct mki_model *md, const struct mki_plan_ctx *c,
 {
     if (w->flops <= 0) return 0;
     if (n_c <= 0) return INFINITY;
-    double tiles = (double)cdiv(w->gm, md->tile_m) * (double)cdiv(w->gn, md->tile_n);
-    double sm_flops = md->gemm_tflops * 1e12 / c->sm_count;
-    double t_tile = 2.0 * md->tile_m * md->tile_n * (double)w->gk / sm_flops;
+    double tiles = (double)tiles_of(md, w);
     double waves = tiles / n_c < 1 ? 1 : tiles / n_c;
-    return waves * t_tile * 1e6;
+    return waves * tile_s(md, c, w) * 1e6;
 }
 
 /* Rates of one mover on the node's slowest path, GB/s. */
@@ -386,8 +395,7 @@ static void evaluate(const struct mki_model *md, const struct mki_plan_ctx *c,
      * runs at once: the tiles that need remote rows (or whose sums must
      * leave) wait for all of them, and nothing overlaps. */
     double fill = w->flops > 0 ? dmin(t->c, t->comm) / md->chunks_per_shard : 0;
-    double tiles = (double)cdiv(w->gm, md->tile_m) * (double)cdiv(w->gn, md->tile_n);
-    if (w->flops > 0 && tiles <= s->compute) fill = dmin(t->c, t->comm);
+    if (w->flops > 0 && tiles_of(md, w) <= s->compute) fill = dmin(t->c, t->comm);
     if (epi >= 0) fill = 0; /* epi_us has the last tiles' wait */
     t->fused = dmax(t->c, t->comm) + fill +
                (comm ? (w->epi ? md->epi_overhead_us : md->fused_overhead_us) : 0) +
@@ -529,13 +537,12 @@ static double unfused_us(const struct mki_model *md, const struct mki_plan_ctx *
          * tile's), the collective of fp32, then one conversion kernel into
          * C (this rank's rows, or all of them) reading fp32 and writing C;
          * the same terms on both sides of the decision. */
-        const double tiles = (double)cdiv(w->gm, md->tile_m) * (double)cdiv(w->gn, md->tile_n);
-        const double sm_flops = md->gemm_tflops * 1e12 / c->sm_count;
-        const double t_tile = 2.0 * md->tile_m * md->tile_n * (double)w->gk / sm_flops * 1e6;
-        t = (double)cdiv((int64_t)tiles, budget) * (t_tile + md->epi_peer_us);
+        t = (double)cdiv(tiles_of(md, w), budget) * (tile_s(md, c, w) * 1e6 + md->epi_peer_us);
         const double conv = (double)w->gm * (double)w->gn * (md->partial_bytes + w->es) /
                             (w->ar ? 1 : c->nranks);
         t += us_of((int64_t)conv, md->same_gpu_gbs) + md->launch_us;
+    } else if (op == MKI_OP_GEMM_RS && comm) {
+        t += md->launch_us; /* GEMM+RS: fp32 partials, then one conversion kernel into C */
     }
     if (comm)
         t += (best.ok ? best.t.fused : INFINITY) + (w->flops > 0 ? md->launch_us : 0);

@@ -34,6 +34,14 @@
         }                                                                                  \
     } while (0)
 
+/* *p += v, four fp32 at once, performed where p lives */
+__device__ __forceinline__ void red_add(float4 *p, float4 v)
+{
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v.x), "f"(v.y),
+                 "f"(v.z), "f"(v.w)
+                 : "memory");
+}
+
 __global__ void move(const float4 *__restrict__ src, float4 *dst, size_t n, int reduce)
 {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -42,12 +50,8 @@ __global__ void move(const float4 *__restrict__ src, float4 *dst, size_t n, int 
     for (; i + stride < n; i += 2 * stride) {
         const float4 a = __ldcg(src + i), b = __ldcg(src + i + stride);
         if (reduce) {
-            asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(dst + i),
-                         "f"(a.x), "f"(a.y), "f"(a.z), "f"(a.w)
-                         : "memory");
-            asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(dst + i + stride),
-                         "f"(b.x), "f"(b.y), "f"(b.z), "f"(b.w)
-                         : "memory");
+            red_add(dst + i, a);
+            red_add(dst + i + stride, b);
         } else {
             dst[i] = a;
             dst[i + stride] = b;
@@ -56,9 +60,7 @@ __global__ void move(const float4 *__restrict__ src, float4 *dst, size_t n, int 
     if (i < n) {
         const float4 a = __ldcg(src + i);
         if (reduce)
-            asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(dst + i),
-                         "f"(a.x), "f"(a.y), "f"(a.z), "f"(a.w)
-                         : "memory");
+            red_add(dst + i, a);
         else
             dst[i] = a;
     }

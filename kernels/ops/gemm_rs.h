@@ -168,6 +168,8 @@ struct mki_grs_launch {
     char *bank[MKI_MAXLOCAL]; /* local rank d's bank, here */
     void *outbox;           /* mki_grs_outbox_bytes(ctas), this GPU's memory */
     struct mki_grs_ctl *ctl[MKI_MAXLOCAL]; /* local rank d's control block */
+    int ll;                 /* decode kernel: partials as LL lines (mki_gdec_ll) */
+    char *llbank[MKI_MAXLOCAL]; /* decode kernel, ll: local rank d's LL bank, here */
     struct mki_rt_dev rt;
 };
 
@@ -297,6 +299,58 @@ static inline void mki_grs_make_sched(int P, int me, const int *units, int R,
     if (s->nseg == 0) s->k0[0] = s->pos0[0] = 0;
 }
 
+/* The decode-sized path (kernels/ops/gemm_dec.cu): m <= MKI_GDEC_MAXM
+ * rows of D on one node.  Work units of MKI_GDEC_BN columns of D by all
+ * m rows, over one K-slice; each unit's fp32 partial goes to every rank
+ * that needs its rows (mkGemmAllReduce: every rank, all m rows), which
+ * sums P x S partials in a fixed order.  Bank of receiver d: P slabs
+ * (one per source rank, in rank order) of S slices of rows_d x ld fp32
+ * (rows_d: d's rows; mkGemmAllReduce: m). */
+#define MKI_GDEC_MAXM 128
+#define MKI_GDEC_BN 64
+
+/* wgmma's N for m rows: 16, 32, 64 or 128. */
+static inline int mki_gdec_nw(int64_t m)
+{
+    return m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 ? 64 : 128;
+}
+
+/* K-slices of the decode kernel: doubled (up to 8) while twice the work
+ * units (column blocks x slices) still fit the grid and each slice keeps
+ * at least 4 k-blocks of 64 (n = 1024 on 132 SMs: 16 blocks x 8). */
+static inline int mki_gdec_slices(int64_t n, int64_t k, int ctas)
+{
+    const int64_t nnb = (n + MKI_GDEC_BN - 1) / MKI_GDEC_BN, nkb = (k + 63) / 64;
+    int S = 1;
+    while (S < 8 && nnb * S * 2 <= ctas && nkb / (S * 2) >= 4) S *= 2;
+    return S;
+}
+
+/* Whether the decode kernel sends its partials as LL lines (kernels/rt/
+ * ll.cuh: every 4 bytes of a partial with the call's flag, twice the
+ * bytes; the reader polls the data itself, so no fence, counter or
+ * counter wait between a partial's stores and its sum): where the most
+ * rows any rank receives are at most 8 and there is one K-slice.
+ * Measured on 2 x H100 (bench/NOTES.md, fifteenth session): 3 us faster
+ * at 1 and 8 rows, even at 16, 6 us slower at 32 (the doubled bytes)
+ * and slower with 8 slices (16 sources to poll).  Its bank is a
+ * separate one (only LL lines ever in it, zeroed when made, so no stale
+ * word carries this call's flag), twice mki_gdec_bank_bytes. */
+static inline int mki_gdec_ll(int64_t rows_max, int slices)
+{
+#ifdef MKI_GDEC_LAB_NOLL /* lab builds: counters at every m */
+    return rows_max < 0 && slices < 0;
+#else
+    return rows_max <= 8 && slices == 1;
+#endif
+}
+
+/* Bytes of the decode path's bank at a receiver of rows_d rows. */
+static inline uint64_t mki_gdec_bank_bytes(int P, int S, int64_t rows_d, int64_t ld)
+{
+    return (uint64_t)P * (uint64_t)S * (uint64_t)rows_d * (uint64_t)ld * 4u;
+}
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -312,6 +366,12 @@ int mki_grs_convert(const float *in, void *out, int dtype, size_t count, void *s
 /* Load the kernels now (lazy loading can deadlock beside a spinning
  * stream). */
 int mki_grs_preload(char *msg, size_t len);
+/* The decode-sized path's kernel for a call (l->slices: its K-slices,
+ * mki_gdec_slices; l->bank: banks of mki_gdec_bank_bytes), and its
+ * preload. */
+int mki_gdec_describe(const struct mki_grs_launch *l, struct mki_launch_desc *d, char *msg,
+                      size_t len);
+int mki_gdec_preload(char *msg, size_t len);
 #ifdef __cplusplus
 }
 #endif

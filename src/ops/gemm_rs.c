@@ -68,6 +68,8 @@ struct grs_state {
     struct mki_heap_blk ctl;          /* struct mki_grs_ctl */
     struct mki_heap_blk bank;         /* the slots of the peers' partials */
     int nretired;                     /* banks outgrown inside a capture */
+    struct mki_heap_blk llbank;       /* decode kernel: the partials as LL lines */
+    int nretired_ll;
     struct mki_heap_blk agctl;        /* mkGemmAllReduce: struct mki_gar_ctl */
     struct mki_heap_blk inbox;        /* mkGemmAllReduce: the peers' reduced rows */
     int nretired_inbox;
@@ -120,6 +122,7 @@ static void grs_destroy(struct mkComm *comm, void *state)
 static int grs_preload(char *msg, size_t len)
 {
     int r = mki_grs_preload(msg, len);
+    if (!r) r = mki_gdec_preload(msg, len);
     return r ? r : mki_gemm_preload(msg, len); /* the unfused sequence's GEMM */
 }
 
@@ -403,6 +406,38 @@ static mkResult_t run_fused(struct mki_call *k, struct grs_state *g, const struc
     return mki_launch(k, &d);
 }
 
+/* Decode-sized m (the plan's decode kernel, kernels/ops/gemm_dec.cu):
+ * one kernel, the bank holding P x S slabs of this rank's rows (all m
+ * for mkGemmAllReduce); no outbox, no inbox. */
+static mkResult_t run_decode(struct mki_call *k, struct grs_state *g, const struct grs_call *c,
+                             const struct mki_op_plan *p)
+{
+    struct mkComm *comm = k->comm;
+    const int64_t ld = (c->n + 3) / 4 * 4;
+    const int P = comm->dev->nlocal;
+    const int S = mki_gdec_slices(c->n, c->k, p->split.compute);
+    /* the largest receiver's slabs (the same size on every rank: grown
+     * collectively) */
+    const int64_t rows = c->ar ? c->m : c->m_max;
+    const int ll = mki_gdec_ll(rows, S);
+    if (ll)
+        MKI_CHECK(mki_op_bank_zeroed(k, &g->llbank, 2 * mki_gdec_bank_bytes(P, S, rows, ld),
+                                     &g->nretired_ll, "the bank of partial sums (LL lines)"));
+    else
+        MKI_CHECK(mki_op_bank(k, &g->bank, mki_gdec_bank_bytes(P, S, rows, ld), &g->nretired,
+                              "the bank of partial sums"));
+    struct mki_grs_launch l;
+    fill_launch(comm, g, c, p, &l);
+    l.slices = S;
+    l.ll = ll;
+    for (int s = 0; ll && s < P; s++) l.llbank[s] = mki_heap_ptr(comm, &g->llbank, s);
+    struct mki_launch_desc d;
+    char msg[512];
+    if (mki_gdec_describe(&l, &d, msg, sizeof(msg)) != 0)
+        return mki_error(comm, mkErrCuda, "%s: %s", c->func, msg);
+    return mki_launch(k, &d);
+}
+
 /* Fused when the communicator is one node and the plan says it pays;
  * otherwise our unfused sequence, said at INFO. */
 static int choose_fused(struct mki_call *k, const struct grs_call *c, struct mki_op_plan *p,
@@ -446,7 +481,8 @@ static mkResult_t grs_call_run(struct mki_call *k, struct grs_call *c)
     struct mki_op_plan p;
     memset(&p, 0, sizeof(p));
     const char *why = NULL;
-    if (choose_fused(k, c, &p, &why)) return run_fused(k, g, c, &p);
+    if (choose_fused(k, c, &p, &why)) return p.decode ? run_decode(k, g, c, &p)
+                                                      : run_fused(k, g, c, &p);
     MKI_INFO(MKI_SUB_GEMM, "%s %lld x %lld x %lld: unfused sequence (GEMM, then %s): %s",
              c->func, (long long)c->m, (long long)c->n, (long long)c->k,
              c->ar ? "all-reduce" : "reduce-scatter", why);

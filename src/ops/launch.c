@@ -279,8 +279,8 @@ mkResult_t mki_op_gemm(struct mki_call *k, void *args)
     return d.fn ? mki_launch(k, &d) : mkSuccess;
 }
 
-mkResult_t mki_op_bank(struct mki_call *k, struct mki_heap_blk *blk, uint64_t bytes,
-                       int *retired, const char *what)
+static mkResult_t op_bank(struct mki_call *k, struct mki_heap_blk *blk, uint64_t bytes,
+                          int *retired, const char *what, int zero)
 {
     const uint64_t grain = MKI_HEAP_GRAIN;
     if (blk->bytes >= bytes && blk->bytes) return mkSuccess;
@@ -303,7 +303,19 @@ mkResult_t mki_op_bank(struct mki_call *k, struct mki_heap_blk *blk, uint64_t by
         mki_heap_free(comm, blk);
     }
     memset(blk, 0, sizeof(*blk));
-    return mki_heap_alloc(comm, 0, want, 0, what, blk);
+    return mki_heap_alloc(comm, 0, want, zero, what, blk);
+}
+
+mkResult_t mki_op_bank(struct mki_call *k, struct mki_heap_blk *blk, uint64_t bytes,
+                       int *retired, const char *what)
+{
+    return op_bank(k, blk, bytes, retired, what, 0);
+}
+
+mkResult_t mki_op_bank_zeroed(struct mki_call *k, struct mki_heap_blk *blk, uint64_t bytes,
+                              int *retired, const char *what)
+{
+    return op_bank(k, blk, bytes, retired, what, 1);
 }
 
 /* ---- internal communicators across nodes ------------------------------ */

@@ -161,6 +161,10 @@ mkResult_t mki_op_gemm(struct mki_call *k, void *args /* mki_gemm_args * */);
  * stays with the heap (at most MKI_OP_RETIRED times, counted in *retired). */
 mkResult_t mki_op_bank(struct mki_call *k, struct mki_heap_blk *blk, uint64_t bytes,
                        int *retired, const char *what);
+/* The same, each new block zeroed (a bank of LL lines: no stale word may
+ * look like a flag). */
+mkResult_t mki_op_bank_zeroed(struct mki_call *k, struct mki_heap_blk *blk, uint64_t bytes,
+                              int *retired, const char *what);
 
 /* ---- internal communicators across nodes (launch.c) ------------------- */
 

@@ -82,6 +82,7 @@ const struct mki_model mki_model_default = {
     .epi_own_us = 10.0,
     .epi_peer_us = 3.0,
     .launch_us = 5.0,
+    .hbm_read_gbs = 3000.0,    /* a stream read by every SM (H100 HBM3 3.35 TB/s peak) */
     .gemm_interference = 1.02, /* a peer copy slowed cuBLAS 8192^3 by 1.5% */
     .fuse_margin = 0.05,
     .partial_bytes = 4,        /* fp32 partial sums (one rounding) */
@@ -580,6 +581,44 @@ static void decide(const struct mki_model *md, const struct work *w,
     }
 }
 
+/* mkGemmReduceScatter / mkGemmAllReduce at decode-sized m on one node
+ * (kernels/ops/gemm_dec.cu): every SM streams its columns of B (the
+ * product is bound by reading B, n x k per rank, not by the MMA), then
+ * each unit's fp32 partial goes to every rank that needs its rows in one
+ * hop (the all-reduce: all m rows to every peer) and each rank sums what
+ * it received: B at the read rate, the exchange at the link's rate (the
+ * stores of every CTA at once), the fixed cost of a fused call.  The
+ * unfused side gets the same floor for its GEMM (its compute time alone
+ * is far below the read of B at these m).  False where it does not
+ * apply (the engine's plan stands). */
+static int decode_model(const struct mki_model *md, const struct mki_plan_ctx *c,
+                        const struct work *w, enum mki_op op, int budget,
+                        const struct mki_split_ovr *o, struct mki_op_plan *p)
+{
+    const int P = c->nranks;
+    if ((op != MKI_OP_GEMM_RS && op != MKI_OP_GEMM_AR) || w->gm < 1 ||
+        w->gm > MKI_GDEC_MAXM || P < 2 || P > MKI_MAXLOCAL || c->nnodes > 1)
+        return 0;
+    const double b_us = us_of((int64_t)((double)w->gn * (double)w->gk * w->es), md->hbm_read_gbs);
+    const double mma_us = w->flops / (md->gemm_tflops * 1e6);
+    const double x = (double)w->gm * (double)w->gn * md->partial_bytes *
+                     (w->ar ? (double)(P - 1) : (double)(P - 1) / P);
+    const double link = intra_gbs(md, c, MKI_MOVER_REG, budget, 0, 1);
+    p->t_compute_us = dmax(b_us, mma_us);
+    p->t_intra_us = us_of((int64_t)x, link);
+    p->t_inter_us = 0;
+    p->t_fused_us = p->t_compute_us + p->t_intra_us + md->fused_overhead_us;
+    const double g = gemm_us(md, c, w, budget);
+    if (b_us > g) p->t_unfused_us += b_us - g;
+    memset(&p->split, 0, sizeof(p->split));
+    p->split.compute = o && (o->set & MKI_OVR_COMPUTE) ? o->split.compute : budget;
+    p->ctas = p->split.compute;
+    p->mover = MKI_MOVER_REG;
+    p->decode = 1;
+    decide(md, w, o, p);
+    return 1;
+}
+
 /* A user split must fit the rank's SMs. */
 mkResult_t mki_plan_check_ovr(const struct mki_split_ovr *o, enum mki_op op,
                             int budget)
@@ -762,6 +801,7 @@ mkResult_t mki_plan_model_attn(const struct mki_model *md,
     p.t_unfused_us = unfused_us(md, c, &w, op, budget);
     chunking(md, c, &w, o, &p);
     decide(md, &w, o, &p);
+    (void)decode_model(md, c, &w, op, budget, o, &p);
     if (op == MKI_OP_MOE_DISPATCH || op == MKI_OP_MOE_COMBINE || op == MKI_OP_MOE_DISPATCH_GEMM) {
         /* one kernel whose CTAs take every role in turn (count, send,
          * unpack; stage, pull): all the SMs of the rank, or MK_SM_SPLIT's

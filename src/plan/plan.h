@@ -120,6 +120,7 @@ struct mki_op_plan {
     int64_t chunk_rows;        /* whole rows in a chunk (GEMM: tiles of rows;
                                   collectives: 0 when a row is larger) */
     int fused;                 /* 1: fused kernel; 0: unfused sequence */
+    int decode;                /* GEMM+RS/AR: the decode-sized kernel (fused) */
     unsigned overridden;       /* MKI_OVR_* bits taken from MK_SM_SPLIT */
     int ce_streams;            /* mkAllGatherGemm: copy-engine streams per peer */
     struct mki_coll_plan coll; /* a plain collective: what its kernel runs */
@@ -199,6 +200,7 @@ struct mki_model {
     double epi_own_us;         /* GEMM+RS/AR: an own tile's combine, per source */
     double epi_peer_us;        /* GEMM+RS/AR: a peer tile's fp32 store into the outbox */
     double launch_us;          /* one more kernel in the unfused sequence */
+    double hbm_read_gbs;       /* HBM read by every SM at once (a GEMM bound by B) */
     double gemm_interference;  /* compute slowdown beside transfers */
     double fuse_margin;        /* fused must win by this fraction */
     int partial_bytes;         /* cross-rank partial sums travel as fp32 */

@@ -108,7 +108,19 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
     mki_sb_printf(sb, "  CTAs      %d = compute %d + intra %d + inter_send %d "
                   "+ inter_reduce %d\n", p->ctas, p->split.compute,
                   p->split.intra, p->split.inter_send, p->split.inter_reduce);
-    if (p->op == MKI_OP_GEMM_RS || p->op == MKI_OP_GEMM_AR)
+    if ((p->op == MKI_OP_GEMM_RS || p->op == MKI_OP_GEMM_AR) && p->decode) {
+        const int64_t kr = (p->k + c->nranks - 1) / c->nranks;
+        const int64_t rows = p->op == MKI_OP_GEMM_AR ? p->m : (p->m + c->nranks - 1) / c->nranks;
+        const int S = mki_gdec_slices(p->n, kr, p->split.compute);
+        mki_sb_printf(sb, "  kernel    decode-sized m (<= %d): %d CTAs, each %d columns of D "
+                      "by all %lld rows (wgmma N = %d) over one of %d K-slice(s); each "
+                      "fp32 partial stored into the bank of every rank that needs its rows "
+                      "(%s) %s, each rank sums its share in rank order\n", MKI_GDEC_MAXM,
+                      p->split.compute, MKI_GDEC_BN, (long long)p->m, mki_gdec_nw(p->m),
+                      S, p->op == MKI_OP_GEMM_AR ? "every rank, all rows" : "the rows' owner",
+                      mki_gdec_ll(rows, S) ? "as LL lines (the call's flag in every word)"
+                                        : "with a counter per column block");
+    } else if (p->op == MKI_OP_GEMM_RS || p->op == MKI_OP_GEMM_AR)
         mki_sb_printf(sb, "  mover     %s (fp32 partial tiles from the epilogue into a local "
                       "outbox, copied to their owner by 3 warps of each compute CTA%s; one "
                       "flag per tile; across nodes: the unfused sequence)\n",
@@ -156,8 +168,8 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
                           2.0 * (c->nranks - L) / c->nranks);
         }
     }
-    if ((p->op == MKI_OP_GEMM_RS || p->op == MKI_OP_GEMM_AR) && p->fused && c->nnodes == 1 &&
-        c->nranks > 1) {
+    if ((p->op == MKI_OP_GEMM_RS || p->op == MKI_OP_GEMM_AR) && p->fused && !p->decode &&
+        c->nnodes == 1 && c->nranks > 1) {
         /* what the fused call does with m split as its default (m_all
          * NULL): its K-slices at decode-sized m */
         const int64_t kr = (p->k + c->nranks - 1) / c->nranks;

@@ -71,6 +71,7 @@ if [ $tests = 1 ] && [ "$ngpu" -ge 2 ]; then
         status=1
     fi
     MK_TIMEOUT_MS=3000 step "2gpu nocall -> timeout" 40 2 $B/test_gemm_rs ${AR}nocall
+    MK_TIMEOUT_MS=3000 step "2gpu nocall, decode m -> timeout" 40 2 $B/test_gemm_rs ${AR}nocall-decode
     step "2gpu bad input" 40 2 $B/test_gemm_rs ${AR}badinput
     MK_NODE_SIZE=1 MK_TRANSPORT=socket \
         step "2gpu 2 nodes (MK_NODE_SIZE=1) correct" 240 2 $B/test_gemm_rs ${AR}correct

@@ -13,15 +13,20 @@
  *                          even split; uneven m_all with a rank of 0 rows;
  *                          m = 1 and 16; n not a multiple of 8 (the
  *                          unfused sequence); both B layouts; bf16 and
- *                          fp16; decode-sized m in K-slices), each 4 times
- *                          with fresh inputs
- *                          ("correct 0257": only those shapes of the list)
+ *                          fp16; decode-sized m: m <= 128 with a partial
+ *                          column block, a K tail, uneven K-slices, 0
+ *                          rows), each 4 times with fresh inputs
+ *                          ("correct 0257": only those shapes of the list;
+ *                          shapes 10 and up only in a full run)
  *   test_gemm_rs stress    200 calls with different inputs, no host sync
- *                          between, every result checked
+ *                          between, every result checked (m = 1000, then
+ *                          decode-sized m = 16 and m = 8, LL lines)
  *   test_gemm_rs graph     3 calls captured in a CUDA graph, replayed 20
- *                          times with fresh inputs, every C checked
+ *                          times with fresh inputs, every C checked (m =
+ *                          2000, then m = 64 and m = 4)
  *   test_gemm_rs nocall    rank 1 skips a call: the others fail with
  *                          mkErrTimeout naming rank 1 (set MK_TIMEOUT_MS)
+ *   test_gemm_rs nocall-decode  the same at m = 16 (the decode kernel)
  *   test_gemm_rs badinput  host, misaligned and overlapping pointers: the
  *                          error, its message, C untouched, then a good call
  *   test_gemm_rs time MxNxK  ours against cuBLAS's partial product alone
@@ -398,6 +403,11 @@ static int run_correct(const char *only)
         {"16x8192x4096 tB bf16", 16, 8192, 4096, 1, 0, 0},
         {"700x1001x328 tB fp16 (n odd: unfused)", 700, 1001, 328, 1, 1, 0},
         {"24x1024x2048 B fp16 (K-slices)", 24, 1024, 2048, 0, 1, 0},
+        /* decode-sized m (kernels/ops/gemm_dec.cu): a partial column
+         * block and a K tail; wgmma N = 128; uneven K-slices, B k x n */
+        {"100x3000x1000 uneven tB fp16 (decode)", 100, 3000, 1000, 1, 1, 1},
+        {"128x8192x4096 tB bf16 (decode)", 128, 8192, 4096, 1, 0, 0},
+        {"37x520x4104 B bf16 (decode, 8 K-slices)", 37, 520, 4104, 0, 0, 0},
     };
     int bad = 0, i = 0;
     for (const Shape &s : shapes) {
@@ -409,9 +419,8 @@ static int run_correct(const char *only)
     return bad;
 }
 
-static int run_stress(void)
+static int run_stress(const Shape &s)
 {
-    const Shape s = {"stress 1000x1032x256", 1000, 1032, 256, 1, 0, 0};
     const int calls = 200;
     Rows r = rows_of(s);
     Bufs bf;
@@ -445,9 +454,8 @@ static int run_stress(void)
     return bad;
 }
 
-static int run_graph(void)
+static int run_graph(const Shape &s)
 {
-    const Shape s = {"graph 2000x2048x1024", 2000, 2048, 1024, 1, 0, 1};
     Rows r = rows_of(s);
     Bufs bf;
     alloc_bufs(bf, s, r);
@@ -494,9 +502,9 @@ static int run_graph(void)
     return bad;
 }
 
-static int run_nocall(void)
+static int run_nocall(int64_t m)
 {
-    const Shape s = {"nocall", 512, 512, 256, 1, 0, 0};
+    const Shape s = {"nocall", m, 512, 256, 1, 0, 0};
     Rows r = rows_of(s);
     Bufs bf;
     alloc_bufs(bf, s, r);
@@ -662,15 +670,24 @@ int main(int argc, char **argv)
     CK(cudaMalloc(&g_acc, 4 * sizeof(double)));
     int bad = 0;
     if (!strcmp(mode, "correct")) bad = run_correct(argc > 2 ? argv[2] : NULL);
-    else if (!strcmp(mode, "stress")) bad = run_stress();
-    else if (!strcmp(mode, "graph")) bad = run_graph();
-    else if (!strcmp(mode, "nocall")) bad = run_nocall();
+    else if (!strcmp(mode, "stress")) {
+        /* the engine's kernel, then the decode-sized one */
+        bad = run_stress({"stress 1000x1032x256", 1000, 1032, 256, 1, 0, 0});
+        bad += run_stress({"stress 16x1032x512 (decode, 2 K-slices)", 16, 1032, 512, 1, 0, 1});
+        bad += run_stress({"stress 8x8192x256 (decode, LL lines)", 8, 8192, 256, 1, 0, 0});
+    } else if (!strcmp(mode, "graph")) {
+        bad = run_graph({"graph 2000x2048x1024", 2000, 2048, 1024, 1, 0, 1});
+        bad += run_graph({"graph 64x2048x1024 (decode)", 64, 2048, 1024, 1, 0, 1});
+        bad += run_graph({"graph 4x8192x512 (decode, LL lines)", 4, 8192, 512, 0, 1, 0});
+    }
+    else if (!strcmp(mode, "nocall")) bad = run_nocall(512);
+    else if (!strcmp(mode, "nocall-decode")) bad = run_nocall(16);
     else if (!strcmp(mode, "badinput")) bad = run_badinput();
     else if (!strcmp(mode, "time")) bad = run_time(argc > 2 ? argv[2] : NULL);
     else { fprintf(stderr, "unknown mode %s\n", mode); return 2; }
     printf("rank %d/%d on device %d: %s %s\n", g_rank, g_n, dev, mode, bad ? "FAIL" : "PASS");
     fflush(stdout);
-    if (!strcmp(mode, "nocall")) {
+    if (!strncmp(mode, "nocall", 6)) {
         (void)mkCommAbort(g_comm);
         _exit(bad ? 1 : 0);
     }

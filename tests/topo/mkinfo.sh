@@ -35,7 +35,15 @@ expect "--op gemm_ar" "CTAs      132 = compute 132 + intra 0" "$out"
 expect "--op gemm_ar" "every peer's inbox" "$out"
 expect "--op gemm_ar" "k-slices  1 (whole tiles)" "$out"
 out=$("$mkinfo" --op gemm_ar --m 16 --n 8192 --k 8192 2>&1)
-expect "gemm_ar m=16" "k-slices  4 per tile" "$out"
+expect "gemm_ar m=16" "decode-sized m (<= 128): 132 CTAs, each 64 columns of D by all 16 rows (wgmma N = 16) over one of 1 K-slice(s)" "$out"
+expect "gemm_ar m=16" "with a counter per column block" "$out"
+out=$("$mkinfo" --op gemm_ar --m 8 --n 8192 --k 8192 2>&1)
+expect "gemm_ar m=8" "(every rank, all rows) as LL lines" "$out"
+out=$("$mkinfo" --op gemm_ar --m 128 --n 1024 --k 8192 2>&1)
+expect "gemm_ar m=128 n=1024" "(wgmma N = 128) over one of 8 K-slice(s)" "$out"
+expect "gemm_ar m=128 n=1024" "with a counter per column block" "$out"
+out=$("$mkinfo" --op gemm_ar --m 129 --n 8192 --k 8192 2>&1)
+expect "gemm_ar m=129" "k-slices  1 (whole tiles)" "$out"
 out=$("$mkinfo" --op moe_dispatch --m 4096 --n 7168 --k 8 2>&1)
 expect "--op moe_dispatch" "plan of moe_dispatch m=4096 n=7168 k=8" "$out"
 expect "--op moe_dispatch" "CTAs      132 = compute 0 + intra 132" "$out"
@@ -45,7 +53,8 @@ expect "--op moe_combine" "sums them in fp32" "$out"
 out=$("$mkinfo" --op moe_dispatch_gemm --m 4096 --n 7168 --k 8 2>&1)
 expect "--op moe_dispatch_gemm" "then one grouped GEMM" "$out"
 out=$("$mkinfo" --op gemm_rs --m 16 --n 8192 --k 8192 2>&1)
-expect "gemm_rs m=16" "k-slices  2 per tile" "$out"
+expect "gemm_rs m=16" "decode-sized m (<= 128)" "$out"
+expect "gemm_rs m=16" "(the rows' owner) as LL lines" "$out"
 # ring_attn: m = seq_local, n = heads x head_dim, k = kv_heads x head_dim
 out=$("$mkinfo" --op ring_attn --m 16384 --n 4096 --k 1024 --ranks 2 2>&1)
 expect "--op ring_attn" "plan of ring_attn m=16384 n=4096 k=1024" "$out"

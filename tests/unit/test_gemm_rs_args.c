@@ -510,12 +510,41 @@ static int matching(int rank, int nranks, mkUniqueId id)
 }
 
 
+/* The decode kernel's arithmetic (kernels/ops/gemm_dec.cu): the wgmma
+ * width for m rows, K-slices only where the column blocks leave half
+ * the grid empty (each slice at least 4 k-blocks), LL lines only at <= 8
+ * rows with one slice, and the bank's bytes. */
+static void test_decode(void)
+{
+    CHECK(mki_gdec_nw(1) == 16 && mki_gdec_nw(16) == 16 && mki_gdec_nw(17) == 32);
+    CHECK(mki_gdec_nw(64) == 64 && mki_gdec_nw(65) == 128 && mki_gdec_nw(128) == 128);
+    CHECK(mki_gdec_slices(8192, 4096, 132) == 1);  /* 128 blocks: the grid is full */
+    CHECK(mki_gdec_slices(1024, 4096, 132) == 8);  /* 16 blocks x 8 = 128 units */
+    CHECK(mki_gdec_slices(1024, 1024, 132) == 4);  /* 16 k-blocks: 4 per slice at most 4 */
+    CHECK(mki_gdec_slices(1024, 64, 132) == 1);    /* one k-block: nothing to split */
+    CHECK(mki_gdec_slices(520, 4104, 132) == 8);   /* 9 blocks, 65 k-blocks */
+    CHECK(mki_gdec_slices(3000, 1000, 132) == 2);  /* 47 blocks */
+    CHECK(mki_gdec_slices(8192, 4096, 33) == 1);   /* a quarter of the GPU (MPS x 4) */
+    for (int64_t n = 8; n <= 1 << 16; n = n * 3 + 8)
+        for (int ctas = 1; ctas <= 132; ctas += 13) {
+            const int S = mki_gdec_slices(n, 4096, ctas);
+            const int64_t nnb = (n + MKI_GDEC_BN - 1) / MKI_GDEC_BN;
+            CHECK(S == 1 || S == 2 || S == 4 || S == 8);
+            CHECK(S == 1 || (nnb * S <= ctas && 64 / S >= 4));
+        }
+    CHECK(mki_gdec_ll(1, 1) && mki_gdec_ll(8, 1));
+    CHECK(!mki_gdec_ll(9, 1) && !mki_gdec_ll(8, 2) && !mki_gdec_ll(128, 1));
+    CHECK(mki_gdec_bank_bytes(2, 1, 16, 8192) == 2ull * 16 * 8192 * 4);
+    CHECK(mki_gdec_bank_bytes(8, 8, 128, 1024) == 8ull * 8 * 128 * 1024 * 4);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     alarm(120);
     setenv("MK_TIMEOUT_MS", "20000", 1);
     test_sched();
+    test_decode();
     test_sim();
     /* forked ranks first: the parent must not have touched CUDA yet */
     CHECK(run_ranks(2, 2, new_id(), mismatched_n) == 0);

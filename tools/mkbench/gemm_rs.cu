@@ -184,6 +184,8 @@ void plan_text(int64_t m, int64_t n, int64_t k, result *r)
     r->ctas = p.split.compute;
     if (!p.fused || g_comm->nnodes > 1)
         snprintf(r->split, sizeof(r->split), "unfused (%s)", g_comm->nnodes > 1 ? "nodes" : "plan");
+    else if (p.decode)
+        snprintf(r->split, sizeof(r->split), "compute=%d (decode kernel)", p.split.compute);
     else
         snprintf(r->split, sizeof(r->split), "compute=%d (outbox + movers)", p.split.compute);
 }

@@ -116,7 +116,7 @@ __shared__ GdecCta gd;
  * partials, summed, finished, for one call; nothing otherwise. */
 #ifdef MKI_GDEC_TRACE
 #define GD_STAMP(i) (gd.ts[i] = globaltimer())
-__device__ unsigned long long gd_calls[100][2];
+__device__ unsigned long long gd_calls[100][3];
 #else
 #define GD_STAMP(i) ((void)0)
 #endif
@@ -458,8 +458,8 @@ __device__ void finish(const GdecParams &p)
         gd_calls[gd.e - (MKI_GDEC_TRACE)][0] = gd.ts[0];
     if (gd.e == (uint64_t)(MKI_GDEC_TRACE) + 100 && blockIdx.x == 0)
         for (int i = 0; i < 100; ++i)
-            printf("GDCALL rank %d call %d enter %llu leave %llu\n", p.me, MKI_GDEC_TRACE + i,
-                   gd_calls[i][0], gd_calls[i][1]);
+            printf("GDCALL rank %d call %d enter %llu leave %llu done %llu\n", p.me,
+                   MKI_GDEC_TRACE + i, gd_calls[i][0], gd_calls[i][1], gd_calls[i][2]);
 #endif
     __threadfence();
     if (atomicAdd(&ctl->exits, 1u) != gridDim.x - 1) return;
@@ -471,11 +471,19 @@ __device__ void finish(const GdecParams &p)
     const int ng = p.ll ? 0 : (p.nnb + p.grp - 1) / p.grp; /* LL: no counters */
     for (int x = 0; x < p.P; ++x)
         for (int g = 0; g < ng; ++g) ctl->flag[x][g] = 0;
+    /* one system-scope fence, then plain stores: each a release (fence +
+     * relaxed store) of everything this rank's CTAs did in the call
+     * (they fenced before their exit count); a release store of its own
+     * would fence again, each a round trip over the link */
     __threadfence_system();
-    *reinterpret_cast<volatile uint64_t *>(&ctl->calls) = gd.e;
-    st_release_sys(&ctl->released, gd.e);
+    st_relaxed_sys(&ctl->calls, gd.e);
+    st_relaxed_sys(&ctl->released, gd.e);
     for (int q = 0; q < p.P; ++q)
-        if (q != p.me) st_release_sys(&p.ctl[q]->peer_released[p.me], gd.e);
+        if (q != p.me) st_relaxed_sys(&p.ctl[q]->peer_released[p.me], gd.e);
+#ifdef MKI_GDEC_TRACE
+    if (gd.e >= (uint64_t)(MKI_GDEC_TRACE) && gd.e < (uint64_t)(MKI_GDEC_TRACE) + 100)
+        gd_calls[gd.e - (MKI_GDEC_TRACE)][2] = globaltimer();
+#endif
 }
 
 template <int NW, bool kF16, bool kTransB>

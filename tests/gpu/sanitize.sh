@@ -138,7 +138,11 @@ if [ "$ngpu" -ge 2 ]; then
     # mkGemmAllReduce, and both ops in K-slices (24 x 1024 x 2048)
     step "2gpu memcheck: gemm_ar 1001x1304x520, 24x1024 K-slices" 180 2 memcheck build-gpu/grs/test_gemm_rs ar-correct 28
     step "2gpu synccheck: gemm_ar 1001x1304x520, 24x1024 K-slices" 180 2 synccheck build-gpu/grs/test_gemm_rs ar-correct 28
-    step "2gpu memcheck: gemm_rs 24x1024 K-slices" 120 2 memcheck build-gpu/grs/test_gemm_rs correct 8
+    step "2gpu memcheck: gemm_rs 24x1024 (decode, 8 K-slices)" 120 2 memcheck build-gpu/grs/test_gemm_rs correct 8
+    # the decode kernel: 1 x 256 x 64 (LL lines), 100 x 3000 x 1000 (counters, a partial
+    # column block, a K tail, a rank of 0 rows)
+    step "2gpu memcheck: gemm_ar decode 1x256, 100x3000" 180 2 memcheck build-gpu/grs/test_gemm_rs ar-correct 59
+    step "2gpu synccheck: gemm_rs decode 1x256, 100x3000" 180 2 synccheck build-gpu/grs/test_gemm_rs correct 59
     step "2gpu racecheck: collectives" 240 2 racecheck:--report-api-errors,no build-gpu/rt/test_coll correct 65536
     step "2gpu memcheck: moe h 520/1032, dup experts" 180 2 memcheck build-gpu/moe/test_moe correct 7,8,10
     step "2gpu synccheck: moe h 520/1032, dup experts" 180 2 synccheck build-gpu/moe/test_moe correct 7,8,10

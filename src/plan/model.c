@@ -587,7 +587,10 @@ static void decide(const struct mki_model *md, const struct work *w,
  * each unit's fp32 partial goes to every rank that needs its rows in one
  * hop (the all-reduce: all m rows to every peer) and each rank sums what
  * it received: B at the read rate, the exchange at the link's rate (the
- * stores of every CTA at once), the fixed cost of a fused call.  The
+ * stores of every CTA at once), the sum (every partial of the rank's
+ * rows read once, at the device's copy rate), the fixed cost of a fused
+ * call.  Against 2 x H200 (tools/model_check.py, bench/NOTES.md,
+ * fifteenth session): within 5-7% at m = 1 and 16, optimistic at 128.  The
  * unfused side gets the same floor for its GEMM (its compute time alone
  * is far below the read of B at these m).  False where it does not
  * apply (the engine's plan stands). */
@@ -604,10 +607,15 @@ static int decode_model(const struct mki_model *md, const struct mki_plan_ctx *c
     const double x = (double)w->gm * (double)w->gn * md->partial_bytes *
                      (w->ar ? (double)(P - 1) : (double)(P - 1) / P);
     const double link = intra_gbs(md, c, MKI_MOVER_REG, budget, 0, 1);
+    /* the receiver's sum reads every rank's partial of its rows once */
+    const int64_t kr = w->gk, S = mki_gdec_slices(w->gn, kr, budget);
+    const double rows = w->ar ? (double)w->gm : (double)cdiv(w->gm, P);
+    const double sum_us = us_of((int64_t)(rows * (double)w->gn * md->partial_bytes * P * S),
+                                md->same_gpu_gbs);
     p->t_compute_us = dmax(b_us, mma_us);
     p->t_intra_us = us_of((int64_t)x, link);
     p->t_inter_us = 0;
-    p->t_fused_us = p->t_compute_us + p->t_intra_us + md->fused_overhead_us;
+    p->t_fused_us = p->t_compute_us + p->t_intra_us + sum_us + md->fused_overhead_us;
     const double g = gemm_us(md, c, w, budget);
     if (b_us > g) p->t_unfused_us += b_us - g;
     memset(&p->split, 0, sizeof(p->split));

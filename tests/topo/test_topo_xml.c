@@ -121,9 +121,28 @@ static void grs_model(void)
                     cases[i].us);
         CHECK(p.t_unfused_us > p.t_fused_us);
     }
-    /* decode-sized M (K-slices) keeps the plain model: fused, tens of us */
-    plan_of(&h, 2, 1, MKI_OP_GEMM_AR, 16, 8192, 8192, &p);
-    CHECK(p.fused == 1 && p.t_fused_us > 20 && p.t_fused_us < 100);
+    /* decode-sized M: the decode kernel's model (read of B, exchange,
+     * sum, fixed cost) against 2 x H200 (fifteenth session, call 15):
+     * all-reduce m = 16 32.5 us, reduce-scatter m = 16 30.9 us, within
+     * 10%; fused, and no decode plan above 128 rows */
+    static const struct {
+        enum mki_op op;
+        int64_t m;
+        double us;
+    } dec[] = {{MKI_OP_GEMM_AR, 16, 32.5}, {MKI_OP_GEMM_RS, 16, 30.9}, {MKI_OP_GEMM_AR, 1, 29.7}};
+    for (size_t i = 0; i < sizeof(dec) / sizeof(dec[0]); i++) {
+        plan_of(&h, 2, 1, dec[i].op, dec[i].m, 8192, 8192, &p);
+        const double err = p.t_fused_us / dec[i].us - 1;
+        CHECK(p.fused == 1 && p.decode == 1);
+        CHECK(err < 0.10 && err > -0.10);
+        if (!(err < 0.10 && err > -0.10))
+            fprintf(stderr, "decode case %zu: model %.0f us, measured %.1f\n", i, p.t_fused_us,
+                    dec[i].us);
+    }
+    plan_of(&h, 2, 1, MKI_OP_GEMM_AR, 129, 8192, 8192, &p);
+    CHECK(p.decode == 0);
+    plan_of(&h, 2, 2, MKI_OP_GEMM_AR, 16, 8192, 8192, &p); /* two nodes: not the decode kernel */
+    CHECK(p.decode == 0);
 }
 
 static void p5en(void)

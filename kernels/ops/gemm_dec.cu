@@ -58,6 +58,7 @@
 
 #include "gemm/gemm_launch.h"
 #include "ops/gemm_rs.h"
+#include "ops/gemm_rs_close.cuh"
 #include "ops/wgmma_dec.h"
 #include "rt/num.cuh"
 #include "rt/ptx.cuh"
@@ -471,15 +472,7 @@ __device__ void finish(const GdecParams &p)
     const int ng = p.ll ? 0 : (p.nnb + p.grp - 1) / p.grp; /* LL: no counters */
     for (int x = 0; x < p.P; ++x)
         for (int g = 0; g < ng; ++g) ctl->flag[x][g] = 0;
-    /* one system-scope fence, then plain stores: each a release (fence +
-     * relaxed store) of everything this rank's CTAs did in the call
-     * (they fenced before their exit count); a release store of its own
-     * would fence again, each a round trip over the link */
-    __threadfence_system();
-    st_relaxed_sys(&ctl->calls, gd.e);
-    st_relaxed_sys(&ctl->released, gd.e);
-    for (int q = 0; q < p.P; ++q)
-        if (q != p.me) st_relaxed_sys(&p.ctl[q]->peer_released[p.me], gd.e);
+    grs_close(p.ctl, p.me, p.P, gd.e);
 #ifdef MKI_GDEC_TRACE
     if (gd.e >= (uint64_t)(MKI_GDEC_TRACE) && gd.e < (uint64_t)(MKI_GDEC_TRACE) + 100)
         gd_calls[gd.e - (MKI_GDEC_TRACE)][2] = globaltimer();

@@ -44,6 +44,7 @@
 
 #include "gemm/gemm_launch.h"
 #include "ops/gemm_rs.h"
+#include "ops/gemm_rs_close.cuh"
 #include "ops/gemm_rs_hooks.cuh"
 #include "rt/wait.cuh"
 
@@ -99,11 +100,7 @@ __device__ void finish(const GrsHooks &h)
         const int ng = (h.nb[s] * h.nnb + h.grp[s] - 1) / h.grp[s];
         for (int g = 0; g < ng; ++g) h.agflag[h.me][(size_t)j * MKI_GRS_MAXFLAGS + g] = 0;
     }
-    __threadfence_system();
-    *reinterpret_cast<volatile uint64_t *>(&ctl->calls) = grs.e;
-    st_release_sys(&ctl->released, grs.e);
-    for (int q = 0; q < h.P; ++q) /* the gates of the peers spin on their own copy */
-        if (q != h.me) st_release_sys(&h.ctl[q]->peer_released[h.me], grs.e);
+    grs_close(h.ctl, h.me, h.P, grs.e);
 }
 
 template <bool kF16, bool kTransB, int kCM>

@@ -154,15 +154,6 @@ __device__ __forceinline__ bool wait_on(const GdecParams &p, const uint64_t *w, 
     return wait_noted(p.rt, gd.note, w, target, peer, chunk, phase);
 }
 
-__device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int c0, int c1,
-                                         uint64_t *bar)
-{
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3}], [%4];" ::"r"(smem_u32(dst)),
-                 "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar))
-                 : "memory");
-}
-
 template <int NW, bool kTransB>
 __device__ void producer(const GdecParams &p, char *ring, uint64_t *full, uint64_t *empty)
 {
@@ -175,9 +166,9 @@ __device__ void producer(const GdecParams &p, char *ring, uint64_t *full, uint64
             mbar_wait(&empty[stage], phase ^ 1);
             char *sb = ring + stage * C::kStageBytes, *sa = sb + C::kBBytes;
             mbar_expect_tx(&full[stage], C::kStageBytes);
-            if (kTransB) tma_load(sb, &p.tm_b, kb * kBK, j * kBN, &full[stage]);
-            else tma_load(sb, &p.tm_b, j * kBN, kb * kBK, &full[stage]);
-            tma_load(sa, &p.tm_a, kb * kBK, 0, &full[stage]);
+            if (kTransB) gemm::tma_load_2d(sb, &p.tm_b, kb * kBK, j * kBN, &full[stage]);
+            else gemm::tma_load_2d(sb, &p.tm_b, j * kBN, kb * kBK, &full[stage]);
+            gemm::tma_load_2d(sa, &p.tm_a, kb * kBK, 0, &full[stage]);
             if (++stage == C::kStages) stage = 0, phase ^= 1;
         }
     }
@@ -273,15 +264,13 @@ __device__ void consumer(const GdecParams &p, char *ring, float *T, uint64_t *fu
         if (t == 0 && !gd.note.quit) {
             /* one fence for every signal: the CTA's stores (ordered
              * before by the barrier) are visible everywhere first */
-            fence_proxy_async_global();
-            asm volatile("fence.acq_rel.sys;" ::: "memory");
+            signal_fence();
             for (int o = 1; o <= p.P; ++o) {
                 const int d = (p.me + o) % p.P;
                 if (rows_of(p, d) == 0 || (d == p.me && keep)) continue;
-                uint64_t *f =
-                    &p.ctl[d]->flag[d != p.me ? mki_grs_slot(p.me, d, p.P) : p.P - 1][j / p.grp];
-                asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(f), "l"(1ull)
-                             : "memory");
+                signal_add(&p.ctl[d]->flag[d != p.me ? mki_grs_slot(p.me, d, p.P) : p.P - 1]
+                                          [j / p.grp],
+                           1);
             }
         }
         if (t == 0) GD_STAMP(2);
@@ -289,18 +278,15 @@ __device__ void consumer(const GdecParams &p, char *ring, float *T, uint64_t *fu
 }
 
 /* An LL poll that found a line without this call's flag: every 64th
- * round, the stop words and the deadline (as spin_geq); true when the
- * CTA must quit (the failure reported once, here). */
+ * round, the stop words and the deadline (ll_stop, as ll_wait_slow);
+ * true when the CTA must quit (the failure reported once, here). */
 __device__ __noinline__ bool ll_poll_failed(const GdecParams &p, uint32_t n, uint64_t t0,
                                             int src, uint32_t flag, uint32_t seen)
 {
     if (n & 63) return false;
     if (*(volatile int *)&gd.note.quit) return true;
-    const stop_words st = stops_of(p.rt);
-    uint64_t why = ld_relaxed_sys(st.abort);
-    if (!why && st.abort2) why = ld_relaxed_sys(st.abort2);
-    if (!why && hstop_due(n, t0)) why = ld_relaxed_sys(st.hstop);
-    const int r = why ? SPIN_ABORT : globaltimer() - t0 > p.rt.timeout_ns ? SPIN_TIMEOUT : SPIN_OK;
+    uint64_t why = 0;
+    const int r = ll_stop(p.rt, n, t0, &why);
     if (r == SPIN_OK) return false;
     if (atomicCAS(&gd.note.quit, 0, 1) == 0)
         fail_spin(p.rt, r, wait_site{src, (int)blockIdx.x, -1, 1}, flag, seen, why, gd.e);

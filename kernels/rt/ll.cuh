@@ -65,6 +65,19 @@ __device__ __forceinline__ bool ll_ready(uint64_t a, uint64_t b, uint32_t flag)
     return (uint32_t)(a >> 32) == flag && (uint32_t)(b >> 32) == flag;
 }
 
+/* Why a poll that began at t0 must stop, at its n-th round: SPIN_ABORT
+ * (*why: the stop word), SPIN_TIMEOUT, or SPIN_OK (go on); as spin_geq. */
+__device__ __forceinline__ int ll_stop(const mki_rt_dev &rt, uint32_t n, uint64_t t0,
+                                       uint64_t *why)
+{
+    const stop_words st = stops_of(rt);
+    uint64_t w = ld_relaxed_sys(st.abort);
+    if (!w && st.abort2) w = ld_relaxed_sys(st.abort2);
+    if (!w && hstop_due(n, t0)) w = ld_relaxed_sys(st.hstop);
+    *why = w;
+    return w ? SPIN_ABORT : globaltimer() - t0 > rt.timeout_ns ? SPIN_TIMEOUT : SPIN_OK;
+}
+
 /* The poll of a line that was not there yet: the stop words and the
  * deadline every 64 polls, as spin_geq.  Inline: a call would spill the
  * other lines a thread holds. */
@@ -72,7 +85,6 @@ static __device__ __forceinline__ bool ll_wait_slow(const mki_rt_dev &rt, const 
                                                  uint32_t flag, uint64_t *v, wait_site w,
                                                  uint64_t e, volatile int *quit)
 {
-    const stop_words st = stops_of(rt);
     const uint64_t t0 = globaltimer();
     uint64_t a, b;
     for (uint32_t n = 1;; n++) {
@@ -83,10 +95,8 @@ static __device__ __forceinline__ bool ll_wait_slow(const mki_rt_dev &rt, const 
         }
         if (n & 63) continue;
         if (*quit) return false;
-        uint64_t why = ld_relaxed_sys(st.abort);
-        if (!why && st.abort2) why = ld_relaxed_sys(st.abort2);
-        if (!why && hstop_due(n, t0)) why = ld_relaxed_sys(st.hstop);
-        const int r = why ? SPIN_ABORT : globaltimer() - t0 > rt.timeout_ns ? SPIN_TIMEOUT : SPIN_OK;
+        uint64_t why = 0;
+        const int r = ll_stop(rt, n, t0, &why);
         if (r != SPIN_OK) {
             fail_spin(rt, r, w, flag, a >> 32, why, e);
             *quit = 1;

@@ -128,11 +128,23 @@ __device__ __forceinline__ void fence_proxy_async_global()
 /* Publish: everything this thread's CTA stored (generic or TMA, already
  * complete) becomes visible to any GPU before *sig grows by v (an
  * epilogue's per-tile signal). */
-__device__ __forceinline__ void signal_add_release(uint64_t *sig, uint64_t v)
+__device__ __forceinline__ void signal_fence()
 {
     fence_proxy_async_global();
     asm volatile("fence.acq_rel.sys;" ::: "memory");
+}
+
+/* *sig += v at system scope, ordered only by a signal_fence before it
+ * (one fence for several signals of the same stores). */
+__device__ __forceinline__ void signal_add(uint64_t *sig, uint64_t v)
+{
     asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(sig), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ void signal_add_release(uint64_t *sig, uint64_t v)
+{
+    signal_fence();
+    signal_add(sig, v);
 }
 
 } /* namespace mki */

@@ -23,12 +23,8 @@
  * rank's NIC (alltoall: (L-1)/P and (P-L)/P, no aggregation).  The split
  * with the least fused time wins (ties: fewer communication CTAs); the
  * fused kernel runs only when it beats the unfused sequence by the
- * model's margin.  Every figure is in mki_model_default below.
+ * model's margin.  Every figure is in mki_model_default (model_table.c).
  */
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,56 +36,6 @@
 #include "ops/attn.h"
 #include "ops/gemm_rs.h"
 #include "plan/plan.h"
-
-/* Figures from shared/REFERENCE.md (2 x H200, NV18, 2026-11-22) and the
- * public anchors it lists.  Calibration replaces this table only. */
-const struct mki_model mki_model_default = {
-    .sm_count = 132,
-    .gemm_tflops = 700.0,      /* cuBLAS bf16 677-791 TFLOP/s */
-    /* Our attention core (mkbench attn, H100, 2026-11-26; FLOPs computed,
-     * half under a causal mask): head_dim 128 568-584 TFLOP/s without a
-     * mask at 4k-16k, 475-504 causal; head_dim 64 426-449, 325-359. */
-    .attn_tflops = {437.0, 575.0},
-    .attn_causal = {0.78, 0.85},
-    .tile_m = 128,
-    .tile_n = 256,
-    .nvlink_link_gbs = 26.5,   /* NV18: 18 x 26.5 = 477 GB/s per direction */
-    .nvlink_ref_links = 18,
-    .tma_cta_gbs = 43.0,       /* cp.async.bulk, one thread per CTA */
-    .tma_sat_gbs = 372.0,      /* 8 CTAs 343, 16 353, 132 372 */
-    .reg_cta_gbs = 20.0,       /* 512 threads, 16-byte stores */
-    .reg_sat_gbs = 367.0,      /* 16 CTAs 316-322, 132 367 */
-    .ce_gbs = 385.0,           /* cudaMemcpyPeerAsync beside a GEMM */
-    .pcie_gbs = 24.0,          /* PCIe Gen4 x16 peer copies */
-    .host_gbs = 10.0,          /* two PCIe hops through pinned host memory */
-    .same_gpu_gbs = 2000.0,    /* device-local copy: 4.25 TB/s read+write */
-    .local_cta_gbs = 32.0,     /* 4.25 TB/s / 132 SMs */
-    .reduce_cta_gbs = 32.0,    /* fp32 add streams at the SM's HBM share */
-    .ib_nic_gbs = 50.0,        /* ConnectX-7, 400 Gb/s */
-    .efa_nic_gbs = 25.0,       /* p5en: 16 x 200 Gb/s EFA, 2 per GPU */
-    .socket_gbs = 3.0,         /* TCP through one host thread */
-    .inter_send_per_nic = 1,
-    /* From mkbench on 2, 4 and 8 x H200 (tools/model_check.py, NOTES): a
-     * small collective takes ~15 / 22 / 60 us at 2 / 4 / 8 ranks, and at
-     * 1 GB per rank moves 0.92 / 0.80 / 0.77 of the 2-peer rate. */
-    .peer_latency_us = 6.0,
-    .link_share_loss = 0.25,
-    .fused_overhead_us = 10.0,
-    .epi_overhead_us = 3.0,    /* the last own tiles' wait and combine */
-    /* Per tile of mkGemmReduceScatter's kernel over the GEMM's own (lab
-     * sums per CTA, 2 x H100, 8192^3, NOTES "Fourteenth session"): an own
-     * tile's period 59 us, a peer tile's 52, the GEMM's 48-50. */
-    .epi_own_us = 10.0,
-    .epi_peer_us = 3.0,
-    .launch_us = 5.0,
-    .hbm_read_gbs = 3000.0,    /* a stream read by every SM (H100 HBM3 3.35 TB/s peak) */
-    .gemm_interference = 1.02, /* a peer copy slowed cuBLAS 8192^3 by 1.5% */
-    .fuse_margin = 0.05,
-    .partial_bytes = 4,        /* fp32 partial sums (one rounding) */
-    .chunk_min = 256u << 10,
-    .chunk_max = 8u << 20,
-    .chunks_per_shard = 8,
-};
 
 /* Movers each op's kernels may use: the copy engine cannot add, so the
  * reductions combine with TMA (adds by the CTA's other warps) or registers;

@@ -5,6 +5,7 @@
  * runs; mkinfo and mkCommGetInfo print it.
  *
  *   model.c  the cost model of the fused ops (pure: tests and mkinfo)
+ *   model_table.c  its constants (mki_model_default)
  *   coll.c   the plain collectives' measured rules (pure, and per call)
  *   parse.c  MK_TRANSPORT and MK_SM_SPLIT
  *   setup.c  a communicator's facts, transports, SM budget; plan cache
@@ -51,7 +52,7 @@
  * rank's NICs), so CTA counts and chunk sizes agree across ranks.
  *
  * The cost model's constants live in one table, mki_model_default, in
- * plan.c; calibration replaces that table and nothing else.
+ * model_table.c; calibration replaces that table and nothing else.
  */
 #ifndef MKI_PLAN_H
 #define MKI_PLAN_H

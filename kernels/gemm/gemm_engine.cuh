@@ -84,7 +84,12 @@
  *                        the tile is complete and visible (hook 3, signal);
  *                        with kDeferSignal, when the consumers begin their
  *                        next tile's epilogue (or finish), so that waiting
- *                        for the stores never stalls the mainloop.
+ *                        for the stores never stalls the mainloop; with
+ *                        kEarlySignal too, already after k-block
+ *                        signal_kb() of the next tile where it has that
+ *                        many (local stores have completed by then: the
+ *                        side work that waits for them starts a mainloop
+ *                        earlier).
  *   progress(p, t, kb, kb_end)  kProgress hooks only (optional member):
  *                        the producer thread, after issuing k-block kb of
  *                        its tile t (kb_end: the tile's end; every tile,
@@ -257,6 +262,7 @@ MKI_HOOK_FLAG(HooksHaveCombine, kCombine)
 MKI_HOOK_FLAG(HooksHaveDone, kDone)
 MKI_HOOK_FLAG(HooksHaveProgress, kProgress)
 MKI_HOOK_FLAG(HooksWideSideWork, kWideSideWork)
+MKI_HOOK_FLAG(HooksEarlySignal, kEarlySignal)
 #undef MKI_HOOK_FLAG
 
 struct DefaultHooks {
@@ -657,6 +663,9 @@ __device__ __forceinline__ void consumer(const GemmParams &p, const Hooks &h, in
     constexpr bool kDefer = Hooks::kSignal && HooksDeferSignal<Hooks>::value;
     TileCoord pend{0, 0};
     bool has_pend = false;
+    int skb = 0; /* k-blocks into a tile after which the previous one is signalled */
+    if constexpr (kDefer && HooksEarlySignal<Hooks>::value)
+        skb = h.signal_kb();
     int it = 0;
     for (int i = unit0; i < p.num_units; i += nunits_step, ++it) {
         TileCoord tc = my_tile<kCM>(h.tile(p, i), crank);
@@ -683,6 +692,12 @@ __device__ __forceinline__ void consumer(const GemmParams &p, const Hooks &h, in
             if (++stage == kStages) {
                 stage = 0;
                 phase ^= 1;
+            }
+            if constexpr (kDefer && HooksEarlySignal<Hooks>::value) {
+                if (has_pend && skb > 0 && kb == tc.kb0 + skb - 1) {
+                    flush_signal(p, h, pend, wg, t);
+                    has_pend = false;
+                }
             }
         }
         wgmma_wait<0>(acc);

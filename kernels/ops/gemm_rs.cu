@@ -10,8 +10,9 @@
  *   a peer tile          consumers: the outbox tile it % MKI_GRS_RING is
  *                        free once the movers are past iteration
  *                        it - MKI_GRS_RING; the TMA store of the fp32
- *                        tile into it (local memory); when the consumers
- *                        begin their next tile's epilogue (the store has
+ *                        tile into it (local memory); MKI_GRS_SIGNAL_KB
+ *                        k-blocks into their next tile's mainloop (or at
+ *                        its epilogue, if shorter; the store has
  *                        completed): posted = it + 1
  *                        movers (warps 1-3 of the producer warpgroup):
  *                        once per peer, wait until it released e - 1; wait
@@ -222,8 +223,9 @@ extern "C" int mki_grs_describe(const struct mki_grs_launch *l, struct mki_launc
         return mki_launch_arg(d, &hh, sizeof(hh)) ? MKI_GEMM_ERR_INVALID : MKI_GEMM_OK;
     }
     /* The peers' partials of own unit k come from their round k, are
-     * posted to the movers when the CTA that computed one has computed its
-     * next unit too (kDeferSignal), then copied and flagged: a lag of
+     * posted to the movers a few k-blocks into the next unit of the CTA
+     * that computed one (kEarlySignal; at its end before: the movers sat
+     * idle a whole mainloop), then copied and flagged: a lag of
      * about three waves of units over the P slots of a round lets them
      * land first (gemm_rs.h; with the stores in the epilogue, one wave
      * measured 1.31x our GEMM alone at 2048x8192x4096 against 1.25x for

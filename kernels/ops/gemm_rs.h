@@ -85,6 +85,11 @@
 #define MKI_GRS_MAXFLAGS 8192
 /* Outbox tiles per CTA (fp32 partials waiting for the movers). */
 #define MKI_GRS_RING 4
+/* k-blocks into a tile's mainloop after which the CTA's previous tile,
+ * stored into the outbox, is handed to the movers */
+#ifndef MKI_GRS_SIGNAL_KB
+#define MKI_GRS_SIGNAL_KB 8
+#endif
 /* Segments of the schedule (breakpoints of the rounds). */
 #define MKI_GRS_MAXSEG (2 * MKI_MAXLOCAL + 2)
 

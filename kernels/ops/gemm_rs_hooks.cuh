@@ -55,6 +55,7 @@ struct GrsHooks {
     static constexpr bool kWaitA = false;
     static constexpr bool kSignal = true;
     static constexpr bool kDeferSignal = true; /* flags one tile late: no stall */
+    static constexpr bool kEarlySignal = true; /* ... but early in that tile (signal_kb) */
     static constexpr bool kASrc = true;
     static constexpr bool kCombine = true;
     static constexpr bool kSideWork = true; /* the movers */
@@ -279,6 +280,12 @@ struct GrsHooks {
         if (wg == 0 && th == 0) GRS_STAMP(9);
     }
 
+    /* The outbox's tiles (local stores) are handed to the movers
+     * MKI_GRS_SIGNAL_KB k-blocks into the next tile's mainloop, not at its
+     * end: the copy overlaps that mainloop.  The K-slices' stores go over
+     * NVLink and take longer: signalled at the next epilogue. */
+    __device__ __forceinline__ int signal_kb() const { return direct ? 0 : MKI_GRS_SIGNAL_KB; }
+
     /* The producer, after k-block kb of its tile t: once kPfLead k-blocks
      * remain, the movers may warm L2 for the tile (prefetch_own). */
     static constexpr int kPfLead = 8;
@@ -371,6 +378,7 @@ struct GrsHooks {
                     signal_add_release(&ctl[d]->flag[mki_grs_slot(me, d, P)]
                                                     [(b * nnb + u.n_blk) / grp[d]],
                                        1);
+                if (mt == 0) GRS_STAMP(6); /* lab builds: the last peer tile flagged */
             }
             if (mt == 0) *(volatile int *)&grs.moved = it + 1;
         }

@@ -90,6 +90,10 @@ double mkb_median(double *v, int n); /* sorts v */
 /* Times `reps` calls of fn(ctx, rep) on `stream`, one event pair per call,
  * after `warmup` untimed calls; fills ms[reps]. fn must only enqueue work. */
 typedef void (*mkb_fn)(void *ctx, int rep);
+/* The host's wall time per call of the last mkb_time's timed loop, in
+ * microseconds (the enqueue alone, before the stream is waited for): near
+ * the event times, the series is bound by the host, not the GPU. */
+extern double mkb_host_us;
 void mkb_time(mkb_fn fn, void *ctx, cudaStream_t stream, int warmup, int reps, double *ms);
 
 #ifdef __cplusplus

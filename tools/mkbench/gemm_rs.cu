@@ -154,6 +154,11 @@ void call(const ctx &x, const set &s)
 #define RS_WARMUP_OURS 30
 #define RS_WARMUP 5
 
+/* --host: this rank's host time per call of each series (mkb_host_us),
+ * summed over the rounds */
+int g_host;
+double g_host_us[NSERIES];
+
 void time_block(ctx &x, int what, int iters, std::vector<double> &out)
 {
     x.what = what;
@@ -161,6 +166,7 @@ void time_block(ctx &x, int what, int iters, std::vector<double> &out)
     std::vector<double> ms(iters);
     mkb_time(run_fn, &x, g_st, what == OURS ? RS_WARMUP_OURS : RS_WARMUP, iters, ms.data());
     out.insert(out.end(), ms.begin(), ms.end());
+    g_host_us[what] += mkb_host_us;
 }
 
 
@@ -260,10 +266,11 @@ static int bench_main(int argc, char **argv)
         else if (!strcmp(argv[i], "--tag") && i + 1 < argc) tag = argv[++i];
         else if (!strcmp(argv[i], "--no-nccl")) nccl = 0;
         else if (!strcmp(argv[i], "--graph")) graph = g_graph = 1;
+        else if (!strcmp(argv[i], "--host")) g_host = 1;
         else {
             fprintf(stderr, "usage: mkbench %s [--shapes MxNxK,...] [--dtype bf16|fp16] "
                             "[--notransb] [--iters N] [--rounds R] [--tag NAME] "
-                            "[--no-nccl] [--graph]\n", me);
+                            "[--no-nccl] [--graph] [--host]\n", me);
             return 2;
         }
     }
@@ -316,6 +323,7 @@ static int bench_main(int argc, char **argv)
             for (int what = OURS; what < NSERIES; what++)
                 if (nccl || what == OURS || what == GEMM) capture(x, what);
         std::vector<double> t[NSERIES];
+        for (double &h : g_host_us) h = 0;
         for (int round = 0; round < rounds; round++)
             for (int what = OURS; what < NSERIES; what++)
                 if (nccl || what == OURS || what == GEMM) time_block(x, what, iters, t[what]);
@@ -331,6 +339,11 @@ static int bench_main(int argc, char **argv)
             return 3;
         }
         plan_text(x.m, x.n, r.k, &r);
+        if (g_host && g_rank == 0)
+            printf("host %lldx%lldx%lld: enqueue us per call (rank 0, mean of %d rounds): "
+                   "ours %.1f unfused %.1f gemm %.1f %s %.1f\n", r.m, r.n, r.k, rounds,
+                   g_host_us[OURS] / rounds, g_host_us[UNFUSED] / rounds,
+                   g_host_us[GEMM] / rounds, g_ar ? "all-red" : "red-sc", g_host_us[RS] / rounds);
         MKB_CHECK(cudaStreamSynchronize(g_st));
         for (int what = OURS; what < NSERIES; what++)
             for (cudaGraphExec_t ex : x.exec[what]) cudaGraphExecDestroy(ex);

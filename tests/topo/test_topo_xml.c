@@ -92,10 +92,11 @@ static void dgx(void)
 
 /* mkGemmReduceScatter / mkGemmAllReduce on 2 ranks over NV18: the model
  * (whole waves, per-tile epilogue terms, the last tiles' wait) against
- * what 2 x H100 measured (bench/NOTES.md, fourteenth session, call 7):
- * RS 8192^3 0.964 ms, 6000 x 5000 x 4112 0.332, 2048 x 8192 x 8192 0.285,
- * AR 8192^3 1.017; every plan still fused, as measured best (our unfused
- * sequence was slower at every shape). */
+ * what 2 x H100 measured with the outbox tiles handed to the movers early
+ * (bench/NOTES.md, sixteenth session, calls 4-5, medians of the runs):
+ * RS 8192^3 0.951 ms, 6000 x 5000 x 4112 0.307, 2048 x 8192 x 8192 0.247,
+ * 1024 x 8192 x 8192 0.135, AR 8192^3 1.007; every plan still fused, as
+ * measured best (our unfused sequence was slower at every shape). */
 static void grs_model(void)
 {
     static struct mki_host_topo h;
@@ -106,10 +107,11 @@ static void grs_model(void)
         int64_t m, n, k;
         double us, tol;
     } cases[] = {
-        {MKI_OP_GEMM_RS, 8192, 8192, 8192, 964, 0.05},
-        {MKI_OP_GEMM_RS, 6000, 5000, 4112, 332, 0.10},
-        {MKI_OP_GEMM_RS, 2048, 8192, 8192, 285, 0.05},
-        {MKI_OP_GEMM_AR, 8192, 8192, 8192, 1017, 0.05},
+        {MKI_OP_GEMM_RS, 8192, 8192, 8192, 951, 0.05},
+        {MKI_OP_GEMM_RS, 6000, 5000, 4112, 307, 0.10},
+        {MKI_OP_GEMM_RS, 2048, 8192, 8192, 247, 0.05},
+        {MKI_OP_GEMM_RS, 1024, 8192, 8192, 135, 0.10},
+        {MKI_OP_GEMM_AR, 8192, 8192, 8192, 1007, 0.05},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         plan_of(&h, 2, 1, cases[i].op, cases[i].m, cases[i].n, cases[i].k, &p);

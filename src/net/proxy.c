@@ -77,15 +77,19 @@ mkResult_t mki_fifo_push_host(struct mki_fifo_hdr *f, uint32_t nslots,
 
 /* ---- the thread ------------------------------------------------------ */
 
+/* The first error only, and the producers' word before anyone can read
+ * it through mki_proxy_error: a later error (a timeout after a peer's
+ * reset) changes neither (test_socket's death case saw them differ once). */
 static void set_error(struct mki_proxy *p, mkResult_t res)
 {
     pthread_mutex_lock(&p->lock);
     if (p->err == mkSuccess) {
-        p->err = res;
         snprintf(p->msg, sizeof(p->msg), "%s", mki_thread_error());
+        __atomic_store_n(&p->a.fifo->error, (uint64_t)res, __ATOMIC_RELEASE);
+        p->err = res;
     }
+    res = p->err;
     pthread_mutex_unlock(&p->lock);
-    __atomic_store_n(&p->a.fifo->error, (uint64_t)res, __ATOMIC_RELEASE);
     MKI_WARN(MKI_SUB_PROXY, "proxy stopped forwarding: %s: %s",
              mkGetErrorString(res), p->msg);
 }

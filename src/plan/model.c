@@ -351,6 +351,13 @@ static void evaluate(const struct mki_model *md, const struct mki_plan_ctx *c,
     double fill = w->flops > 0 ? dmin(t->c, t->comm) / md->chunks_per_shard : 0;
     if (w->flops > 0 && tiles_of(md, w) <= s->compute) fill = dmin(t->c, t->comm);
     if (epi >= 0) fill = 0; /* epi_us has the last tiles' wait */
+    if (epi >= 0 && t->comm > 0) {
+        /* Bound by the link (3 or more ranks: each rank's partials for
+         * P - 1 peers): the movers reach part of its rate beside the
+         * GEMM, and the first tile has nothing to send yet. */
+        t->comm /= md->epi_link_eff;
+        if (t->comm > t->c) fill = tile_s(md, c, w) * 1e6;
+    }
     t->fused = dmax(t->c, t->comm) + fill +
                (comm ? (w->epi ? md->epi_overhead_us : md->fused_overhead_us) : 0) +
                (w->intra > 0 ? md->peer_latency_us * (c->local_size - 1) : 0);

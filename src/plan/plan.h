@@ -200,6 +200,8 @@ struct mki_model {
     double epi_overhead_us;    /* the same when the epilogues move the bytes */
     double epi_own_us;         /* GEMM+RS/AR: an own tile's combine, per source */
     double epi_peer_us;        /* GEMM+RS/AR: a peer tile's fp32 store into the outbox */
+    double epi_link_eff;       /* GEMM+RS/AR: of the link's rate, what the mover warps reach
+                                * beside the GEMM where the link is the bound */
     double launch_us;          /* one more kernel in the unfused sequence */
     double hbm_read_gbs;       /* HBM read by every SM at once (a GEMM bound by B) */
     double gemm_interference;  /* compute slowdown beside transfers */

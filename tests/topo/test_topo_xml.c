@@ -123,6 +123,28 @@ static void grs_model(void)
                     cases[i].us);
         CHECK(p.t_unfused_us > p.t_fused_us);
     }
+    /* 4 ranks, one per H100 (sixteenth session, call 8): the link is the
+     * bound (each rank's fp32 partials for three peers), at the movers'
+     * share of its rate (epi_link_eff) */
+    static const struct {
+        enum mki_op op;
+        int64_t m;
+        double us;
+    } four[] = {
+        {MKI_OP_GEMM_RS, 8192, 776},
+        {MKI_OP_GEMM_RS, 16384, 1514},
+        {MKI_OP_GEMM_RS, 4096, 424},
+        {MKI_OP_GEMM_AR, 8192, 1065},
+    };
+    for (size_t i = 0; i < sizeof(four) / sizeof(four[0]); i++) {
+        plan_of(&h, 4, 1, four[i].op, four[i].m, 8192, 8192, &p);
+        const double err = p.t_fused_us / four[i].us - 1;
+        CHECK(p.fused == 1);
+        CHECK(err < 0.10 && err > -0.10);
+        if (!(err < 0.10 && err > -0.10))
+            fprintf(stderr, "4 ranks, case %zu: model %.0f us, measured %.0f\n", i,
+                    p.t_fused_us, four[i].us);
+    }
     /* decode-sized M: the decode kernel's model (read of B, exchange,
      * sum, fixed cost) against 2 x H200 (fifteenth session, call 15):
      * all-reduce m = 16 32.5 us, reduce-scatter m = 16 30.9 us, within

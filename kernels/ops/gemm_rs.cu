@@ -63,6 +63,7 @@ __device__ __forceinline__ void begin(const GrsHooks &h)
     grs.pf_go = 0;
 #ifdef MKI_GRS_TRACE
     for (int i = 0; i < 10; ++i) grs.ts[i] = 0;
+    for (int i = 0; i < GRS_NSUM; ++i) grs.sum[i] = 0;
     grs.kind = 0;
     GRS_STAMP(0);
 #endif
@@ -85,6 +86,14 @@ __device__ void finish(const GrsHooks &h)
                "done_in %lld gated %lld bcast %lld gather %lld end %lld summed %lld\n", h.me,
                (int)blockIdx.x, grs.kind, (unsigned long long)grs.ts[0], d[1], d[2], d[3], d[4],
                d[5], d[6], d[7], d[8], d[9]);
+        const uint64_t *u = grs.sum;
+        printf("TRACESUM rank %d cta %d own %llu peer %llu own_period %llu peer_period %llu "
+               "flagwait %llu combine %llu outbox %llu mv_wait %llu mv_copy %llu\n", h.me,
+               (int)blockIdx.x, (unsigned long long)u[GRS_S_NOWN],
+               (unsigned long long)u[GRS_S_NPEER], (unsigned long long)u[GRS_S_OWN_PERIOD],
+               (unsigned long long)u[GRS_S_PEER_PERIOD], (unsigned long long)u[GRS_S_FLAGWAIT],
+               (unsigned long long)u[GRS_S_COMBINE], (unsigned long long)u[GRS_S_OUTBOX],
+               (unsigned long long)u[GRS_S_MV_WAIT], (unsigned long long)u[GRS_S_MV_COPY]);
     }
 #endif
     __threadfence();

@@ -21,6 +21,22 @@ namespace {
 using namespace mki;
 using namespace mki::gemm;
 
+/* Lab builds only (-DMKI_GRS_TRACE=CALL): timestamps of one call and
+ * per-CTA sums of where its tiles' time went, printed per CTA by
+ * finish(); nothing otherwise.  Sums (ns, or counts): */
+enum {
+    GRS_S_OWN_PERIOD, /* from the previous epilogue's start to an own tile's */
+    GRS_S_PEER_PERIOD, /* ... to a peer tile's */
+    GRS_S_NOWN, GRS_S_NPEER,
+    GRS_S_FLAGWAIT,   /* an own tile's wait for its sources' flags */
+    GRS_S_COMBINE,    /* its loads and adds */
+    GRS_S_OUTBOX,     /* a peer tile's wait for a free outbox tile */
+    GRS_S_MV_WAIT,    /* movers: waiting for a peer tile's hand-over */
+    GRS_S_MV_COPY,    /* movers: its gate, copy and flag */
+    GRS_S_LAST,       /* (state) the previous epilogue's start */
+    GRS_NSUM
+};
+
 /* This CTA's call, the peers it may write to, the first failure it
  * noted (reported by one thread after the tiles), and the hand-over of
  * outbox tiles from its consumers to its movers. */
@@ -33,19 +49,22 @@ struct GrsCta {
     int pf_go;      /* producer: iterations < pf_go are kPfLead k-blocks from their end */
 #ifdef MKI_GRS_TRACE
     uint64_t ts[10]; /* lab builds: globaltimer at the points of GRS_STAMP */
+    uint64_t sum[GRS_NSUM]; /* lab builds: per-CTA sums over the call (GRS_ADD) */
     int kind;       /* 1 own sum, 2 peer partial, 3 own slice */
 #endif
 };
 __shared__ GrsCta grs;
 
-/* Lab builds only (-DMKI_GRS_TRACE=CALL): timestamps of one call, printed
- * per CTA by finish(); nothing otherwise. */
 #ifdef MKI_GRS_TRACE
 #define GRS_STAMP(i) (grs.ts[i] = globaltimer())
 #define GRS_KIND(k) (grs.kind = (k))
+#define GRS_NOW() globaltimer()
+#define GRS_ADD(i, v) (grs.sum[i] += (v))
 #else
 #define GRS_STAMP(i) ((void)0)
 #define GRS_KIND(k) ((void)0)
+#define GRS_NOW() 0ull
+#define GRS_ADD(i, v) ((void)0)
 #endif
 
 constexpr int kMovers = 96;  /* threads 32..127 of the producer warpgroup */
@@ -234,12 +253,22 @@ struct GrsHooks {
             role_sync(3, 256);
             return;
         }
+        [[maybe_unused]] const uint64_t t_in = GRS_NOW();
+#ifdef MKI_GRS_TRACE
+        if (wg == 0 && th == 0) {
+            if (grs.sum[GRS_S_LAST])
+                GRS_ADD(d != me ? GRS_S_PEER_PERIOD : GRS_S_OWN_PERIOD, t_in - grs.sum[GRS_S_LAST]);
+            grs.sum[GRS_S_LAST] = t_in;
+            GRS_ADD(d != me ? GRS_S_NPEER : GRS_S_NOWN, 1);
+        }
+#endif
         if (d != me) {
             /* The outbox tile must be copied out (iteration it - ring);
              * the movers get past every iteration, failed or not. */
             if (th == 0)
                 while (*(volatile int *)&grs.moved < t.it - MKI_GRS_RING + 1) {
                 }
+            if (wg == 0 && th == 0) GRS_ADD(GRS_S_OUTBOX, GRS_NOW() - t_in);
             return;
         }
         const int m_me = row_off[me + 1] - row_off[me];
@@ -249,7 +278,10 @@ struct GrsHooks {
             (void)wait_tile(b, t.n_blk);
         }
         role_sync(3, 256); /* every source's partial of the tile has landed */
-        if (wg == 0 && th == 0) GRS_STAMP(2);
+        if (wg == 0 && th == 0) {
+            GRS_STAMP(2);
+            GRS_ADD(GRS_S_FLAGWAIT, GRS_NOW() - t_in);
+        }
         const int r0 = b * BM + wg * 64 + wrow, c0 = t.n_blk * BN + q;
         /* My partial, then the sources' in rank order: a fixed order (the
          * same bits call after call); kJ column groups of 8 at a time, 2 kJ
@@ -277,7 +309,10 @@ struct GrsHooks {
                 }
             }
         }
-        if (wg == 0 && th == 0) GRS_STAMP(9);
+        if (wg == 0 && th == 0) {
+            GRS_STAMP(9);
+            GRS_ADD(GRS_S_COMBINE, grs.ts[9] - grs.ts[2]);
+        }
     }
 
     /* The outbox's tiles (local stores) are handed to the movers
@@ -363,11 +398,14 @@ struct GrsHooks {
                 if (ar) bcast_tile(b, u.n_blk, it, mt);
             } else if (d != me && b < nb[d]) {
                 if (mt == 0) {
+                    [[maybe_unused]] const uint64_t t0 = GRS_NOW();
                     while (*(volatile int *)&grs.posted <= it) {
                     }
+                    GRS_ADD(GRS_S_MV_WAIT, GRS_NOW() - t0);
                     __threadfence_block();
                     gate(d);
                 }
+                [[maybe_unused]] const uint64_t t1 = GRS_NOW();
                 role_sync(kMoverBar, kMovers);
                 if (!*(volatile int *)&grs.note.quit) {
                     copy_tile(dst[d], d, b, u.n_blk, it, mt);
@@ -378,7 +416,10 @@ struct GrsHooks {
                     signal_add_release(&ctl[d]->flag[mki_grs_slot(me, d, P)]
                                                     [(b * nnb + u.n_blk) / grp[d]],
                                        1);
-                if (mt == 0) GRS_STAMP(6); /* lab builds: the last peer tile flagged */
+                if (mt == 0) {
+                    GRS_STAMP(6); /* lab builds: the last peer tile flagged */
+                    GRS_ADD(GRS_S_MV_COPY, GRS_NOW() - t1);
+                }
             }
             if (mt == 0) *(volatile int *)&grs.moved = it + 1;
         }

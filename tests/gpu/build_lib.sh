@@ -5,6 +5,9 @@
 #
 #   gpu_build_lib OUTDIR [BUILD_TREE]     (default tree: build-gpu/agg-build)
 #
+# MK_BUILD_DEFS adds preprocessor definitions to the library's build (lab
+# builds, e.g. -DMKI_GRS_TRACE=40): give such a build a tree of its own.
+#
 # Sets NVCC, BLD, COMMIT, ARCH, INC and LIBS; the library's make log goes
 # to OUTDIR/build.log.  Returns non-zero, with the log's tail, on failure.
 gpu_build_lib() {
@@ -12,7 +15,12 @@ gpu_build_lib() {
     BLD=${2:-build-gpu/agg-build}
     mkdir -p "$BLD" "$1"
     [ -f "$BLD/Makefile" ] || (cd "$BLD" && "$(cd ../.. && pwd)/configure" -q) || return 1
-    make -C "$BLD" -j"${JOBS:-2}" libmkcore.la > "$1/build.log" 2>&1 || { tail -30 "$1/build.log"; return 1; }
+    if [ -n "${MK_BUILD_DEFS:-}" ]; then
+        make -C "$BLD" -j"${JOBS:-2}" DEFS="-DHAVE_CONFIG_H $MK_BUILD_DEFS" libmkcore.la \
+            > "$1/build.log" 2>&1 || { tail -30 "$1/build.log"; return 1; }
+    else
+        make -C "$BLD" -j"${JOBS:-2}" libmkcore.la > "$1/build.log" 2>&1 || { tail -30 "$1/build.log"; return 1; }
+    fi
     COMMIT=$(git rev-parse --short=12 HEAD 2>/dev/null || echo uncommitted)
     ARCH="-gencode=arch=compute_90a,code=sm_90a"
     INC="-Iinclude -Isrc/core -Isrc -I. -Ikernels -Ikernels/gemm -I$BLD -Itools/mkbench -I/usr/lib/x86_64-linux-gnu/pmix2/include"

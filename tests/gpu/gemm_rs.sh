@@ -15,6 +15,15 @@
 #                                       the same for mkGemmAllReduce
 #                                       (test_gemm_rs ar-MODE, mkbench
 #                                       gemm_ar)
+#   bash tests/gpu/gemm_rs.sh trace-build   here: mkbench_gemm_rs on a
+#                                       library built with
+#                                       -DMKI_GRS_TRACE=40 (its own tree,
+#                                       build-gpu/trace-build), in
+#                                       build-gpu/grs-trace
+#   bash tests/gpu/gemm_rs.sh trace [--ar] MxNxK   there: one shape on 2
+#                                       GPUs; call 40's per-CTA stamps
+#                                       and sums, summarized by
+#                                       tools/grs_trace.py
 #
 # Logs and JSON go to $OUT when set (else build-gpu/grs/out); each step
 # runs under its own timeout; a summary table ends the output.
@@ -31,6 +40,34 @@ if [ "$what" = build ]; then
     ls -la $B
     exit 0
 fi
+if [ "$what" = trace-build ]; then
+    set -e
+    . tests/gpu/build_lib.sh
+    T=build-gpu/grs-trace
+    MK_BUILD_DEFS="-DMKI_GRS_TRACE=40" gpu_build_lib "$T" build-gpu/trace-build
+    $NVCC $ARCH -O2 -std=c++17 $INC -DMKB_GEMM_RS_MAIN tools/mkbench/gemm_rs.cu \
+        $BLD/mkb_common.o $LIBS -o $T/mkbench_gemm_rs
+    ls -la $T
+    exit 0
+fi
+if [ "$what" = trace ]; then
+    ar=
+    [ "${1:-}" = --ar ] && { ar=--ar; shift; }
+    [ $# -eq 1 ] || { echo "usage: tests/gpu/gemm_rs.sh trace [--ar] MxNxK" >&2; exit 2; }
+    O=${OUT:-build-gpu/grs-trace/out}
+    mkdir -p "$O"
+    export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+    export NCCL_NVLS_ENABLE=0 CUDA_MODULE_LOADING=EAGER CUDA_VISIBLE_DEVICES=0,1
+    log="$O/trace${ar}-$1.log"
+    # call 40: within the first round's timed calls (30 warm-up calls)
+    timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
+        -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x CUDA_MODULE_LOADING -x CUDA_VISIBLE_DEVICES \
+        build-gpu/grs-trace/mkbench_gemm_rs $ar --shapes "$1" --rounds 1 --iters 20 > "$log" 2>&1
+    rc=$?
+    grep -E "^[0-9]+x[0-9]+x[0-9]+ " "$log"
+    python3 tools/grs_trace.py "$log"
+    exit $rc
+fi
 AR= OPN=gemm_rs BARG=
 case $what in
 ar-*) AR=ar- OPN=gemm_ar BARG=--ar; what=${what#ar-} ;;
@@ -39,7 +76,7 @@ case $what in
 test)  tests=1; bench=0 ;;
 bench) tests=0; bench=1 ;;
 all)   tests=1; bench=1 ;;
-*) echo "usage: tests/gpu/gemm_rs.sh [build|test|bench|all] ..." >&2; exit 2 ;;
+*) echo "usage: tests/gpu/gemm_rs.sh [build|test|bench|all|trace-build|trace] ..." >&2; exit 2 ;;
 esac
 O=${OUT:-$B/out}
 mkdir -p "$O"

@@ -350,11 +350,12 @@ static void evaluate(const struct mki_model *md, const struct mki_plan_ctx *c,
      * leave) wait for all of them, and nothing overlaps. */
     double fill = w->flops > 0 ? dmin(t->c, t->comm) / md->chunks_per_shard : 0;
     if (w->flops > 0 && tiles_of(md, w) <= s->compute) fill = dmin(t->c, t->comm);
-    if (epi >= 0) fill = 0; /* epi_us has the last tiles' wait */
-    if (epi >= 0 && t->comm > 0) {
-        /* Bound by the link (3 or more ranks: each rank's partials for
-         * P - 1 peers): the movers reach part of its rate beside the
-         * GEMM, and the first tile has nothing to send yet. */
+    if (epi >= 0) {
+        /* epi_us has the last tiles' wait; the movers reach part of the
+         * link's rate beside the GEMM, and where the link is the bound (3
+         * or more ranks: each rank's partials for P - 1 peers) the first
+         * tile has nothing to send yet */
+        fill = 0;
         t->comm /= md->epi_link_eff;
         if (t->comm > t->c) fill = tile_s(md, c, w) * 1e6;
     }

@@ -96,54 +96,40 @@ static void dgx(void)
  * (bench/NOTES.md, sixteenth session, calls 4-5, medians of the runs):
  * RS 8192^3 0.951 ms, 6000 x 5000 x 4112 0.307, 2048 x 8192 x 8192 0.247,
  * 1024 x 8192 x 8192 0.135, AR 8192^3 1.007; every plan still fused, as
- * measured best (our unfused sequence was slower at every shape). */
+ * measured best (our unfused sequence was slower at every shape).  And 4
+ * ranks, one per H100 (call 8): the link is the bound there (each rank's
+ * fp32 partials for three peers), at the movers' share of its rate
+ * (epi_link_eff). */
 static void grs_model(void)
 {
     static struct mki_host_topo h;
     struct mki_op_plan p;
     CHECK_RES(load("dgx-h100.xml", "link=nv18", NULL, &h), mkSuccess);
     static const struct {
+        int ranks;
         enum mki_op op;
         int64_t m, n, k;
         double us, tol;
     } cases[] = {
-        {MKI_OP_GEMM_RS, 8192, 8192, 8192, 951, 0.05},
-        {MKI_OP_GEMM_RS, 6000, 5000, 4112, 307, 0.10},
-        {MKI_OP_GEMM_RS, 2048, 8192, 8192, 247, 0.05},
-        {MKI_OP_GEMM_RS, 1024, 8192, 8192, 135, 0.10},
-        {MKI_OP_GEMM_AR, 8192, 8192, 8192, 1007, 0.05},
+        {2, MKI_OP_GEMM_RS, 8192, 8192, 8192, 951, 0.05},
+        {2, MKI_OP_GEMM_RS, 6000, 5000, 4112, 307, 0.10},
+        {2, MKI_OP_GEMM_RS, 2048, 8192, 8192, 247, 0.05},
+        {2, MKI_OP_GEMM_RS, 1024, 8192, 8192, 135, 0.10},
+        {2, MKI_OP_GEMM_AR, 8192, 8192, 8192, 1007, 0.05},
+        {4, MKI_OP_GEMM_RS, 8192, 8192, 8192, 776, 0.10},
+        {4, MKI_OP_GEMM_RS, 16384, 8192, 8192, 1514, 0.10},
+        {4, MKI_OP_GEMM_RS, 4096, 8192, 8192, 424, 0.10},
+        {4, MKI_OP_GEMM_AR, 8192, 8192, 8192, 1065, 0.10},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        plan_of(&h, 2, 1, cases[i].op, cases[i].m, cases[i].n, cases[i].k, &p);
+        plan_of(&h, cases[i].ranks, 1, cases[i].op, cases[i].m, cases[i].n, cases[i].k, &p);
         const double err = p.t_fused_us / cases[i].us - 1;
         CHECK(p.fused == 1);
         CHECK(err < cases[i].tol && err > -cases[i].tol);
         if (!(err < cases[i].tol && err > -cases[i].tol))
-            fprintf(stderr, "case %zu: model %.0f us, measured %.0f\n", i, p.t_fused_us,
-                    cases[i].us);
+            fprintf(stderr, "case %zu (%d ranks): model %.0f us, measured %.0f\n", i,
+                    cases[i].ranks, p.t_fused_us, cases[i].us);
         CHECK(p.t_unfused_us > p.t_fused_us);
-    }
-    /* 4 ranks, one per H100 (sixteenth session, call 8): the link is the
-     * bound (each rank's fp32 partials for three peers), at the movers'
-     * share of its rate (epi_link_eff) */
-    static const struct {
-        enum mki_op op;
-        int64_t m;
-        double us;
-    } four[] = {
-        {MKI_OP_GEMM_RS, 8192, 776},
-        {MKI_OP_GEMM_RS, 16384, 1514},
-        {MKI_OP_GEMM_RS, 4096, 424},
-        {MKI_OP_GEMM_AR, 8192, 1065},
-    };
-    for (size_t i = 0; i < sizeof(four) / sizeof(four[0]); i++) {
-        plan_of(&h, 4, 1, four[i].op, four[i].m, 8192, 8192, &p);
-        const double err = p.t_fused_us / four[i].us - 1;
-        CHECK(p.fused == 1);
-        CHECK(err < 0.10 && err > -0.10);
-        if (!(err < 0.10 && err > -0.10))
-            fprintf(stderr, "4 ranks, case %zu: model %.0f us, measured %.0f\n", i,
-                    p.t_fused_us, four[i].us);
     }
     /* decode-sized M: the decode kernel's model (read of B, exchange,
      * sum, fixed cost) against 2 x H200 (fifteenth session, call 15):

@@ -462,7 +462,7 @@ __device__ __forceinline__ void epilogue(float (&acc)[128], const GemmParams &p,
     if (p.alpha != 1.0f || p.beta != 0.0f)
         apply_alpha_beta<OT>(acc, p, row, col);
     if constexpr (HooksHaveCombine<Hooks>::value)
-        h.combine(acc, p, tc, wg, t, wrow, q);
+        h.combine(acc, p, tc, wg, t, wrow, q, bufs);
     constexpr int kChunks = OT == MKI_DT_F32 ? 8 : 4;
     if (e.mode == EPI_DIRECT) {
         /* The TMA chunks' stores may still read the buffers (previous tile). */

@@ -61,6 +61,7 @@ __device__ __forceinline__ void begin(const GrsHooks &h)
     grs.posted = 0;
     grs.moved = 0;
     grs.pf_go = 0;
+    for (int i = 0; i < 4; ++i) mbar_init(&grs.cbar[i], 1); /* fenced by run_cta's init */
 #ifdef MKI_GRS_TRACE
     for (int i = 0; i < 10; ++i) grs.ts[i] = 0;
     for (int i = 0; i < GRS_NSUM; ++i) grs.sum[i] = 0;
@@ -299,6 +300,14 @@ extern "C" int mki_grs_describe(const struct mki_grs_launch *l, struct mki_launc
     if ((r = encode_out_map(&hh.tm_out, l->outbox, MKI_DT_F32,
                             (uint64_t)grid * MKI_GRS_RING * BM, (uint64_t)BN, (uint64_t)BN, msg,
                             len)))
+        return r;
+    /* Whole tiles: the combine loads the sources' partials by TMA (slot
+     * rows of ld = n rounded to 4 fp32: 16-byte strides) */
+    hh.m_max = (int)l->m_max;
+    if (!hh.direct && hh.P > 1 && l->m_max > 0 &&
+        (r = encode_out_map(&hh.tm_bank, l->bank[hh.me], MKI_DT_F32,
+                            (uint64_t)(hh.P - 1) * (uint64_t)l->m_max, (uint64_t)l->n,
+                            (uint64_t)l->ld, msg, len)))
         return r;
     const int64_t m_me = l->row_off[hh.me + 1] - l->row_off[hh.me];
     if (m_me > 0 && (((uintptr_t)l->c % 16) != 0 || l->n % 8 != 0)) {

@@ -24,9 +24,10 @@
  *                      scope)
  *   an own tile        the epilogue waits for the flag of every source,
  *                      adds the sources' partials to its accumulators (in
- *                      rank order, after its own: fp32, one rounding), and
- *                      stores C; the flags are cleared by the consumer
- *                      that waited
+ *                      rank order, after its own: fp32, one rounding;
+ *                      loaded by TMA, 32 columns at a time, into its two
+ *                      staging buffers), and stores C; the flags are
+ *                      cleared by the consumer that waited
  *
  * Schedule (deadlock-free by construction): work units go in rounds; in
  * round k this rank computes unit k of each peer d = me + 1, me + 2, ...

@@ -47,6 +47,9 @@ struct GrsCta {
     int posted;     /* consumers: iterations < posted are in the outbox */
     int moved;      /* movers: iterations < moved are copied (or were not theirs) */
     int pf_go;      /* producer: iterations < pf_go are kPfLead k-blocks from their end */
+    uint64_t cbar[4]; /* combine_tma: consumer warpgroup w's loads into its buffer x: 2 w + x */
+    uint32_t cbuf[2]; /* combine_tma, warpgroup w's: its buffers (shared address), */
+    int ccol[2], crow[2]; /* the tile's first column and row in a slot */
 #ifdef MKI_GRS_TRACE
     uint64_t ts[10]; /* lab builds: globaltimer at the points of GRS_STAMP */
     uint64_t sum[GRS_NSUM]; /* lab builds: per-CTA sums over the call (GRS_ADD) */
@@ -84,6 +87,9 @@ struct GrsHooks {
     static constexpr bool kProgress = true; /* pf_go: when to warm L2 for an own tile */
     CUtensorMap tm_out;                /* the outbox: grid x ring tiles of fp32 */
     CUtensorMap tm_c;                  /* my rows of D, when TMA can store them */
+    CUtensorMap tm_bank;               /* whole tiles: my bank's slots, rows stacked (the
+                                        * combine's loads) */
+    int m_max;                         /* rows of a slot */
     CUtensorMap tm_slot[MKI_MAXLOCAL]; /* direct: my slots in rank d's bank (d = me: my own
                                         * slices' slots), slices stacked */
     int direct;                 /* K-slices: partials stored by the epilogue, no movers */
@@ -241,8 +247,92 @@ struct GrsHooks {
         }
     }
 
+    /* Load i of combine_tma (chunk i % 8 of the (i / 8)-th source) into
+     * buffer i % 2, by one thread.  What it needs beyond i comes from
+     * shared memory and the parameters, read here (volatile): nothing of
+     * it stays in a register through the combine, where the accumulators
+     * leave almost none free. */
+    __device__ __forceinline__ void combine_issue(int wg, int i) const
+    {
+        const int si = i >> 3, s = si < me ? si : si + 1;
+        const uint32_t dst =
+            *(volatile uint32_t *)&grs.cbuf[wg] + (uint32_t)((i & 1) * kEpiChunkBytes);
+        const uint32_t bar = smem_u32(&grs.cbar[2 * wg + (i & 1)]);
+        const int col = *(volatile int *)&grs.ccol[wg] + (i & 7) * 32;
+        const int row = mki_grs_slot(s, me, P) * m_max + *(volatile int *)&grs.crow[wg];
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
+                     "r"((uint32_t)kEpiChunkBytes)
+                     : "memory");
+        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                     " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+                     "l"(&tm_bank), "r"(col), "r"(row), "r"(bar)
+                     : "memory");
+    }
+
+    /* The sources' partials of own tile (b, n_blk) added to acc in rank
+     * order by TMA loads: 32-column chunks of each slot into the
+     * warpgroup's two epilogue buffers (the 128-byte swizzle of the stores:
+     * the accumulators' layout reads them without bank conflicts), one
+     * chunk loading while the one before is added.  Every load is issued
+     * and waited for, whatever the call's state (local memory only), so
+     * that each barrier's phase stays in step: 4 (P - 1) uses per buffer
+     * and tile, an even count, so each combine starts at parity 0. */
+    __device__ __forceinline__ void combine_tma(float (&acc)[128], TileCoord t, int b, int wg,
+                                                int th, int wrow, int q, char *bufs) const
+    {
+        uint64_t *bar = grs.cbar + 2 * wg;
+        const uint32_t sbuf = smem_u32(bufs);
+        if (th == 0) {
+            grs.cbuf[wg] = sbuf;
+            grs.ccol[wg] = t.n_blk * BN;
+            grs.crow[wg] = b * BM + wg * 64;
+            bulk_wait_read<0>(); /* the last tile's stores have read the buffers */
+            combine_issue(wg, 0);
+            combine_issue(wg, 1);
+        }
+        /* my elements' place in a chunk (write_chunk's swizzle: 16-byte
+         * unit u of row r at u ^ (r % 8); rows r and r + 8 alike) */
+        const int unit0 = q >> 2, swz = wrow & 7;
+        uint32_t unit[4]; /* my 16-byte unit of column group jj in a row */
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) unit[jj] = (uint32_t)(((2 * jj + unit0) ^ swz) << 4);
+        /* chunk ch of every source: buffer ch & 1, its (ch / 2)-th use in
+         * this source, 4 per source: compile-time indices into acc */
+        for (int si = 0; si < P - 1; ++si) {
+#pragma unroll
+            for (int ch = 0; ch < 8; ++ch) {
+                const int i = 8 * si + ch;
+                mbar_wait(&bar[ch & 1], (ch >> 1) & 1);
+                /* the row's address made anew in each chunk (an opaque
+                 * move), not 16 addresses hoisted out of the loop beside
+                 * acc */
+                uint32_t row;
+                asm volatile("mov.b32 %0, %1;"
+                             : "=r"(row)
+                             : "r"(sbuf + (uint32_t)((ch & 1) * kEpiChunkBytes + wrow * 128 +
+                                                     ((q * 4) & 15))));
+#pragma unroll
+                for (int jj = 0; jj < 4; ++jj) {
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const uint32_t a = row + unit[jj] + (uint32_t)(h * 8 * 128);
+                        float x, y;
+                        asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
+                                     : "=f"(x), "=f"(y)
+                                     : "r"(a));
+                        const int e0 = 4 * (4 * ch + jj) + 2 * h;
+                        acc[e0] += x;
+                        acc[e0 + 1] += y;
+                    }
+                }
+                role_sync(1 + wg, 128); /* every thread has read this buffer */
+                if (th == 0 && i + 2 < 8 * (P - 1)) combine_issue(wg, i + 2);
+            }
+        }
+    }
+
     __device__ __forceinline__ void combine(float (&acc)[128], const GemmParams &, TileCoord t,
-                                            int wg, int th, int wrow, int q) const
+                                            int wg, int th, int wrow, int q, char *bufs) const
     {
         int b;
         const int d = owner(t.m_blk, &b);
@@ -271,7 +361,6 @@ struct GrsHooks {
             if (wg == 0 && th == 0) GRS_ADD(GRS_S_OUTBOX, GRS_NOW() - t_in);
             return;
         }
-        const int m_me = row_off[me + 1] - row_off[me];
         if (wg == 0 && th == 0) {
             GRS_STAMP(1);
             GRS_KIND(1);
@@ -282,33 +371,7 @@ struct GrsHooks {
             GRS_STAMP(2);
             GRS_ADD(GRS_S_FLAGWAIT, GRS_NOW() - t_in);
         }
-        const int r0 = b * BM + wg * 64 + wrow, c0 = t.n_blk * BN + q;
-        /* My partial, then the sources' in rank order: a fixed order (the
-         * same bits call after call); kJ column groups of 8 at a time, 2 kJ
-         * loads in flight (whole tiles: K-slices are summed in sum_own) */
-        constexpr int kJ = 8;
-#pragma unroll
-        for (int j0 = 0; j0 < 32; j0 += kJ) {
-            for (int s = 0; s < P; ++s) {
-                if (s == me) continue;
-                const float *slot = bank + mki_grs_slot(s, me, P) * sslab;
-                float2 v[2 * kJ];
-#pragma unroll
-                for (int x = 0; x < 2 * kJ; ++x) {
-                    const int jj = j0 + (x >> 1), h = x & 1;
-                    const int r = r0 + 8 * h, cc = c0 + 8 * jj;
-                    v[x] = make_float2(0.0f, 0.0f);
-                    if (r < m_me && cc < n)
-                        v[x] = __ldcg(reinterpret_cast<const float2 *>(slot + r * sld + cc));
-                }
-#pragma unroll
-                for (int x = 0; x < 2 * kJ; ++x) {
-                    const int e0 = 4 * (j0 + (x >> 1)) + 2 * (x & 1);
-                    acc[e0] += v[x].x;
-                    acc[e0 + 1] += v[x].y;
-                }
-            }
-        }
+        combine_tma(acc, t, b, wg, th, wrow, q, bufs);
         if (wg == 0 && th == 0) {
             GRS_STAMP(9);
             GRS_ADD(GRS_S_COMBINE, grs.ts[9] - grs.ts[2]);

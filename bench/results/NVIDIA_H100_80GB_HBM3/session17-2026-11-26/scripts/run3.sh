@@ -1,0 +1,18 @@
+#!/bin/bash
+# s17 call 3: combine labs against main in turns: hot (combine reads an L2-hot tile: wrong results, a bound), nopf (no L2 prefetch of own tiles), pf24 (prefetch 24 k-blocks before the end, not 8)
+set -u
+W=$OUT/w; mkdir -p $W
+tar xJf build-gpu/s17a.tar.xz; tar xJf build-gpu/s17c.tar.xz
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export NCCL_NVLS_ENABLE=0 CUDA_MODULE_LOADING=EAGER MK_TIMEOUT_MS=20000 MK_DEBUG=WARN
+export CUDA_VISIBLE_DEVICES=0,1
+nvidia-smi --query-gpu=name --format=csv,noheader | head -1
+MPI="mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x CUDA_MODULE_LOADING -x MK_DEBUG -x MK_TIMEOUT_MS -x CUDA_VISIBLE_DEVICES -x OUT"
+timeout 100 $MPI build-gpu/pf24/test_gemm_rs correct > $W/pf24-correct.log 2>&1; echo "pf24 correct rc=$? $(grep -c PASS $W/pf24-correct.log) PASS"
+SH=8192x8192x8192,16384x8192x8192,4096x8192x8192,2048x8192x8192,1024x8192x8192
+for r in 1 2; do for b in grs hot nopf pf24; do for a in ""; do
+  timeout 120 $MPI build-gpu/$b/mkbench_gemm_rs $a --shapes $SH --rounds 2 > $W/b$r-$b$a.log 2>&1; echo "== $b $a round $r rc=$?"
+  awk '/^mkGemm(ReduceScatter|AllReduce) /{on=1} on && /^results:/{on=0} on' $W/b$r-$b$a.log | tail -n +3 | awk '{print $1,$2,$3,$6}'
+done; done; done
+mv $OUT/*.json $OUT/*.tsv $W/ 2>/dev/null
+cd $W && tar cJf $OUT/logs.tar.xz * && cd $OUT && rm -rf $W

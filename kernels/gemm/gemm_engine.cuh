@@ -103,8 +103,9 @@
  *   side_work(p, cta, t) kSideWork hooks only (optional member): threads
  *                        t = 1..127 of the producer warpgroup, which the
  *                        mainloop leaves idle, on 40 registers (48 with
- *                        kWideSideWork, the consumers then on 224 instead
- *                        of 232), while the producer and consumers run
+ *                        kWideSideWork, 56 with kWiderSideWork, the
+ *                        consumers then on 224 instead of 232), while the
+ *                        producer and consumers run
  *                        (cta: the rank given to run_cta). A fused kernel
  *                        does its control work here (a gate, flags)
  *                        without taking a CTA.
@@ -262,6 +263,7 @@ MKI_HOOK_FLAG(HooksHaveCombine, kCombine)
 MKI_HOOK_FLAG(HooksHaveDone, kDone)
 MKI_HOOK_FLAG(HooksHaveProgress, kProgress)
 MKI_HOOK_FLAG(HooksWideSideWork, kWideSideWork)
+MKI_HOOK_FLAG(HooksWiderSideWork, kWiderSideWork)
 MKI_HOOK_FLAG(HooksEarlySignal, kEarlySignal)
 #undef MKI_HOOK_FLAG
 
@@ -763,10 +765,13 @@ __device__ __forceinline__ void run_cta(const GemmParams &p, const Hooks &h, int
 
     /* The producer warpgroup's registers (one thread issues the loads; the
      * others run the hooks' side work) and the consumers': 40 / 232, or
-     * 48 / 224 for side work that keeps more in flight (kWideSideWork). */
-    constexpr bool wide = HooksWideSideWork<Hooks>::value;
+     * 48 / 224 for side work that keeps more in flight (kWideSideWork),
+     * 56 / 224 for more still (kWiderSideWork). */
+    constexpr bool wider = HooksWiderSideWork<Hooks>::value;
+    constexpr bool wide = wider || HooksWideSideWork<Hooks>::value;
     if (wg == 0) {
-        if constexpr (wide) setmaxnreg_dec<48>();
+        if constexpr (wider) setmaxnreg_dec<56>();
+        else if constexpr (wide) setmaxnreg_dec<48>();
         else setmaxnreg_dec<40>();
         if (t == 0)
             producer<kCM>(p, h, rank / kCM, nctas / kCM, ring, full, empty, kTransB, crank);

@@ -114,16 +114,30 @@ __device__ void finish(const GrsHooks &h)
     grs_close(h.ctl, h.me, h.P, grs.e);
 }
 
+template <bool kF16, bool kTransB, int kCM, typename H>
+__device__ __forceinline__ void grs_body(const GemmParams &p, const H &h)
+{
+    extern __shared__ char smem[];
+    if (threadIdx.x == 0) begin(h); /* run_cta syncs before any use */
+    run_cta<kF16, kTransB, kCM, H>(p, h, blockIdx.x, gridDim.x, smem);
+    __syncwarp();
+    __syncthreads();
+    if (threadIdx.x == 128) finish(h);
+}
+
 template <bool kF16, bool kTransB, int kCM>
 __global__ void __launch_bounds__(kThreads, 1)
     grs_kernel(const __grid_constant__ GemmParams p, const __grid_constant__ GrsHooks h)
 {
-    extern __shared__ char smem[];
-    if (threadIdx.x == 0) begin(h); /* run_cta syncs before any use */
-    run_cta<kF16, kTransB, kCM, GrsHooks>(p, h, blockIdx.x, gridDim.x, smem);
-    __syncwarp();
-    __syncthreads();
-    if (threadIdx.x == 128) finish(h);
+    grs_body<kF16, kTransB, kCM>(p, h);
+}
+
+/* The plan's wide_movers: the same with GrsHooksTwo (its bytes a GrsHooks's). */
+template <bool kF16, bool kTransB, int kCM>
+__global__ void __launch_bounds__(kThreads, 1)
+    grs_kernel_two(const __grid_constant__ GemmParams p, const __grid_constant__ GrsHooksTwo h)
+{
+    grs_body<kF16, kTransB, kCM>(p, h);
 }
 
 /* Nothing to compute: the call still counts (calls, released). */
@@ -144,8 +158,9 @@ __global__ void grs_convert_kernel(const float *in, void *out, int dtype, size_t
     }
 }
 
-const void *fused_kernel(bool f16, bool tb, int cm)
+const void *fused_kernel(bool f16, bool tb, int cm, bool two)
 {
+    if (two) return MKI_ENGINE_KERNEL(grs_kernel_two, f16, tb, cm);
     return MKI_ENGINE_KERNEL(grs_kernel, f16, tb, cm);
 }
 
@@ -319,7 +334,7 @@ extern "C" int mki_grs_describe(const struct mki_grs_launch *l, struct mki_launc
         (r = encode_out_map(&hh.tm_c, l->c, (mki_dtype_t)l->dtype, (uint64_t)m_me,
                             (uint64_t)l->n, (uint64_t)l->n, msg, len)))
         return r;
-    d->fn = fused_kernel(l->dtype == MKI_F16, l->trans_b != 0, cm);
+    d->fn = fused_kernel(l->dtype == MKI_F16, l->trans_b != 0, cm, l->two_rows != 0);
     d->grid = (unsigned)grid;
     d->block = kThreads;
     d->cluster = (unsigned)cm;
@@ -345,8 +360,11 @@ extern "C" int mki_grs_convert(const float *in, void *out, int dtype, size_t cou
 
 extern "C" int mki_grs_preload(char *msg, size_t len)
 {
-    const void *engine[8];
-    for (int i = 0; i < 8; i++) engine[i] = fused_kernel(i & 1, (i >> 1) & 1, (i >> 2) & 1 ? 2 : 1);
+    const void *engine[2][8];
+    for (int t = 0; t < 2; t++)
+        for (int i = 0; i < 8; i++)
+            engine[t][i] = fused_kernel(i & 1, (i >> 1) & 1, (i >> 2) & 1 ? 2 : 1, t != 0);
     const void *others[] = {(const void *)grs_idle_kernel, (const void *)grs_convert_kernel};
-    return preload_engine(engine, others, 2, "gemm_rs", msg, len);
+    int r = preload_engine(engine[0], others, 2, "gemm_rs", msg, len);
+    return r ? r : preload_engine(engine[1], others, 0, "gemm_rs", msg, len);
 }

@@ -175,6 +175,8 @@ struct mki_grs_launch {
     void *outbox;           /* mki_grs_outbox_bytes(ctas), this GPU's memory */
     struct mki_grs_ctl *ctl[MKI_MAXLOCAL]; /* local rank d's control block */
     int ll;                 /* decode kernel: partials as LL lines (mki_gdec_ll) */
+    int two_rows;           /* engine kernel: movers with two rows in flight (the
+                             * plan's wide_movers) */
     char *llbank[MKI_MAXLOCAL]; /* decode kernel, ll: local rank d's LL bank, here */
     struct mki_rt_dev rt;
 };

@@ -442,8 +442,15 @@ struct GrsHooks {
 
     /* The movers (without K-slices: whole tiles): the same units as the
      * consumers, in the same order; copy each peer tile from the outbox
-     * into the peer's slot, then flag it there. */
+     * into the peer's slot, then flag it there.  kTwo (GrsHooksTwo): two
+     * rows in flight per warp instead of one. */
     __device__ void side_work(const GemmParams &p, int cta, int th) const
+    {
+        side_work_rows<false>(p, cta, th);
+    }
+
+    template <bool kTwo>
+    __device__ void side_work_rows(const GemmParams &p, int cta, int th) const
     {
         if (th < 32 || direct) return;
         const int mt = th - 32;
@@ -458,7 +465,7 @@ struct GrsHooks {
             if (m_blk < p.num_m_blk) d = owner(m_blk, &b);
             if (d == me && b < nb[me]) {
                 prefetch_own(b, u.n_blk, it, mt);
-                if (ar) bcast_tile(b, u.n_blk, it, mt);
+                if (ar) bcast_tile<kTwo>(b, u.n_blk, it, mt);
             } else if (d != me && b < nb[d]) {
                 if (mt == 0) {
                     [[maybe_unused]] const uint64_t t0 = GRS_NOW();
@@ -471,7 +478,7 @@ struct GrsHooks {
                 [[maybe_unused]] const uint64_t t1 = GRS_NOW();
                 role_sync(kMoverBar, kMovers);
                 if (!*(volatile int *)&grs.note.quit) {
-                    copy_tile(dst[d], d, b, u.n_blk, it, mt);
+                    copy_tile<kTwo>(dst[d], d, b, u.n_blk, it, mt);
                     __threadfence_system(); /* this thread's stores, before the flag */
                 }
                 role_sync(kMoverBar, kMovers);
@@ -492,6 +499,7 @@ struct GrsHooks {
      * iteration it, into every peer's inbox (the same place as in C),
      * then the peers' agflags.  A warp per row of up to 512 bytes, a lane
      * per 16 bytes. */
+    template <bool kTwo>
     __device__ __forceinline__ void bcast_tile(int b, int nblk, int it, int mt) const
     {
         if (mt == 0) {
@@ -512,11 +520,27 @@ struct GrsHooks {
                 const long long row = (long long)n * es;
                 long long off = ((long long)(row_off[me] + r0 + warp)) * row +
                                 (long long)c0 * es + lane * 16;
-                /* one row in flight: two spill at 48 registers */
-                for (int r = warp; r < rows; r += kMovers / 32, off += (kMovers / 32) * row) {
-                    const int4 v = __ldcg(reinterpret_cast<const int4 *>(c_full + off));
-                    for (int j = 1; j < P; ++j)
-                        *reinterpret_cast<int4 *>(inbox[(me + j) % P] + off) = v;
+                constexpr int kW = kMovers / 32;
+                if constexpr (!kTwo) {
+                    /* one row in flight: two spill at 48 registers */
+                    for (int r = warp; r < rows; r += kW, off += kW * row) {
+                        const int4 v = __ldcg(reinterpret_cast<const int4 *>(c_full + off));
+                        for (int j = 1; j < P; ++j)
+                            *reinterpret_cast<int4 *>(inbox[(me + j) % P] + off) = v;
+                    }
+                } else {
+                    /* two rows in flight (56 registers) */
+                    for (int r = warp; r < rows; r += 2 * kW, off += 2 * kW * row) {
+                        const bool two = r + kW < rows;
+                        const int4 v = __ldcg(reinterpret_cast<const int4 *>(c_full + off));
+                        int4 w = v;
+                        if (two) w = __ldcg(reinterpret_cast<const int4 *>(c_full + off + kW * row));
+                        for (int j = 1; j < P; ++j) {
+                            char *to = inbox[(me + j) % P] + off;
+                            *reinterpret_cast<int4 *>(to) = v;
+                            if (two) *reinterpret_cast<int4 *>(to + kW * row) = w;
+                        }
+                    }
                 }
             }
             __threadfence_system(); /* this thread's stores, before the flags */
@@ -666,6 +690,7 @@ struct GrsHooks {
     /* Tile (b, nblk) of owner d, from outbox tile it into d's slot: rows
      * and columns past the owner's, not (the slot's rows are ld wide, a
      * multiple of 4, so whole float4 stay inside them). */
+    template <bool kTwo>
     __device__ __forceinline__ void copy_tile(float *to, int d, int b, int nblk, int it,
                                               int mt) const
     {
@@ -675,21 +700,48 @@ struct GrsHooks {
         const int nv = ((n - c0 < BN ? n - c0 : BN) + 3) / 4; /* float4 per row */
         const int warp = mt >> 5, lane = mt & 31;
         const bool lo = lane < nv, hi = lane + 32 < nv;
-        /* offsets, not pointers: the producer warpgroup has 48 registers */
+        /* offsets, not pointers: the producer warpgroup has 48 (56) registers */
         const int s0 = out_tile(it) * (BM * BN / 4) + lane;
         float4 *dp = reinterpret_cast<float4 *>(to + (long long)r0 * ld + c0) + lane;
         const int ld4 = (int)(ld / 4);
         const float4 *src = reinterpret_cast<const float4 *>(outbox);
-        /* a warp per row, a lane per 16 bytes; both loads issued before
-         * either store (a store may alias a later load for all the
-         * compiler knows, which kept one load in flight) */
-        for (int r = warp; r < rows; r += kMovers / 32) {
-            float4 v0, v1;
-            if (lo) v0 = __ldcg(src + s0 + r * (BN / 4));
-            if (hi) v1 = __ldcg(src + s0 + r * (BN / 4) + 32);
-            if (lo) dp[(long long)r * ld4] = v0;
-            if (hi) dp[(long long)r * ld4 + 32] = v1;
+        /* a warp per row (kTwo: two rows), a lane per 16 bytes of each;
+         * every load issued before any store (a store may alias a later
+         * load for all the compiler knows, which kept one load in flight) */
+        constexpr int kW = kMovers / 32;
+        if constexpr (!kTwo) {
+            for (int r = warp; r < rows; r += kW) {
+                float4 v0, v1;
+                if (lo) v0 = __ldcg(src + s0 + r * (BN / 4));
+                if (hi) v1 = __ldcg(src + s0 + r * (BN / 4) + 32);
+                if (lo) dp[(long long)r * ld4] = v0;
+                if (hi) dp[(long long)r * ld4 + 32] = v1;
+            }
+        } else {
+            for (int r = warp; r < rows; r += 2 * kW) {
+                const bool two = r + kW < rows;
+                float4 v0, v1, v2, v3;
+                if (lo) v0 = __ldcg(src + s0 + r * (BN / 4));
+                if (hi) v1 = __ldcg(src + s0 + r * (BN / 4) + 32);
+                if (lo && two) v2 = __ldcg(src + s0 + (r + kW) * (BN / 4));
+                if (hi && two) v3 = __ldcg(src + s0 + (r + kW) * (BN / 4) + 32);
+                if (lo) dp[(long long)r * ld4] = v0;
+                if (hi) dp[(long long)r * ld4 + 32] = v1;
+                if (lo && two) dp[(long long)(r + kW) * ld4] = v2;
+                if (hi && two) dp[(long long)(r + kW) * ld4 + 32] = v3;
+            }
         }
+    }
+};
+
+/* The same hooks with the movers on 56 registers and two rows in flight
+ * (the plan's wide_movers: where the link binds).  No member of its own:
+ * the launch passes a GrsHooks's bytes to either kernel. */
+struct GrsHooksTwo : GrsHooks {
+    static constexpr bool kWiderSideWork = true;
+    __device__ void side_work(const GemmParams &p, int cta, int th) const
+    {
+        side_work_rows<true>(p, cta, th);
     }
 };
 

@@ -399,6 +399,7 @@ static mkResult_t run_fused(struct mki_call *k, struct grs_state *g, const struc
     fill_launch(comm, g, c, p, &l);
     l.outbox = g->outbox;
     l.slices = slices;
+    l.two_rows = p->wide_movers;
     struct mki_launch_desc d;
     char msg[512];
     if (mki_grs_describe(&l, &d, msg, sizeof(msg)) != 0)

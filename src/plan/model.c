@@ -771,6 +771,18 @@ mkResult_t mki_plan_model_attn(const struct mki_model *md,
     chunking(md, c, &w, o, &p);
     decide(md, &w, o, &p);
     (void)decode_model(md, c, &w, op, budget, o, &p);
+    /* The fused GEMM + reduce-scatter's movers with two rows in flight
+     * (more registers, more traffic beside the GEMM): where the link
+     * binds, 3+ ranks (4 x H100, seventeenth session: -3 to -7% there,
+     * +5% where the GEMM binds, nothing at 2 ranks; the all-reduce gained
+     * 0-3% and lost 6% at 16384 x 4096 x 16384, which the model calls
+     * link-bound: not chosen for it) */
+    if (op == MKI_OP_GEMM_RS && p.fused && !p.decode &&
+        c->local_size >= 3 && p.t_intra_us / md->epi_link_eff > p.t_compute_us) {
+        p.wide_movers = 1;
+        p.t_fused_us += dmax(p.t_compute_us, p.t_intra_us / md->epi_link_eff_wide) -
+                        dmax(p.t_compute_us, p.t_intra_us / md->epi_link_eff);
+    }
     if (op == MKI_OP_MOE_DISPATCH || op == MKI_OP_MOE_COMBINE || op == MKI_OP_MOE_DISPATCH_GEMM) {
         /* one kernel whose CTAs take every role in turn (count, send,
          * unpack; stage, pull): all the SMs of the rank, or MK_SM_SPLIT's

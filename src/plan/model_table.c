@@ -46,7 +46,8 @@ const struct mki_model mki_model_default = {
      * tile's period 59 us, a peer tile's 52, the GEMM's 48-50. */
     .epi_own_us = 10.0,
     .epi_peer_us = 3.0,
-    .epi_link_eff = 0.85, /* 4 x H100, 16th session: 0.82-0.86 at 8192^3, 4096, 16384 */
+    .epi_link_eff = 0.88, /* 4 x H100: 0.82-0.86 (16th session), then 0.88-0.94 with the combine by TMA (17th) */
+    .epi_link_eff_wide = 0.93, /* 4 x H100, 17th session: 0.91-0.95 at the same shapes */
     .launch_us = 5.0,
     .hbm_read_gbs = 3000.0,    /* a stream read by every SM (H100 HBM3 3.35 TB/s peak) */
     .gemm_interference = 1.02, /* a peer copy slowed cuBLAS 8192^3 by 1.5% */

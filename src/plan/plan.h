@@ -122,6 +122,8 @@ struct mki_op_plan {
                                   collectives: 0 when a row is larger) */
     int fused;                 /* 1: fused kernel; 0: unfused sequence */
     int decode;                /* GEMM+RS/AR: the decode-sized kernel (fused) */
+    int wide_movers;           /* GEMM+RS, engine kernel: the movers keep two rows
+                                  in flight (where the link binds, 3+ ranks) */
     unsigned overridden;       /* MKI_OVR_* bits taken from MK_SM_SPLIT */
     int ce_streams;            /* mkAllGatherGemm: copy-engine streams per peer */
     struct mki_coll_plan coll; /* a plain collective: what its kernel runs */
@@ -202,6 +204,7 @@ struct mki_model {
     double epi_peer_us;        /* GEMM+RS/AR: a peer tile's fp32 store into the outbox */
     double epi_link_eff;       /* GEMM+RS/AR: of the link's rate, what the mover warps reach
                                 * beside the GEMM where the link is the bound */
+    double epi_link_eff_wide;  /* the same with two rows in flight (wide_movers) */
     double launch_us;          /* one more kernel in the unfused sequence */
     double hbm_read_gbs;       /* HBM read by every SM at once (a GEMM bound by B) */
     double gemm_interference;  /* compute slowdown beside transfers */

@@ -122,9 +122,10 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
                                         : "with a counter per column block");
     } else if (p->op == MKI_OP_GEMM_RS || p->op == MKI_OP_GEMM_AR)
         mki_sb_printf(sb, "  mover     %s (fp32 partial tiles from the epilogue into a local "
-                      "outbox, copied to their owner by 3 warps of each compute CTA%s; one "
+                      "outbox, copied to their owner by 3 warps of each compute CTA%s%s; one "
                       "flag per tile; across nodes: the unfused sequence)\n",
                       mki_mover_name(p->mover),
+                      p->wide_movers ? " with two rows in flight (the link binds)" : "",
                       p->op == MKI_OP_GEMM_AR ? ", which also copy each reduced own tile into "
                                                 "every peer's inbox" : "");
     else

@@ -133,6 +133,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 /* The plan's wide_movers: the same with GrsHooksTwo (its bytes a GrsHooks's). */
+static_assert(sizeof(GrsHooksTwo) == sizeof(GrsHooks), "GrsHooksTwo adds no member");
 template <bool kF16, bool kTransB, int kCM>
 __global__ void __launch_bounds__(kThreads, 1)
     grs_kernel_two(const __grid_constant__ GemmParams p, const __grid_constant__ GrsHooksTwo h)
@@ -317,9 +318,14 @@ extern "C" int mki_grs_describe(const struct mki_grs_launch *l, struct mki_launc
                             len)))
         return r;
     /* Whole tiles: the combine loads the sources' partials by TMA (slot
-     * rows of ld = n rounded to 4 fp32: 16-byte strides) */
+     * rows of ld = n rounded to 4 fp32: 16-byte strides); it needs a
+     * source (one rank runs the unfused sequence: src/ops/gemm_rs.c) */
     hh.m_max = (int)l->m_max;
-    if (!hh.direct && hh.P > 1 && l->m_max > 0 &&
+    if (!hh.direct && hh.P < 2) {
+        snprintf(msg, len, "gemm_rs: the fused kernel needs 2 or more ranks (%d)", hh.P);
+        return MKI_GEMM_ERR_INVALID;
+    }
+    if (!hh.direct && l->m_max > 0 &&
         (r = encode_out_map(&hh.tm_bank, l->bank[hh.me], MKI_DT_F32,
                             (uint64_t)(hh.P - 1) * (uint64_t)l->m_max, (uint64_t)l->n,
                             (uint64_t)l->ld, msg, len)))

@@ -770,9 +770,7 @@ __device__ __forceinline__ void run_cta(const GemmParams &p, const Hooks &h, int
     constexpr bool wider = HooksWiderSideWork<Hooks>::value;
     constexpr bool wide = wider || HooksWideSideWork<Hooks>::value;
     if (wg == 0) {
-        if constexpr (wider) setmaxnreg_dec<56>();
-        else if constexpr (wide) setmaxnreg_dec<48>();
-        else setmaxnreg_dec<40>();
+        setmaxnreg_dec<wider ? 56 : wide ? 48 : 40>();
         if (t == 0)
             producer<kCM>(p, h, rank / kCM, nctas / kCM, ring, full, empty, kTransB, crank);
         else if constexpr (HooksHaveSideWork<Hooks>::value)

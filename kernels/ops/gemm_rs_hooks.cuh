@@ -251,7 +251,9 @@ struct GrsHooks {
      * buffer i % 2, by one thread.  What it needs beyond i comes from
      * shared memory and the parameters, read here (volatile): nothing of
      * it stays in a register through the combine, where the accumulators
-     * leave almost none free. */
+     * leave almost none free (32-bit shared addresses here: ptx.cuh's
+     * mbar_expect_tx / the engine's tma_load_2d, which take pointers, made
+     * ptxas spill 8-36 bytes). */
     __device__ __forceinline__ void combine_issue(int wg, int i) const
     {
         const int si = i >> 3, s = si < me ? si : si + 1;
@@ -529,7 +531,8 @@ struct GrsHooks {
                             *reinterpret_cast<int4 *>(inbox[(me + j) % P] + off) = v;
                     }
                 } else {
-                    /* two rows in flight (56 registers) */
+                    /* two rows in flight (56 registers; written out: the
+                     * same as a loop over a rows[2] array spilled) */
                     for (int r = warp; r < rows; r += 2 * kW, off += 2 * kW * row) {
                         const bool two = r + kW < rows;
                         const int4 v = __ldcg(reinterpret_cast<const int4 *>(c_full + off));

@@ -771,12 +771,9 @@ mkResult_t mki_plan_model_attn(const struct mki_model *md,
     chunking(md, c, &w, o, &p);
     decide(md, &w, o, &p);
     (void)decode_model(md, c, &w, op, budget, o, &p);
-    /* The fused GEMM + reduce-scatter's movers with two rows in flight
-     * (more registers, more traffic beside the GEMM): where the link
-     * binds, 3+ ranks (4 x H100, seventeenth session: -3 to -7% there,
-     * +5% where the GEMM binds, nothing at 2 ranks; the all-reduce gained
-     * 0-3% and lost 6% at 16384 x 4096 x 16384, which the model calls
-     * link-bound: not chosen for it) */
+    /* GEMM + RS movers with two rows in flight where the link binds, 3+
+     * ranks (not the all-reduce: -6% where its model misjudged the bound;
+     * bench/NOTES.md "Seventeenth session") */
     if (op == MKI_OP_GEMM_RS && p.fused && !p.decode &&
         c->local_size >= 3 && p.t_intra_us / md->epi_link_eff > p.t_compute_us) {
         p.wide_movers = 1;

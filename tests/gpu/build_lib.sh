@@ -15,12 +15,8 @@ gpu_build_lib() {
     BLD=${2:-build-gpu/agg-build}
     mkdir -p "$BLD" "$1"
     [ -f "$BLD/Makefile" ] || (cd "$BLD" && "$(cd ../.. && pwd)/configure" -q) || return 1
-    if [ -n "${MK_BUILD_DEFS:-}" ]; then
-        make -C "$BLD" -j"${JOBS:-2}" DEFS="-DHAVE_CONFIG_H $MK_BUILD_DEFS" libmkcore.la \
-            > "$1/build.log" 2>&1 || { tail -30 "$1/build.log"; return 1; }
-    else
-        make -C "$BLD" -j"${JOBS:-2}" libmkcore.la > "$1/build.log" 2>&1 || { tail -30 "$1/build.log"; return 1; }
-    fi
+    make -C "$BLD" -j"${JOBS:-2}" ${MK_BUILD_DEFS:+"DEFS=-DHAVE_CONFIG_H $MK_BUILD_DEFS"} \
+        libmkcore.la > "$1/build.log" 2>&1 || { tail -30 "$1/build.log"; return 1; }
     COMMIT=$(git rev-parse --short=12 HEAD 2>/dev/null || echo uncommitted)
     ARCH="-gencode=arch=compute_90a,code=sm_90a"
     INC="-Iinclude -Isrc/core -Isrc -I. -Ikernels -Ikernels/gemm -I$BLD -Itools/mkbench -I/usr/lib/x86_64-linux-gnu/pmix2/include"

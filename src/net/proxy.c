@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "mki.h"
@@ -210,9 +211,16 @@ static int drained(struct mki_proxy *p)
            !(__atomic_load_n(&s->w[0], __ATOMIC_ACQUIRE) & MKI_FIFO_VALID);
 }
 
-static void idle(unsigned *idle_polls, int spin)
+/* Spin while work came within spin_ns, then nap 20 us at a time.  By
+ * time, not by passes: a pass that makes no system call (RDMA, or a
+ * socket transport whose receiving is another thread's) takes tens of
+ * nanoseconds, and a count of passes then slept between two calls 40 us
+ * apart (each hop 60-100 us late; bench/NOTES.md, eighteenth session). */
+static void idle(uint64_t *idle_since, uint64_t spin_ns)
 {
-    if (++*idle_polls < (unsigned)spin) return;
+    const uint64_t now = mki_now_ns();
+    if (!*idle_since) *idle_since = now;
+    if (now - *idle_since < spin_ns) return;
     struct timespec ts = {0, 20000}; /* 20 us: nothing came for a while */
     nanosleep(&ts, NULL);
 }
@@ -220,17 +228,19 @@ static void idle(unsigned *idle_polls, int spin)
 static void *proxy_main(void *arg)
 {
     struct mki_proxy *p = arg;
-    unsigned idle_polls = 0;
-    int spin = p->a.spin > 0 ? p->a.spin : 1000;
+    uint64_t idle_since = 0;
+    const uint64_t spin_ns = (uint64_t)(p->a.spin_us > 0 ? p->a.spin_us : 1000) * 1000ull;
+    /* naps of 20 us, not the default slack's 50 us more */
+    (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
     for (;;) {
         int failed = p->err != mkSuccess;
         int moved = failed ? 0 : pass(p);
-        idle_polls = moved ? 0 : idle_polls;
+        if (moved) idle_since = 0;
         if (__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE) &&
             (failed || drained(p) || mki_now_ns() > p->stop_deadline))
             break;
-        if (!moved) idle(&idle_polls, failed ? 0 : spin);
-        if (idle_polls == 0) p->cpu = sched_getcpu();
+        if (!moved) idle(&idle_since, failed ? 0 : spin_ns);
+        else p->cpu = sched_getcpu();
     }
     __atomic_store_n(&p->exited, 1, __ATOMIC_RELEASE);
     return NULL;

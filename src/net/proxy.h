@@ -34,7 +34,7 @@ struct mki_proxy_args {
     const void *cpus;                /* a cpu_set_t; NULL: not pinned */
     size_t cpus_size;                /* sizeof that cpu_set_t */
     int timeout_ms;                  /* MK_TIMEOUT_MS */
-    int spin;                        /* idle polls before sleeping (0: 1000) */
+    int spin_us;                     /* idle time before it naps (0: 1000) */
 };
 
 struct mki_proxy_stats {

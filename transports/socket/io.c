@@ -109,7 +109,9 @@ mkResult_t mki_sk_send_some(struct sk_ctx *c, struct sk_conn *k)
     while (k->head) {
         MKI_CHECK(stage(c, k));
         struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)gather(k, iov)};
+        MKI_SK_STAT_T0();
         ssize_t s = sendmsg(k->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        MKI_SK_STAT(c, 0, s);
         if (s < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
                 break;
@@ -135,7 +137,7 @@ static mkResult_t bad_frame(struct sk_ctx *c, struct sk_conn *k,
                             const char *why)
 {
     int r = c->peers[k->peer].rank;
-    mki_sk_conn_close(k);
+    mki_sk_conn_shut(k);
     return mki_sk_fail(c, mkErrTransport, "socket transport: bad frame from rank %d "
                 "(%s); connection closed, nothing written", r, why);
 }
@@ -222,16 +224,19 @@ static mkResult_t frame_landed(struct sk_ctx *c, struct sk_conn *k)
 static int rd(struct sk_ctx *c, struct sk_conn *k, void *dst, size_t len,
               mkResult_t *res)
 {
+    MKI_SK_STAT_T0();
     ssize_t n = recv(k->fd, dst, len, MSG_DONTWAIT);
+    MKI_SK_STAT(c, 1, n);
     if (n > 0) {
         k->last_recv_ns = mki_now_ns();
+        c->rx_bytes += (uint64_t)n;
         return (int)n;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         return 0;
     int r = c->peers[k->peer].rank, mid = k->rgot || k->in_payload;
     const char *why = n == 0 ? "closed the connection" : strerror(errno);
-    mki_sk_conn_close(k);
+    mki_sk_conn_shut(k);
     if (mid)
         *res = mki_sk_fail(c, mkErrTransport, "socket transport: rank %d %s in the "
                     "middle of a frame (truncated frame)", r, why);
@@ -302,7 +307,7 @@ mkResult_t mki_sk_recv_some(struct sk_ctx *c, struct sk_conn *k)
     if ((k->rgot || k->in_payload) &&
         mki_now_ns() - k->last_recv_ns > (uint64_t)c->a.timeout_ms * 1000000ull) {
         int r = c->peers[k->peer].rank;
-        mki_sk_conn_close(k);
+        mki_sk_conn_shut(k);
         return mki_sk_fail(c, mkErrTransport, "socket transport: rank %d sent part "
                     "of a frame (%zu header and %llu payload bytes) and "
                     "nothing for %d ms (truncated frame); connection closed",

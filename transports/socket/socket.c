@@ -1,7 +1,8 @@
 /*
  * socket.c - the TCP transport: the fallback without RDMA, and the path
  * the CPU tests drive end to end.  This file: the wiring (init, regions,
- * connect), posting and progress; the data path is io.c.
+ * connect), the receiving thread, posting and progress (the sending half,
+ * on the proxy's thread); the data path is io.c.
  *
  * Wiring (connect): every rank listens on MK_SOCKET_IFNAME, the addresses
  * and region sizes go around the bootstrap (allgather), then for each pair
@@ -43,6 +44,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,13 +56,30 @@
 
 /* ---- errors ------------------------------------------------------- */
 
+/* Either thread may fail first; the first error and its message stay. */
 mkResult_t mki_sk_fail(struct sk_ctx *c, mkResult_t res, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     mki_verror(NULL, res, fmt, ap);
     va_end(ap);
-    if (c->err == mkSuccess) c->err = res;
+    pthread_mutex_lock(&c->elock);
+    if (c->err == mkSuccess) {
+        snprintf(c->emsg, sizeof(c->emsg), "%s", mki_thread_error());
+        __atomic_store_n(&c->err, res, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&c->elock);
+    return res;
+}
+
+/* The first error as the calling thread's error (progress reports what
+ * the receiving thread found). */
+static mkResult_t sticky_error(struct sk_ctx *c)
+{
+    pthread_mutex_lock(&c->elock);
+    mkResult_t res = c->err;
+    if (res != mkSuccess) mki_error_quiet(NULL, "%s", c->emsg);
+    pthread_mutex_unlock(&c->elock);
     return res;
 }
 
@@ -68,6 +87,69 @@ void mki_sk_conn_close(struct sk_conn *k)
 {
     if (k->fd >= 0) close(k->fd);
     k->fd = -1;
+}
+
+void mki_sk_conn_shut(struct sk_conn *k)
+{
+    if (k->fd >= 0) (void)shutdown(k->fd, SHUT_RDWR);
+    __atomic_store_n(&k->shut, 1, __ATOMIC_RELEASE);
+}
+
+/* ---- the receiving thread ------------------------------------------ */
+
+#define RX_SPIN_NS 2000000ull /* without data this long, it sleeps in poll() */
+#define RX_POLL_MS 1           /* for at most this long (stop, timeouts) */
+
+/* Takes what arrives on every connection, so that the proxy's thread
+ * only sends: one thread doing both copies moved at most about half of
+ * what either alone does (bench/NOTES.md, eighteenth session). */
+static void *rx_main(void *arg)
+{
+    struct sk_ctx *c = arg;
+    const int n = c->a.npeers * c->nconn;
+    struct pollfd *pf = calloc((size_t)(n > 0 ? n : 1), sizeof(*pf));
+    uint64_t idle_since = 0;
+    while (!__atomic_load_n(&c->rx_stop, __ATOMIC_ACQUIRE) && mki_sk_err(c) == mkSuccess) {
+        const uint64_t before = c->rx_bytes;
+        int live = 0;
+        for (int p = 0; p < c->a.npeers; p++)
+            for (int i = 0; i < c->nconn; i++) {
+                struct sk_conn *k = &c->peers[p].conns[i];
+                if (k->fd < 0 || k->shut) continue;
+                if (mki_sk_recv_some(c, k) != mkSuccess) break;
+                if (pf) pf[live++] = (struct pollfd){k->fd, POLLIN, 0};
+            }
+        if (c->rx_bytes != before) {
+            idle_since = 0;
+        } else {
+            const uint64_t now = mki_now_ns();
+            if (!idle_since) idle_since = now;
+            if (now - idle_since >= RX_SPIN_NS) {
+                if (pf && live) (void)poll(pf, (nfds_t)live, RX_POLL_MS);
+                else usleep(RX_POLL_MS * 1000);
+            }
+        }
+    }
+    free(pf);
+    return NULL;
+}
+
+static mkResult_t rx_start(struct sk_ctx *c)
+{
+    int rc = pthread_create(&c->rx, NULL, rx_main, c);
+    if (rc != 0)
+        return mki_error(NULL, mkErrSystem, "socket transport: cannot start the "
+                         "receiving thread: %s", strerror(rc));
+    c->rx_on = 1;
+    return mkSuccess;
+}
+
+static void rx_stop(struct sk_ctx *c)
+{
+    if (!c->rx_on) return;
+    __atomic_store_n(&c->rx_stop, 1, __ATOMIC_RELEASE);
+    (void)pthread_join(c->rx, NULL);
+    c->rx_on = 0;
 }
 
 /* ---- interface ---------------------------------------------------- */
@@ -98,6 +180,23 @@ static void sk_close(void *ctx)
 {
     struct sk_ctx *c = ctx;
     if (!c) return;
+    rx_stop(c);
+#ifdef MKI_SK_STATS
+    if (c->st_calls[0] + c->st_calls[1])
+        fprintf(stderr, "socket stats rank %d: span %.1f ms, progress %llu calls %.1f ms; "
+                "send %llu calls %.1f MB %.1f ms (%.2f GB/s in the call), idle %llu %.1f ms; "
+                "recv %llu calls %.1f MB %.1f ms (%.2f GB/s), idle %llu %.1f ms\n",
+                c->a.rank, (double)(c->st_last_ns - c->st_first_ns) / 1e6,
+                (unsigned long long)c->st_prog, (double)c->st_prog_ns / 1e6,
+                (unsigned long long)c->st_calls[0], (double)c->st_bytes[0] / 1e6,
+                (double)c->st_ns[0] / 1e6,
+                c->st_ns[0] ? (double)c->st_bytes[0] / (double)c->st_ns[0] : 0.0,
+                (unsigned long long)c->st_idle[0], (double)c->st_idle_ns[0] / 1e6,
+                (unsigned long long)c->st_calls[1], (double)c->st_bytes[1] / 1e6,
+                (double)c->st_ns[1] / 1e6,
+                c->st_ns[1] ? (double)c->st_bytes[1] / (double)c->st_ns[1] : 0.0,
+                (unsigned long long)c->st_idle[1], (double)c->st_idle_ns[1] / 1e6);
+#endif
     for (int p = 0; c->peers && p < c->a.npeers; p++) {
         struct sk_peer *pe = &c->peers[p];
         for (int i = 0; pe->conns && i < c->nconn; i++) {
@@ -118,6 +217,7 @@ static void sk_close(void *ctx)
     if (c->lfd >= 0) close(c->lfd);
     free(c->peers);
     free(c->peer_of);
+    pthread_mutex_destroy(&c->elock);
     free(c);
 }
 
@@ -161,6 +261,7 @@ static mkResult_t sk_init(const struct mki_net_args *args, void **out)
     c->a = *args;
     c->nconn = (int)nconn;
     c->lfd = -1;
+    pthread_mutex_init(&c->elock, NULL);
     mkResult_t res;
     MKI_CHECK_GOTO(init_peers(c), res, fail_ctx);
     MKI_CHECK_GOTO(pick_address(&c->addr), res, fail_ctx);
@@ -301,8 +402,9 @@ static mkResult_t sk_connect(void *ctx)
         for (int i = 0; i < c->nconn; i++)
             c->peers[p].conns[i].last_recv_ns =
                 c->peers[p].conns[i].last_send_ns = now;
-    MKI_INFO(MKI_SUB_NET, "socket transport: %d peers x %d connections",
-             c->a.npeers, c->nconn);
+    MKI_CHECK_GOTO(rx_start(c), res, free_all);
+    MKI_INFO(MKI_SUB_NET, "socket transport: %d peers x %d connections, a receiving "
+             "thread", c->a.npeers, c->nconn);
 free_all:
     free(all);
     if (res != mkSuccess && c->err == mkSuccess) c->err = res;
@@ -430,20 +532,28 @@ static mkResult_t sk_post_signal(void *ctx, int peer,
 
 /* ---- progress ----------------------------------------------------- */
 
+/* The sending half (the receiving thread takes what arrives). */
 static mkResult_t sk_progress(void *ctx, uint64_t *completed)
 {
     struct sk_ctx *c = ctx;
-    if (c->err != mkSuccess) return c->err;
+    if (mki_sk_err(c) != mkSuccess) return sticky_error(c);
+#ifdef MKI_SK_STATS
+    const uint64_t st_p0 = mki_now_ns();
+#endif
     for (int p = 0; p < c->a.npeers; p++) {
         for (int i = 0; i < c->nconn; i++) {
             struct sk_conn *k = &c->peers[p].conns[i];
-            if (k->fd < 0) return c->err != mkSuccess ? c->err : mkErrInternal;
-            MKI_CHECK(mki_sk_send_some(c, k));
-            MKI_CHECK(mki_sk_recv_some(c, k));
+            if (k->fd < 0) return mkErrInternal;
+            if (__atomic_load_n(&k->shut, __ATOMIC_ACQUIRE)) continue; /* err follows */
+            if (mki_sk_send_some(c, k) != mkSuccess) return sticky_error(c);
         }
     }
     *completed += c->completed;
     c->completed = 0;
+#ifdef MKI_SK_STATS
+    c->st_prog++;
+    c->st_prog_ns += mki_now_ns() - st_p0;
+#endif
     return mkSuccess;
 }
 

@@ -6,6 +6,7 @@
 #ifndef MKI_SOCKET_H
 #define MKI_SOCKET_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +46,8 @@ struct sk_conn {
     uint64_t sfrom, sto;          /* payload bytes [sfrom, sto) staged */
     uint64_t rfrom;               /* received payload bytes not yet copied
                                    * start here (rest are in the bounce) */
+    int shut;                     /* the receiver gave up on it (shut down;
+                                   * closed by sk_close) */
 };
 
 struct sk_pend {
@@ -76,13 +79,58 @@ struct sk_ctx {
     enum mki_mem_kind kind[MKI_NET_MAX_REGIONS];
     int queued;                   /* frames not yet sent */
     uint64_t completed;           /* not yet reported by progress */
+    /* The receiving thread (rx_main) owns the receive half of every
+     * connection (rh .. rfrom, shut, pend); the proxy's thread, through
+     * progress, the send half.  The first error of either is err (read
+     * atomically) and its message emsg, under elock. */
     mkResult_t err;
+    pthread_mutex_t elock;
+    char emsg[MKI_ERRMSG_LEN];
+    pthread_t rx;
+    int rx_on, rx_stop;
+    uint64_t rx_bytes;            /* payload and header bytes received */
+#ifdef MKI_SK_STATS
+    /* Lab instrumentation (-DMKI_SK_STATS; nothing without it): time in
+     * the calls that moved bytes and in those that found nothing, printed
+     * when the context closes.  [0] sendmsg, [1] recv. */
+    uint64_t st_ns[2], st_bytes[2], st_calls[2], st_idle_ns[2], st_idle[2];
+    uint64_t st_prog, st_prog_ns, st_first_ns, st_last_ns;
+#endif
 };
+
+#ifdef MKI_SK_STATS
+#define MKI_SK_STAT_T0() uint64_t st_t0_ = mki_now_ns()
+#define MKI_SK_STAT(c, dir, n)                                                \
+    do {                                                                      \
+        uint64_t st_t1_ = mki_now_ns();                                       \
+        if ((n) > 0) {                                                        \
+            (c)->st_ns[dir] += st_t1_ - st_t0_;                               \
+            (c)->st_bytes[dir] += (uint64_t)(n);                              \
+            (c)->st_calls[dir]++;                                             \
+            if (!(c)->st_first_ns) (c)->st_first_ns = st_t0_;                 \
+            (c)->st_last_ns = st_t1_;                                         \
+        } else {                                                              \
+            (c)->st_idle_ns[dir] += st_t1_ - st_t0_;                          \
+            (c)->st_idle[dir]++;                                              \
+        }                                                                     \
+    } while (0)
+#else
+#define MKI_SK_STAT_T0() (void)0
+#define MKI_SK_STAT(c, dir, n) (void)0
+#endif
 
 /* Record the context's first error (and the thread error); returns res. */
 mkResult_t mki_sk_fail(struct sk_ctx *c, mkResult_t res, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void mki_sk_conn_close(struct sk_conn *k);
+/* The receiver's way to give up on a connection: shut it down both ways
+ * (the peer sees the end), leave the descriptor to sk_close. */
+void mki_sk_conn_shut(struct sk_conn *k);
+/* The first error, or mkSuccess. */
+static inline mkResult_t mki_sk_err(const struct sk_ctx *c)
+{
+    return __atomic_load_n(&c->err, __ATOMIC_ACQUIRE);
+}
 /* The data path (io.c): send what is queued on k, take what arrived. */
 mkResult_t mki_sk_send_some(struct sk_ctx *c, struct sk_conn *k);
 mkResult_t mki_sk_recv_some(struct sk_ctx *c, struct sk_conn *k);

@@ -52,7 +52,11 @@
 #define MKI_NSLOTS 4          /* pipeline depth of each (peer, channel) */
 #define MKI_SLOT_MAX (1u << 20)
 #define MKI_SLOT_ALIGN 4096
-#define MKI_NB_MAXCH 32       /* channels across nodes, at most */
+/* Channels across nodes: few, with large slots.  Every chunk is a command
+ * to the proxy and frames on a socket or a NIC; the proxy moved 1 MiB chunks
+ * on 4 channels at 1.2-1.5x the rate of 128 KiB chunks on 32 (socket
+ * transport, 2 ranks, bench/NOTES.md, eighteenth session). */
+#define MKI_NB_CH 4
 #define MKI_NB_TARGET (128ull << 20) /* net block slot bytes, about */
 #define MKI_NB_MINSLOT (16u << 10)   /* fewer channels before smaller slots */
 
@@ -206,17 +210,18 @@ struct mki_nb_geom {
     uint64_t bytes;         /* the whole block */
 };
 
-/* The net block of a communicator of nranks ranks: as many channels as
- * keep slots of at least MKI_NB_MINSLOT within about MKI_NB_TARGET bytes
- * (MKI_NB_MAXCH at most, 1 at least), slots 4 KiB aligned, at most
- * MKI_SLOT_MAX.  The same on every rank. */
+/* The net block of a communicator of nranks ranks: MKI_NB_CH channels, or
+ * as many as keep slots of at least MKI_NB_MINSLOT within about
+ * MKI_NB_TARGET bytes (1 at least); slots as large as the block allows,
+ * 4 KiB aligned, at most MKI_SLOT_MAX (1 MiB at 2 ranks).  The same on
+ * every rank. */
 MKI_HD struct mki_nb_geom mki_nb_geometry(int nranks)
 {
     struct mki_nb_geom g;
     uint64_t per_ch = 4ull * (uint64_t)nranks * MKI_NSLOTS; /* slots per channel */
     uint64_t ch = MKI_NB_TARGET / (per_ch * MKI_NB_MINSLOT);
     g.nranks = nranks;
-    g.nbch = ch < 1 ? 1 : ch > MKI_NB_MAXCH ? MKI_NB_MAXCH : (int32_t)ch;
+    g.nbch = ch < 1 ? 1 : ch > MKI_NB_CH ? MKI_NB_CH : (int32_t)ch;
     uint64_t s = MKI_NB_TARGET / (per_ch * (uint64_t)g.nbch) / MKI_SLOT_ALIGN * MKI_SLOT_ALIGN;
     g.stride = s < MKI_SLOT_ALIGN ? MKI_SLOT_ALIGN : s > MKI_SLOT_MAX ? MKI_SLOT_MAX : s;
     g.arrive = 16ull * (uint64_t)nranks * (uint64_t)g.nbch;

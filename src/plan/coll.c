@@ -37,7 +37,8 @@
 int mki_plan_coll_ctas(uint64_t block, int oneshot, int nnodes, int budget)
 {
     if (budget < 1) budget = 1;
-    /* across nodes at most 32: the proxy's chunks were measured so */
+    /* across nodes at most the net block's channels (its maxch), each a
+     * stream of large chunks through the proxy */
     if (nnodes == 1 && block >= (oneshot ? COLL_WIDE_MIN_ONESHOT : COLL_WIDE_MIN))
         return budget;
     int cap = budget < COLL_NARROW_MAXCH ? budget : COLL_NARROW_MAXCH;

@@ -144,7 +144,7 @@ static void test_net_layout(void)
 {
     for (int n = 2; n <= 4096; n = n < 16 ? n + 1 : n * 2) {
         struct mki_nb_geom g = mki_nb_geometry(n);
-        CHECK(g.nbch >= 1 && g.nbch <= MKI_NB_MAXCH);
+        CHECK(g.nbch >= 1 && g.nbch <= MKI_NB_CH);
         CHECK(g.stride >= MKI_SLOT_ALIGN && g.stride % MKI_SLOT_ALIGN == 0 &&
               g.stride <= MKI_SLOT_MAX);
         CHECK(g.nbch == 1 || g.stride >= MKI_NB_MINSLOT);
@@ -157,9 +157,9 @@ static void test_net_layout(void)
               mki_nb_slot(&g, 0, n, 0, 0));
         CHECK(mki_nb_slot(&g, 1, 2 * n - 1, g.nbch - 1, MKI_NSLOTS - 1) + g.stride == g.bytes);
     }
-    CHECK(mki_nb_geometry(2).nbch == MKI_NB_MAXCH);
-    CHECK(mki_nb_geometry(16).nbch == MKI_NB_MAXCH && mki_nb_geometry(16).stride == 16u << 10);
-    CHECK(mki_nb_geometry(64).nbch == 8);
+    CHECK(mki_nb_geometry(2).nbch == MKI_NB_CH && mki_nb_geometry(2).stride == MKI_SLOT_MAX);
+    CHECK(mki_nb_geometry(16).nbch == MKI_NB_CH && mki_nb_geometry(16).stride == 128u << 10);
+    CHECK(mki_nb_geometry(256).nbch == 2 && mki_nb_geometry(256).stride == MKI_NB_MINSLOT);
 }
 
 /* The plan of the plain collectives: the measured rules, then what the

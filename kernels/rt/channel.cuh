@@ -96,7 +96,11 @@ static __device__ __noinline__ bool net_push(const chan &k, const mki_fifo_cmd &
 }
 
 /* Tell rank q that I consumed its chunks of (phase, channel) up to the
- * target v (one thread). */
+ * target v (one thread).  Across nodes a zero-byte WRITE_SIGNAL, not a
+ * SIGNAL: a credit carries no data of mine that q must see first, and a
+ * SIGNAL is a fence (the socket transport sends a frame on every
+ * connection, EFA waits for every command in flight): 4 connections made
+ * a small call 15-20 us slower (bench/NOTES.md, eighteenth session). */
 __device__ __forceinline__ void raise_credit(const chan &k, int q, int phase, uint64_t v,
                                              const wait_site &w)
 {
@@ -106,7 +110,7 @@ __device__ __forceinline__ void raise_credit(const chan &k, int q, int phase, ui
                            k.ch->ctl[l] + mki_ch_credit(phase, k.rt->local, k.c)), v);
         return;
     }
-    const mki_fifo_cmd c = {MKI_CMD_SIGNAL, (uint32_t)q, MKI_SIG_MAX, 1, 0, 0, 0,
+    const mki_fifo_cmd c = {MKI_CMD_WRITE_SIGNAL, (uint32_t)q, MKI_SIG_MAX, 1, 0, 0, 0,
                             k.ch->nb_off + mki_nb_credit(&k.ch->nbg, phase, k.rt->rank, k.c), v};
     (void)net_push(k, c, w);
 }

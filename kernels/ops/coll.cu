@@ -201,7 +201,7 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
             for (uint64_t k = 0; k < nk; k++) {
                 const uint64_t at = off + k * S, nb = len - k * S < S ? len - k * S : S;
                 if (!wait_slot(x.k, bar, nthr, tid, q, 0, k)) return;
-                deliver(x.k, tp, tid, nthr, bar, 0, q, (int)(k % MKI_NSLOTS), p.src + boff + at,
+                deliver(x.k, tp, tid, nthr, bar, 0, q, x.k.slot(q, k), p.src + boff + at,
                         nb, x.k.target(k), wait_site{q, x.k.c, (int)k, 0});
             }
         }
@@ -225,7 +225,7 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
             }
             if (!wait_slot(x.k, bar, nthr, tid, q, 0, k)) return;
             if (x.k.remote(q) || !batched) {
-                deliver(x.k, tp, tid, nthr, bar, 0, q, (int)(k % MKI_NSLOTS), p.src + boff + at,
+                deliver(x.k, tp, tid, nthr, bar, 0, q, x.k.slot(q, k), p.src + boff + at,
                         nb, x.k.target(k), wait_site{q, x.k.c, (int)k, 0});
                 continue;
             }
@@ -290,7 +290,7 @@ __device__ void recv_role(const ctx &x, int tid, int nthr, int bar, int phase, i
             const uint64_t nk = mki_nchunks(len, S);
             for (uint64_t k = 0; k < nk; k++) {
                 const uint64_t at = off + k * S, nb = len - k * S < S ? len - k * S : S;
-                const int sl = (int)(k % MKI_NSLOTS);
+                const int sl = x.k.slot(q, k);
                 if (!role_wait(x.k, bar, nthr, tid, x.k.arrive(q, phase, sl), x.k.target(k),
                                wait_site{q, x.k.c, (int)k, phase}))
                     return;
@@ -312,7 +312,7 @@ __device__ void recv_role(const ctx &x, int tid, int nthr, int bar, int phase, i
             part_of(x, q, &boff, &b, &off, &len);
             if (k >= mki_nchunks(len, S)) continue;
             const uint64_t at = off + k * S, nb = len - k * S < S ? len - k * S : S;
-            const int sl = (int)(k % MKI_NSLOTS);
+            const int sl = x.k.slot(q, k);
             if (!role_wait(x.k, bar, nthr, tid, x.k.arrive(q, phase, sl), x.k.target(k),
                            wait_site{q, x.k.c, (int)k, phase}))
                 return;
@@ -370,7 +370,8 @@ struct chunk_io {
     const ctx *x;
     char *const *to; /* zero copy: peers' recvbufs by local index, or NULL */
     const T *own;    /* this rank's input at the chunk */
-    int slot;
+    uint64_t k;      /* the chunk */
+    int slot;        /* its slot on this node (k % MKI_NSLOTS) */
     uint64_t at;     /* the chunk's byte offset in the block */
     bool oneshot;
 
@@ -384,7 +385,7 @@ struct chunk_io {
     {
         const int q = peer(j);
         if (q == x->p->rt.rank) return own;
-        return reinterpret_cast<const T *>(x->k.inbox(q, 0, slot));
+        return reinterpret_cast<const T *>(x->k.inbox(q, 0, x->k.slot(q, k)));
     }
     /* result copy for input j = 1 .. nranks - 1 (two phases) */
     __device__ __forceinline__ T *rem(int j) const
@@ -457,14 +458,14 @@ __device__ void reduce_chunk(T *out, const chunk_io<T> &io, int nin, bool push, 
 
 /* Leader of REDUCE, chunk k: every peer's chunk arrived, and (push) the
  * phase-1 slot the result goes to is free. */
-__device__ void reduce_waits(const ctx &x, char *const *to, uint64_t k, int slot, bool push)
+__device__ void reduce_waits(const ctx &x, char *const *to, uint64_t k, bool push)
 {
     const mki_coll_params &p = *x.p;
     const int n = p.rt.nranks, me = p.rt.rank;
     for (int j = 1; j < n; j++) {
         const int q = (me + j) % n;
-        wait_geq(p.rt, x.k.arrive(q, 0, slot), x.k.target(k), wait_site{q, x.k.c, (int)k, 0},
-                 x.k.e, x.k.quit);
+        wait_geq(p.rt, x.k.arrive(q, 0, x.k.slot(q, k)), x.k.target(k),
+                 wait_site{q, x.k.c, (int)k, 0}, x.k.e, x.k.quit);
         if (!push || (to && to[x.k.lof(q)])) continue;
         if (k >= MKI_NSLOTS)
             wait_geq(p.rt, x.k.credit(q, 1), x.k.target(k - MKI_NSLOTS),
@@ -500,7 +501,7 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar, char **to)
     for (uint64_t k = 0; k < nk; k++) {
         const uint64_t at = off + k * S, nb = len - k * S < S ? len - k * S : S;
         const int slot = (int)(k % MKI_NSLOTS);
-        if (tid == 0) reduce_waits(x, to, k, slot, push);
+        if (tid == 0) reduce_waits(x, to, k, push);
         /* one shot in place (src is dst; any other overlap is refused):
          * chunk k is overwritten only after SEND copied it to every peer */
         if (OS && inplace && tid == 0) wait_sent(x.sent, (uint32_t)k + 1, x.k.quit);
@@ -509,7 +510,7 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar, char **to)
             if (to[l] && ((reinterpret_cast<uintptr_t>(to[l]) + at) & 15)) vec = false;
         role_sync(bar, nthr);
         if (*x.k.quit) return;
-        const chunk_io<T> io{&x, to, reinterpret_cast<const T *>(own + at), slot, at, OS};
+        const chunk_io<T> io{&x, to, reinterpret_cast<const T *>(own + at), k, slot, at, OS};
         reduce_chunk<T>(reinterpret_cast<T *>(out + at), io, n, push, nb / sizeof(T), tid, nthr,
                         vec);
         if (push) __threadfence_system();
@@ -570,7 +571,7 @@ __device__ void send2_role(const ctx &x, int tid, int nthr, int bar)
             const int q = (me + j) % n;
             if (!wait_slot(x.k, bar, nthr, tid, q, 1, k)) return;
             if (x.k.remote(q)) {
-                deliver(x.k, &pipe, tid, nthr, bar, 1, q, (int)(k % MKI_NSLOTS), p.dst + boff + at,
+                deliver(x.k, &pipe, tid, nthr, bar, 1, q, x.k.slot(q, k), p.dst + boff + at,
                         nb, x.k.target(k), wait_site{q, x.k.c, (int)k, 1});
                 continue;
             }

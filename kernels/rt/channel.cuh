@@ -69,6 +69,18 @@ struct chan {
                      : ch->slots[rt->local] +
                            mki_ch_slot(phase, l, c, slot, rt->nlocal, ch->slot_bytes);
     }
+    /* The slot of chunk k to or from rank q (channel.h: across nodes the
+     * slots continue from call to call). */
+    __device__ __forceinline__ int slot(int q, uint64_t k) const
+    {
+        return (int)((remote(q) ? e + k : k) % MKI_NSLOTS);
+    }
+    /* Across nodes: the target that slot `s` of rank q's phase slots last
+     * carried from this channel. */
+    __device__ __forceinline__ uint64_t *sent(int q, int phase, int s) const
+    {
+        return reinterpret_cast<uint64_t *>(my_ctl() + mki_ch_sent(phase, q, rt->nranks, c, s));
+    }
     /* The credit rank q still owes this channel's use of its slots. */
     __device__ __forceinline__ uint64_t *owed(int q, int phase) const
     {
@@ -149,7 +161,7 @@ __device__ __forceinline__ void deliver(const chan &k, tma_pipe *tp, int tid, in
                                 base + mki_nb_slot(&k.ch->nbg, phase, rt.rank, k.c, slot), n,
                                 base + mki_nb_arrive(&k.ch->nbg, phase, rt.rank, k.c, slot),
                                 target};
-        (void)net_push(k, c, w);
+        if (net_push(k, c, w)) *k.sent(q, phase, slot) = target;
     }
 }
 
@@ -217,11 +229,16 @@ __device__ __forceinline__ bool role_wait(const chan &k, int bar, int nthr, int 
 
 /* Before chunk k to rank q of a phase: the slot it reuses is free (the
  * credit of chunk k - NSLOTS; for chunk 0, what the last call that used
- * q's slots left owed).  The whole role calls it. */
+ * q's slots left owed; across nodes, of the chunk that slot last carried,
+ * maybe a few calls back).  The whole role calls it. */
 __device__ __forceinline__ bool wait_slot(const chan &k, int bar, int nthr, int tid, int q,
                                           int phase, uint64_t chunk)
 {
     const uint64_t *cr = k.credit(q, phase);
+    if (k.remote(q)) {
+        const uint64_t t = tid == 0 ? *k.sent(q, phase, k.slot(q, chunk)) : 0;
+        return role_wait(k, bar, nthr, tid, cr, t, wait_site{q, k.c, (int)chunk, phase});
+    }
     if (chunk >= MKI_NSLOTS)
         return role_wait(k, bar, nthr, tid, cr, k.target(chunk - MKI_NSLOTS),
                          wait_site{q, k.c, (int)chunk, phase});
@@ -232,11 +249,12 @@ __device__ __forceinline__ bool wait_slot(const chan &k, int bar, int nthr, int 
     return *k.quit == 0;
 }
 
-/* At the end of a role that sent nk chunks to q through a phase's slots:
- * what q owes (the next call waits for it before reusing them). */
+/* At the end of a role that sent nk chunks to local peer q through a
+ * phase's slots: what q owes (the next call waits for it before reusing
+ * them).  Remote peers: sent[] says it per slot. */
 __device__ __forceinline__ void note_owed(const chan &k, int q, int phase, uint64_t nk)
 {
-    if (nk > 0) *k.owed(q, phase) = k.target(nk - 1);
+    if (nk > 0 && !k.remote(q)) *k.owed(q, phase) = k.target(nk - 1);
 }
 
 } /* namespace mki */

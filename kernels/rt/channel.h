@@ -5,8 +5,9 @@
  * the arithmetic; kernels/rt/channel.cuh moves the bytes).
  *
  * A sender pushes chunk k of a channel into slot k % MKI_NSLOTS of the
- * receiver and raises the receiver's arrive counter; the receiver consumes
- * it and raises the sender's credit counter.  Counters only grow: channel
+ * receiver (across nodes (e + k) % MKI_NSLOTS, e below) and raises the
+ * receiver's arrive counter; the receiver consumes it and raises the
+ * sender's credit counter.  Counters only grow: channel
  * c of every rank runs the same sequence of operations, so its operation
  * number e (seq[c] + 1, kept in the channel block on the device) is equal
  * on all ranks for the same call, and chunk k of operation e has target
@@ -24,6 +25,8 @@
  *     CH_DONE   done[MKI_MAXLOCAL][MKI_MAXCH]    zero copy: sender finished
  *     CH_OWED   owed[2][nranks][MKI_MAXCH]       the credit each peer still
  *                                                owes a channel's slots
+ *     then      sent[2][nranks][MKI_NB_CH][MKI_NSLOTS]  across nodes: the
+ *                                                target each slot last carried
  *   slot block (device): slots[2][nlocal][MKI_MAXCH][MKI_NSLOTS] of
  *     slot_bytes, indexed by the sender's local index
  *   net block (host memory, region 1 of the transport; several nodes):
@@ -125,9 +128,21 @@ MKI_HD uint64_t mki_ch_owed(int phase, int q, int nranks, int ch)
 {
     return MKI_CH_OWED + 8ull * (((uint64_t)phase * (uint64_t)nranks + (uint64_t)q) * MKI_MAXCH + (uint64_t)ch);
 }
+/* Across nodes, chunk k of operation e goes to slot (e + k) % MKI_NSLOTS,
+ * so that consecutive small calls take different slots and the next one
+ * waits for the credit of the chunk MKI_NSLOTS sends before, not for the
+ * last call's (a credit's round trip through the proxies is ~12 us).
+ * sent[phase][q][ch][slot]: the target that slot last carried to rank q
+ * (0: none yet); channels across nodes are fewer than MKI_NB_CH. */
+MKI_HD uint64_t mki_ch_sent(int phase, int q, int nranks, int ch, int slot)
+{
+    return MKI_CH_OWED + 16ull * (uint64_t)nranks * MKI_MAXCH +
+           8ull * ((((uint64_t)phase * (uint64_t)nranks + (uint64_t)q) * MKI_NB_CH + (uint64_t)ch) *
+                       MKI_NSLOTS + (uint64_t)slot);
+}
 MKI_HD uint64_t mki_ch_block_bytes(int nranks)
 {
-    return MKI_CH_OWED + 16ull * (uint64_t)nranks * MKI_MAXCH;
+    return mki_ch_sent(2, 0, nranks, 0, 0);
 }
 
 /* ---- the slot block ----------------------------------------------------- */

@@ -73,10 +73,14 @@ static void test_layout(void)
     CHECK(mki_ch_done(MKI_MAXLOCAL - 1, MKI_MAXCH - 1) + 8 <= MKI_CH_OWED);
     CHECK(mki_ch_post(1, 0) - mki_ch_post(0, MKI_MAXCH - 1) == 16);
     CHECK(mki_ch_post(0, 0) % 16 == 0 && mki_ch_done(0, 0) % 8 == 0);
-    /* owed[] grows with the ranks, not bounded by the node size */
+    /* owed[] and sent[] grow with the ranks, not bounded by the node
+     * size; sent[] follows owed[] and ends the block */
     for (int n = 1; n <= 1024; n *= 4) {
-        CHECK(mki_ch_owed(1, n - 1, n, MKI_MAXCH - 1) + 8 == mki_ch_block_bytes(n));
+        CHECK(mki_ch_owed(1, n - 1, n, MKI_MAXCH - 1) + 8 == mki_ch_sent(0, 0, n, 0, 0));
         CHECK(mki_ch_owed(0, 1, n, 0) - mki_ch_owed(0, 0, n, MKI_MAXCH - 1) == 8);
+        CHECK(mki_ch_sent(1, n - 1, n, MKI_NB_CH - 1, MKI_NSLOTS - 1) + 8 == mki_ch_block_bytes(n));
+        CHECK(mki_ch_sent(0, 0, n, 1, 0) - mki_ch_sent(0, 0, n, 0, MKI_NSLOTS - 1) == 8);
+        CHECK(mki_ch_sent(0, 1, n, 0, 0) - mki_ch_sent(0, 0, n, MKI_NB_CH - 1, MKI_NSLOTS - 1) == 8);
     }
     /* The slot block: the last slot of phase 1 ends at the block's end. */
     for (int n = 1; n <= MKI_MAXLOCAL; n++) {

@@ -32,7 +32,9 @@ const struct mki_model mki_model_default = {
     .reduce_cta_gbs = 32.0,    /* fp32 add streams at the SM's HBM share */
     .ib_nic_gbs = 50.0,        /* ConnectX-7, 400 Gb/s */
     .efa_nic_gbs = 25.0,       /* p5en: 16 x 200 Gb/s EFA, 2 per GPU */
-    .socket_gbs = 3.0,         /* TCP through one host thread */
+    .socket_gbs = 4.5,         /* TCP, a sending and a receiving thread
+                                * per rank: 4.3-5.0 GB/s bus bandwidth,
+                                * 2 x H100 virtual nodes, NOTES 2026-11-27 */
     .inter_send_per_nic = 1,
     /* From mkbench on 2, 4 and 8 x H200 (tools/model_check.py, NOTES): a
      * small collective takes ~15 / 22 / 60 us at 2 / 4 / 8 ranks, and at

@@ -56,12 +56,17 @@ __device__ __forceinline__ int fifo_push(const mki_fifo_dev &f, const mki_fifo_c
 {
     const unsigned long long t = atomicAdd(f.head, 1ull);
     *ticket = t;
-    if (t + 1 > f.nslots) { /* room once tail > t - nslots */
+    /* Room once tail > t - nslots.  The host's tail is a read over PCIe
+     * (1-2 us): only when the largest tail seen on the device says the
+     * slot may still be in use. */
+    const uint64_t need = t + 1 > f.nslots ? t + 1 - f.nslots : 0;
+    if (need && !(f.tail_seen && ld_acquire_sys(reinterpret_cast<const uint64_t *>(f.tail_seen)) >= need)) {
         uint64_t seen, why;
-        const int r = spin_geq(reinterpret_cast<const uint64_t *>(&f.hdr->tail), t + 1 - f.nslots,
+        const int r = spin_geq(reinterpret_cast<const uint64_t *>(&f.hdr->tail), need,
                                stop, reinterpret_cast<const uint64_t *>(&f.hdr->error),
                                timeout_ns, &seen, &why, fifo_room_backoff());
         if (r != SPIN_OK) return fifo_status(r);
+        if (f.tail_seen) atomicMax(f.tail_seen, (unsigned long long)seen);
     }
     uint64_t w[MKI_FIFO_SLOT_WORDS];
     mki_fifo_payload(&c, w);

@@ -71,6 +71,10 @@ struct mki_fifo_dev {
     struct mki_fifo_hdr *hdr;        /* mapped host memory (device address) */
     unsigned long long *head;        /* device memory, zeroed at setup */
     unsigned int nslots;             /* a power of two */
+    unsigned long long *tail_seen;   /* device memory, zeroed: the largest
+                                      * tail a producer read (NULL: none
+                                      * kept, every push past the first
+                                      * nslots reads the host's tail) */
 };
 
 #ifdef __cplusplus

@@ -49,7 +49,8 @@ struct mki_net_dev {
     int dev;
     cudaStream_t stream;          /* non-blocking: never waits for kernels */
     uint64_t *word;               /* pinned: the signal value in flight */
-    uint64_t *head;               /* device: producers' ticket counter */
+    uint64_t *head;               /* device: producers' ticket counter, then
+                                   * the largest tail they saw */
     int fifo_pinned;              /* the FIFO came from cudaHostAlloc */
     /* Last value raised at each counter of region 0's control block
      * (offsets below MKI_CTL_BYTES, zeroed at creation): the proxy is the
@@ -180,12 +181,14 @@ static mkResult_t dev_setup_on(struct mkComm *comm, struct mki_net *n)
     struct mki_fifo_hdr *dring;
     CU(cudaHostGetDevicePointer((void **)&dring, n->fifo, 0),
        "cudaHostGetDevicePointer (FIFO)");
-    CU(cudaMalloc((void **)&d->head, 8), "cudaMalloc (FIFO head)");
-    CU(cudaMemset(d->head, 0, 8), "cudaMemset (FIFO head)");
+    /* the head, then the largest tail the producers saw */
+    CU(cudaMalloc((void **)&d->head, 16), "cudaMalloc (FIFO head)");
+    CU(cudaMemset(d->head, 0, 16), "cudaMemset (FIFO head)");
     CU(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     n->fifo_dev = (struct mki_fifo_dev){mki_fifo_slots(dring), dring,
                                         (unsigned long long *)d->head,
-                                        n->nslots};
+                                        n->nslots,
+                                        (unsigned long long *)d->head + 1};
     return mkSuccess;
 }
 

@@ -37,7 +37,7 @@ export OUT=$O
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export CUDA_MODULE_LOADING=EAGER MK_NODE_SIZE=1 MK_TRANSPORT=socket
 export MK_TIMEOUT_MS=${MK_TIMEOUT_MS:-20000} MK_DEBUG=${MK_DEBUG:-WARN}
-export MK_SOCKET_NCONN=${MK_SOCKET_NCONN:-2}
+export MK_SOCKET_NCONN=${MK_SOCKET_NCONN:-4}  # the library's default
 LOG=$O/net.log
 : > "$LOG"
 [ -x $B/mkbench_net ] || { echo "no $B/mkbench_net: run 'bash tests/gpu/net.sh build' first" | tee -a "$LOG"; exit 1; }

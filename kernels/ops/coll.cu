@@ -371,7 +371,6 @@ struct chunk_io {
     char *const *to; /* zero copy: peers' recvbufs by local index, or NULL */
     const T *own;    /* this rank's input at the chunk */
     uint64_t k;      /* the chunk */
-    int slot;        /* its slot on this node (k % MKI_NSLOTS) */
     uint64_t at;     /* the chunk's byte offset in the block */
     bool oneshot;
 
@@ -393,7 +392,9 @@ struct chunk_io {
         const mki_coll_params &p = *x->p;
         const int l = x->k.lof(peer(j));
         if (to && to[l]) return reinterpret_cast<T *>(to[l] + at);
-        return reinterpret_cast<T *>(p.ch.slots[l] + mki_ch_slot(1, p.rt.local, x->k.c, slot,
+        /* a local peer's phase-1 slot (results are pushed on the node only) */
+        return reinterpret_cast<T *>(p.ch.slots[l] + mki_ch_slot(1, p.rt.local, x->k.c,
+                                                                  (int)(k % MKI_NSLOTS),
                                                                   p.rt.nlocal, p.ch.slot_bytes));
     }
 };
@@ -500,7 +501,6 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar, char **to)
     if (!zc) to = NULL;
     for (uint64_t k = 0; k < nk; k++) {
         const uint64_t at = off + k * S, nb = len - k * S < S ? len - k * S : S;
-        const int slot = (int)(k % MKI_NSLOTS);
         if (tid == 0) reduce_waits(x, to, k, push);
         /* one shot in place (src is dst; any other overlap is refused):
          * chunk k is overwritten only after SEND copied it to every peer */
@@ -510,7 +510,7 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar, char **to)
             if (to[l] && ((reinterpret_cast<uintptr_t>(to[l]) + at) & 15)) vec = false;
         role_sync(bar, nthr);
         if (*x.k.quit) return;
-        const chunk_io<T> io{&x, to, reinterpret_cast<const T *>(own + at), k, slot, at, OS};
+        const chunk_io<T> io{&x, to, reinterpret_cast<const T *>(own + at), k, at, OS};
         reduce_chunk<T>(reinterpret_cast<T *>(out + at), io, n, push, nb / sizeof(T), tid, nthr,
                         vec);
         if (push) __threadfence_system();

@@ -60,12 +60,17 @@ __device__ __forceinline__ int fifo_push(const mki_fifo_dev &f, const mki_fifo_c
      * (1-2 us): only when the largest tail seen on the device says the
      * slot may still be in use. */
     const uint64_t need = t + 1 > f.nslots ? t + 1 - f.nslots : 0;
-    if (need && !(f.tail_seen && ld_acquire_sys(reinterpret_cast<const uint64_t *>(f.tail_seen)) >= need)) {
-        uint64_t seen, why;
-        const int r = spin_geq(reinterpret_cast<const uint64_t *>(&f.hdr->tail), need,
-                               stop, reinterpret_cast<const uint64_t *>(&f.hdr->error),
-                               timeout_ns, &seen, &why, fifo_room_backoff());
-        if (r != SPIN_OK) return fifo_status(r);
+    const uint64_t *cached = reinterpret_cast<const uint64_t *>(f.tail_seen);
+    if (need && !(cached && ld_acquire_sys(cached) >= need)) {
+        const uint64_t *tail = reinterpret_cast<const uint64_t *>(&f.hdr->tail);
+        uint64_t seen = ld_acquire_sys(tail), why;
+        if (seen < need) {
+            const int r = spin_geq(tail, need, stop,
+                                   reinterpret_cast<const uint64_t *>(&f.hdr->error), timeout_ns,
+                                   &seen, &why, fifo_room_backoff());
+            if (r != SPIN_OK) return fifo_status(r);
+            seen = need;
+        }
         if (f.tail_seen) atomicMax(f.tail_seen, (unsigned long long)seen);
     }
     uint64_t w[MKI_FIFO_SLOT_WORDS];

@@ -105,12 +105,10 @@ __device__ __forceinline__ int spin_geq(const uint64_t *addr, uint64_t target,
                                         Backoff backoff)
 {
     uint64_t v = ld_acquire_sys(addr);
-    *seen = v;
     if (v >= target) return SPIN_OK;
     const uint64_t t0 = globaltimer();
     for (uint32_t n = 1;; n++) {
         v = ld_acquire_sys(addr);
-        *seen = v;
         if (v >= target) return SPIN_OK;
         backoff(v, target);
         if ((n & 31) != 0) continue;

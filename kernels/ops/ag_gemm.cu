@@ -19,15 +19,28 @@
  *                        (unless the gathered A is still to be copied
  *                        out: then a kernel after that copy releases)
  *
- * The all-gather itself uses no SM: the copy engines move the chunks, so
- * every SM computes.  Every wait has a deadline and watches the abort
- * word (kernels/rt/wait.cuh).
+ * The all-gather inside the node uses no SM: the copy engines move the
+ * chunks.  Across nodes the last nnet CTAs move the other nodes' rows
+ * through the collectives' net channels (ag_gemm.h) and the others
+ * compute:
+ *
+ *   net CTA c            (the last CTAs of the grid)
+ *                        SEND: my rows' chunks on channel c to every rank
+ *                        of another node; RECV: theirs from the net block
+ *                        into the bank, then rsig[q][c]
+ *   producer thread      also waits for rsig of the remote rows it needs
+ *
+ * Every wait has a deadline and watches the abort word
+ * (kernels/rt/wait.cuh).
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
 
 #include "gemm/gemm_launch.h"
 #include "ops/ag_gemm.h"
+#include "rt/channel.h"
+#include "rt/copy.cuh"
+#include "rt/fifo.cuh"
 #include "rt/wait.cuh"
 
 using namespace mki;
@@ -42,6 +55,7 @@ static_assert(MKI_AGG_TILE_ROWS == BM, "ops/ag_gemm.h: tile rows");
 struct AggCta {
     uint64_t e;
     cta_note note;
+    uint64_t ne;       /* a net CTA's operation number on its channel */
 };
 __shared__ AggCta agg;
 
@@ -53,19 +67,27 @@ struct AggHooks {
     CUtensorMap tm_own; /* the caller's A (m_local x K), when own_d1 > own_d0 */
     int own_lo, own_d0, own_d1;
     int nsrc, pm0, num_pm, split;
-    int row_off[MKI_MAXLOCAL + 1]; /* 32-bit: M < 2^31, and the producer */
-    int chunk_rows[MKI_MAXLOCAL];  /* runs on 40 registers */
+    int row_off[MKI_AGG_MAXSRC + 1]; /* by rank; 32-bit: M < 2^31, and the */
+    int chunk_rows[MKI_MAXLOCAL];    /* producer runs on 40 registers */
     mki_agg_ctl *ctl;
     const mki_agg_ctl *peer_ctl[MKI_MAXLOCAL];
     int release;
+    /* across nodes (nnet > 0): chunks of 1 << net_shift bytes, chunk j on
+     * channel j % nnet (a power of two) */
+    int nnet, nnet_shift, net_shift;
+    int nnet_ctas;       /* CTAs after the compute ones (>= nnet: whole clusters) */
+    uint64_t row_bytes;
+    const char *net_src; /* my rows (the caller's A) */
+    char *bank;          /* the gathered A (mine) */
+    mki_chan_dev ch;
     mki_rt_dev rt;
 
     /* Spin until *addr >= target; false, with the failure noted, when the
-     * CTA quits, a peer aborted or the deadline passed. */
-    __device__ __forceinline__ bool wait(const uint64_t *addr, uint64_t target, int s, int chunk,
+     * CTA quits, a peer aborted or the deadline passed (q: the rank). */
+    __device__ __forceinline__ bool wait(const uint64_t *addr, uint64_t target, int q, int chunk,
                                          int phase) const
     {
-        return wait_noted(rt, agg.note, addr, target, rt.glob[s], chunk, phase);
+        return wait_noted(rt, agg.note, addr, target, q, chunk, phase);
     }
 
     /* The grouped L2 order of the engine, rotated so that the first units
@@ -94,16 +116,28 @@ struct AggHooks {
         return &p.tm_a;
     }
 
-    __device__ __forceinline__ void wait_rows(int s, int r0, int r1) const
+    /* Rows [r0, r1) of rank q are in the bank: the flags of their
+     * chunks (q on this node: the copy engines'; on another: the net
+     * CTAs', rsig). */
+    __device__ __forceinline__ void wait_rows(int q, int r0, int r1) const
     {
-        const int lo = row_off[s], hi = row_off[s + 1];
+        const int lo = row_off[q], hi = row_off[q + 1];
         if (r0 < lo) r0 = lo;
         if (r1 > hi) r1 = hi;
         if (r0 >= r1) return;
-        const unsigned cr = (unsigned)chunk_rows[s];
-        const int c1 = (int)((unsigned)(r1 - 1 - lo) / cr);
-        for (int c = (int)((unsigned)(r0 - lo) / cr); c <= c1; ++c)
-            if (!wait(&ctl->sig[s][c], 1, s, c, 0)) return;
+        const int l = rt.lof[q]; /* q < MKI_AGG_MAXSRC <= MKI_RT_LOF */
+        if (l >= 0) {
+            const unsigned cr = (unsigned)chunk_rows[l];
+            const int c1 = (int)((unsigned)(r1 - 1 - lo) / cr);
+            for (int c = (int)((unsigned)(r0 - lo) / cr); c <= c1; ++c)
+                if (!wait(&ctl->sig[l][c], 1, q, c, 0)) return;
+            return;
+        }
+        const unsigned j1 = (unsigned)(((uint64_t)(r1 - lo) * row_bytes - 1) >> net_shift);
+        for (unsigned j = (unsigned)(((uint64_t)(r0 - lo) * row_bytes) >> net_shift); j <= j1; ++j)
+            if (!wait(&ctl->rsig[q][j & (nnet - 1)], mki_sig_target(agg.e, j >> nnet_shift), q,
+                      (int)j, 0))
+                return;
     }
 
     __device__ __forceinline__ void wait_a(const GemmParams &p, TileCoord t, int kb) const
@@ -112,27 +146,30 @@ struct AggHooks {
         const int r0 = t.m_blk * BM;
         const int r1 = r0 + BM < p.m ? r0 + BM : p.m;
         /* my own rows are in place before the kernel starts */
-        for (int s = 0; s < nsrc; ++s)
-            if (s != rt.local) wait_rows(s, r0, r1);
+        for (int q = 0; q < nsrc; ++q)
+            if (q != rt.rank) wait_rows(q, r0, r1);
     }
 
-    /* Chunks of source s (one signal even for a source with no rows). */
-    __device__ __forceinline__ int nchunks(int s) const
+    /* Chunks of local rank l (one signal even for a rank with no rows). */
+    __device__ __forceinline__ int nchunks(int l) const
     {
-        const int m = row_off[s + 1] - row_off[s];
-        const int n = (m + chunk_rows[s] - 1) / chunk_rows[s];
+        const int q = rt.glob[l];
+        const int m = row_off[q + 1] - row_off[q];
+        const int n = (m + chunk_rows[l] - 1) / chunk_rows[l];
         return n < 1 ? 1 : n;
     }
 
-    /* Every chunk of every peer has landed (the tiles' producers waited
-     * for all that hold rows; this also covers the rest, so that no flag
-     * is still to come when the call clears them). */
+    /* Every chunk of every local peer has landed (the tiles' producers
+     * waited for all that hold rows; this also covers the rest, so that no
+     * flag is still to come when the call clears them).  Rows from other
+     * nodes need no such wait: rsig is never cleared, and the net CTAs
+     * end after their last chunk. */
     __device__ __forceinline__ void wait_all() const
     {
-        for (int s = 0; s < nsrc; ++s) {
-            if (s == rt.local) continue;
-            for (int c = 0, n = nchunks(s); c < n; ++c)
-                if (!wait(&ctl->sig[s][c], 1, s, c, 1)) return;
+        for (int l = 0; l < rt.nlocal; ++l) {
+            if (l == rt.local) continue;
+            for (int c = 0, n = nchunks(l); c < n; ++c)
+                if (!wait(&ctl->sig[l][c], 1, rt.glob[l], c, 1)) return;
         }
     }
 
@@ -140,9 +177,9 @@ struct AggHooks {
      * lets the peers write the next call's). */
     __device__ __forceinline__ void clear_flags() const
     {
-        for (int s = 0; s < nsrc; ++s) {
-            if (s == rt.local) continue;
-            for (int c = 0, n = nchunks(s); c < n; ++c) ctl->sig[s][c] = 0;
+        for (int l = 0; l < rt.nlocal; ++l) {
+            if (l == rt.local) continue;
+            for (int c = 0, n = nchunks(l); c < n; ++c) ctl->sig[l][c] = 0;
         }
     }
 
@@ -152,9 +189,9 @@ struct AggHooks {
     {
         const uint64_t e = agg.e;
         st_relaxed_sys(&ctl->cur, e);
-        for (int i = 1; i < nsrc; ++i) {
-            const int q = (rt.local - i + nsrc) % nsrc;
-            if (e > 1) (void)wait(&peer_ctl[q]->released, e - 1, q, -1, 2);
+        for (int i = 1; i < rt.nlocal; ++i) {
+            const int q = (rt.local - i + rt.nlocal) % rt.nlocal;
+            if (e > 1) (void)wait(&peer_ctl[q]->released, e - 1, rt.glob[q], -1, 2);
             /* opened even after a failure: the side streams must end */
             for (int x = 0; x < split; ++x) st_release_sys(&ctl->go[q][x], 1);
         }
@@ -193,13 +230,183 @@ __device__ void finish(const AggHooks &h)
     if (h.release) st_release_sys(&h.ctl->released, agg.e);
 }
 
+/* ---- across nodes: the net CTAs (ag_gemm.h) -------------------------- */
+
+/* A net CTA keeps the compute CTAs' register split (40 / 232 / 232) and
+ * calls no out-of-line function (channel.cuh's waits and pushes are):
+ * ptxas compiles those for one register count, and a call from the net
+ * roles failed register allocation.  So the net roles note a failure like
+ * the producer does (agg.note, reported by the kernel's tail), spin inline
+ * and push commands inline.  SEND is warpgroup 1, RECV warpgroup 2. */
+constexpr int kNetThreads = MKI_AGG_NET_THREADS;
+static_assert(kNetThreads == 128 && kThreads == 384, "SEND and RECV: warpgroups 1 and 2");
+
+/* The net roles' first failure (as wait_noted notes a spin's). */
+__device__ __forceinline__ void net_note(int kind, const wait_site &w, uint64_t expected)
+{
+    if (atomicCAS(&agg.note.quit, 0, 1) == 0) {
+        agg.note.kind = kind;
+        agg.note.peer = w.peer;
+        agg.note.chunk = w.chunk;
+        agg.note.phase = w.phase;
+        agg.note.expected = expected;
+        agg.note.seen = 0;
+    }
+}
+
+__device__ __forceinline__ bool net_quit() { return *(volatile int *)&agg.note.quit != 0; }
+
+/* The role's leader waits for *addr >= target, then the role meets;
+ * false once the CTA quits. */
+__device__ __forceinline__ bool net_wait(const AggHooks &h, int bar, int tid, const uint64_t *addr,
+                                         uint64_t target, const wait_site &w)
+{
+    if (tid == 0) (void)wait_noted(h.rt, agg.note, addr, target, w.peer, w.chunk, w.phase);
+    role_sync(bar, kNetThreads);
+    return !net_quit();
+}
+
+/* One command to the proxy (one thread); false, noted, when the ring
+ * stays full or the proxy failed. */
+__device__ __forceinline__ bool net_push_noted(const AggHooks &h, const mki_fifo_cmd &c,
+                                               const wait_site &w)
+{
+    unsigned long long t;
+    const int r = fifo_push(h.rt.fifo, c, stops_of(h.rt), h.rt.timeout_ns, &t);
+    if (r == MKI_FIFO_OK) return true;
+    net_note(r == MKI_FIFO_PROXY_FAILED ? MKI_ERR_PROXY : MKI_ERR_TIMEOUT, w, 0);
+    return false;
+}
+
+/* Bytes of rank q's rows, and chunk kk of channel c: its offset in them. */
+__device__ __forceinline__ uint64_t rows_bytes(const AggHooks &h, int q)
+{
+    return (uint64_t)(h.row_off[q + 1] - h.row_off[q]) * h.row_bytes;
+}
+__device__ __forceinline__ uint64_t net_at(const AggHooks &h, int c, uint64_t kk)
+{
+    return ((kk << h.nnet_shift) + (uint64_t)c) << h.net_shift;
+}
+
+/* SEND: my rows to every rank of another node, the previous ranks first
+ * (their GEMMs want my rows right after their own).  Chunk kk of channel
+ * c goes to slot (e + kk) % MKI_NSLOTS of rank q once the credit of what
+ * that slot last carried came back (sent[], channel.h), staged in my net
+ * block, then one WRITE_SIGNAL (channel.cuh's deliver, inline). */
+__device__ __forceinline__ void net_send(const AggHooks &h, int c, uint64_t e, int tid)
+{
+    const int P = h.nsrc, me = h.rt.rank;
+    const uint64_t n = rows_bytes(h, me), S = 1ull << h.net_shift, base = h.ch.nb_off;
+    const uint64_t nk = mki_agg_net_chunks(n, S, h.nnet, c);
+    char *ctl = h.ch.ctl[h.rt.local];
+    for (int i = 1; i < P; i++) {
+        const int q = (me - i + P) % P;
+        if (h.rt.lof[q] >= 0) continue;
+        const uint64_t *credit =
+            reinterpret_cast<const uint64_t *>(h.ch.nb + mki_nb_credit(&h.ch.nbg, 0, q, c));
+        for (uint64_t kk = 0; kk < nk; kk++) {
+            const uint64_t at = net_at(h, c, kk), nb = n - at < S ? n - at : S;
+            const int sl = (int)((e + kk) % MKI_NSLOTS);
+            uint64_t *sent = reinterpret_cast<uint64_t *>(ctl + mki_ch_sent(0, q, P, c, sl));
+            const wait_site w{q, c, (int)kk, 0};
+            if (!net_wait(h, 1, tid, credit, tid == 0 ? *sent : 0, w)) return;
+            const uint64_t stage = mki_nb_slot(&h.ch.nbg, 0, P + q, c, sl);
+            copy_bytes(h.ch.nb + stage, h.net_src + at, nb, tid, kNetThreads);
+            __threadfence_system();
+            role_sync(1, kNetThreads);
+            if (tid == 0) {
+                const uint64_t target = mki_sig_target(e, kk);
+                const mki_fifo_cmd cmd = {MKI_CMD_WRITE_SIGNAL, (uint32_t)q, MKI_SIG_MAX, 1,
+                                          base + stage,
+                                          base + mki_nb_slot(&h.ch.nbg, 0, me, c, sl), nb,
+                                          base + mki_nb_arrive(&h.ch.nbg, 0, me, c, sl), target};
+                if (net_push_noted(h, cmd, w)) *sent = target;
+            }
+        }
+    }
+}
+
+/* RECV: the rows of every rank of another node, in the GEMM's order
+ * (me + 1, me + 2, ...), each chunk from the net block into the bank,
+ * then its credit back (a zero-byte WRITE_SIGNAL, channel.cuh's
+ * raise_credit) and its flag for the GEMM. */
+__device__ __forceinline__ void net_recv(const AggHooks &h, int c, uint64_t e, int tid)
+{
+    const int P = h.nsrc, me = h.rt.rank;
+    const uint64_t S = 1ull << h.net_shift, base = h.ch.nb_off;
+    for (int i = 1; i < P; i++) {
+        const int q = (me + i) % P;
+        if (h.rt.lof[q] >= 0) continue;
+        const uint64_t n = rows_bytes(h, q), nk = mki_agg_net_chunks(n, S, h.nnet, c);
+        char *dst = h.bank + (uint64_t)h.row_off[q] * h.row_bytes;
+        for (uint64_t kk = 0; kk < nk; kk++) {
+            const uint64_t at = net_at(h, c, kk), nb = n - at < S ? n - at : S;
+            const uint64_t target = mki_sig_target(e, kk);
+            const int sl = (int)((e + kk) % MKI_NSLOTS);
+            const wait_site w{q, c, (int)kk, 0};
+            const uint64_t *arrive =
+                reinterpret_cast<const uint64_t *>(h.ch.nb + mki_nb_arrive(&h.ch.nbg, 0, q, c, sl));
+            if (!net_wait(h, 2, tid, arrive, target, w)) return;
+            copy_bytes(dst + at, h.ch.nb + mki_nb_slot(&h.ch.nbg, 0, q, c, sl), nb, tid,
+                       kNetThreads);
+            __threadfence(); /* the bank's rows before the flag (the producer's
+                              * proxy fence then orders them before its TMA) */
+            role_sync(2, kNetThreads);
+            if (tid == 0) {
+                const mki_fifo_cmd cmd = {MKI_CMD_WRITE_SIGNAL, (uint32_t)q, MKI_SIG_MAX, 1, 0, 0, 0,
+                                          base + mki_nb_credit(&h.ch.nbg, 0, me, c), target};
+                (void)net_push_noted(h, cmd, w);
+                st_release_sys(&h.ctl->rsig[q][c], mki_sig_target(agg.e, kk));
+            }
+        }
+    }
+}
+
+/* A net CTA (the last h.nnet_ctas of the launch, whole clusters; those
+ * past h.nnet idle).  The channel's operation number as the collectives
+ * keep it (coll.cu: enter, leave); thread 128 leads.  The roles run inside
+ * the wide warpgroups' branch: code after the branches join runs on the
+ * narrow count (ptxas takes the least). */
+__device__ __forceinline__ void net_cta(const AggHooks &h)
+{
+    const int wg = (int)threadIdx.x / 128;
+    if (wg == 0) {
+        setmaxnreg_dec<40>();
+        __syncthreads();
+        __syncthreads();
+        return;
+    }
+    setmaxnreg_inc<232>();
+    const int c = (int)blockIdx.x - ((int)gridDim.x - h.nnet_ctas);
+    uint64_t *seq = c < h.nnet ? reinterpret_cast<uint64_t *>(h.ch.ctl[h.rt.local] + mki_ch_seq(c))
+                               : nullptr;
+    if (threadIdx.x == 128) {
+        agg.ne = seq ? *reinterpret_cast<volatile uint64_t *>(seq) + 1 : 0;
+        const uint64_t ab = seq ? stop_value(h.rt, false) : 0;
+        if (ab) net_note(MKI_ERR_REMOTE, wait_site{(int)ab - 1, c, -1, -1}, 0);
+    }
+    __syncthreads();
+    if (seq && !net_quit()) {
+        if (wg == 1) net_send(h, c, agg.ne, (int)threadIdx.x - 128);
+        else net_recv(h, c, agg.ne, (int)threadIdx.x - 256);
+    }
+    __syncthreads();
+    if (threadIdx.x == 128 && seq && !net_quit())
+        *reinterpret_cast<volatile uint64_t *>(seq) = agg.ne;
+}
+
 template <bool kF16, bool kTransB, int kCM>
 __global__ void __launch_bounds__(kThreads, 1)
     agg_kernel(const __grid_constant__ GemmParams p, const __grid_constant__ AggHooks h)
 {
     extern __shared__ char smem[];
-    if (threadIdx.x == 0) begin(h); /* run_cta syncs before any use */
-    run_cta<kF16, kTransB, kCM, AggHooks>(p, h, blockIdx.x, gridDim.x, smem);
+    if (threadIdx.x == 0) begin(h); /* run_cta and net_cta sync before any use */
+    /* Net CTAs last (whole clusters), so that the compute CTAs' rank and
+     * count stay blockIdx.x and a value the consumers need not keep: with
+     * them first, ptxas ran out of the consumers' 232 registers. */
+    const int ncomp = (int)gridDim.x - h.nnet_ctas;
+    if ((int)blockIdx.x >= ncomp) net_cta(h);
+    else run_cta<kF16, kTransB, kCM, AggHooks>(p, h, blockIdx.x, ncomp, smem);
     __syncwarp();    /* the producer lane rejoins its warp: bar.sync is .aligned */
     __syncthreads(); /* the producer's and the gate's notes */
     /* Thread 128 leads a consumer warpgroup (232 registers). */
@@ -234,23 +441,56 @@ const void *fused_kernel(bool f16, bool tb, int cm)
     return MKI_ENGINE_KERNEL(agg_kernel, f16, tb, cm);
 }
 
-void fill_hooks(const mki_agg_launch *l, AggHooks *h)
+int log2_exact(uint64_t v)
+{
+    int s = 0;
+    while (s < 63 && (1ull << s) < v) s++;
+    return (1ull << s) == v ? s : -1;
+}
+
+/* 0, or an error with msg set: the net fields are not what the kernel
+ * can take (powers of two, ranks within the parameters). */
+int fill_hooks(const mki_agg_launch *l, AggHooks *h, char *msg, size_t len)
 {
     memset(h, 0, sizeof(*h));
+    if (l->nsrc < 1 || l->nsrc > MKI_AGG_MAXSRC || l->rt.nlocal > MKI_MAXLOCAL) {
+        snprintf(msg, len, "ag_gemm: %d ranks (%d on this node): at most %d (%d)", l->nsrc,
+                 l->rt.nlocal, MKI_AGG_MAXSRC, MKI_MAXLOCAL);
+        return MKI_GEMM_ERR_INVALID;
+    }
     h->nsrc = l->nsrc;
     h->split = l->split;
     h->release = l->release;
     for (int i = 0; i <= l->nsrc; ++i) h->row_off[i] = (int)l->row_off[i];
-    for (int i = 0; i < l->nsrc; ++i) h->chunk_rows[i] = (int)l->chunk_rows[i];
+    for (int i = 0; i < l->rt.nlocal; ++i) h->chunk_rows[i] = (int)l->chunk_rows[i];
     h->ctl = l->ctl;
-    for (int i = 0; i < l->nsrc; ++i) h->peer_ctl[i] = l->peer_ctl[i];
+    for (int i = 0; i < l->rt.nlocal; ++i) h->peer_ctl[i] = l->peer_ctl[i];
     h->rt = l->rt;
+    if (l->nnet > 0) {
+        const int ns = log2_exact((uint64_t)l->nnet), cs = log2_exact(l->net_chunk);
+        if (ns < 0 || cs < 4 || l->nnet > MKI_NB_CH || l->nnet > l->ch.nbg.nbch ||
+            l->net_chunk > l->ch.nbg.stride) {
+            snprintf(msg, len, "ag_gemm: %d net channels of %llu bytes (the net block has %d "
+                     "of %llu): powers of two within it expected", l->nnet,
+                     (unsigned long long)l->net_chunk, (int)l->ch.nbg.nbch,
+                     (unsigned long long)l->ch.nbg.stride);
+            return MKI_GEMM_ERR_INVALID;
+        }
+        h->nnet = l->nnet;
+        h->nnet_shift = ns;
+        h->net_shift = cs;
+        h->row_bytes = (uint64_t)l->k * (l->dtype == MKI_F32 ? 4 : 2);
+        h->net_src = (const char *)l->net_src;
+        h->bank = (char *)const_cast<void *>(l->a);
+        h->ch = l->ch;
+    }
+    return MKI_GEMM_OK;
 }
 
 /* This rank's whole tiles read from the caller's A (l->own). */
 int own_map(const mki_agg_launch *l, const mki_gemm_args *a, AggHooks *h, char *msg, size_t len)
 {
-    const int64_t lo = l->row_off[l->rt.local], hi = l->row_off[l->rt.local + 1];
+    const int64_t lo = l->row_off[l->rt.rank], hi = l->row_off[l->rt.rank + 1];
     if (!l->own || l->own_d1 <= l->own_d0) return MKI_GEMM_OK;
     if (l->own_d0 < lo || l->own_d1 > hi || l->own_d0 % BM || l->own_d1 % BM) {
         snprintf(msg, len, "ag_gemm: own rows [%lld, %lld) are not whole tiles of [%lld, %lld)",
@@ -271,7 +511,8 @@ extern "C" int mki_agg_describe(const struct mki_agg_launch *l, struct mki_launc
                                 char *msg, size_t len)
 {
     AggHooks h;
-    fill_hooks(l, &h);
+    int r = fill_hooks(l, &h, msg, len);
+    if (r) return r;
     mki_gemm_args a;
     memset(&a, 0, sizeof(a));
     a.m = l->m;
@@ -287,11 +528,15 @@ extern "C" int mki_agg_describe(const struct mki_agg_launch *l, struct mki_launc
     a.num_ctas = l->ctas;
     mki_gemm_device dev;
     mki_gemm_plan pl;
-    int r = query_device(&dev, msg, len);
+    r = query_device(&dev, msg, len);
     if (!r) r = mki_gemm_validate(&a, &dev, &pl, msg, len);
     if (r) return r;
     memset(d, 0, offsetof(struct mki_launch_desc, param));
     if (pl.noop || l->m == 0 || l->n == 0) {
+        if (l->nnet > 0) { /* src/ops/ag_gemm.c runs such calls unfused across nodes */
+            snprintf(msg, len, "ag_gemm: no tiles, and rows to move across nodes");
+            return MKI_GEMM_ERR_INVALID;
+        }
         d->fn = (const void *)agg_idle_kernel;
         d->grid = 1;
         d->block = 32;
@@ -302,14 +547,19 @@ extern "C" int mki_agg_describe(const struct mki_agg_launch *l, struct mki_launc
     GemmParams p;
     if ((r = make_params(&a, &pl, &p, msg, len)) || (r = own_map(l, &a, &h, msg, len))) return r;
     h.num_pm = (p.num_m_blk + p.cluster_m - 1) / p.cluster_m;
-    h.pm0 = (int)((l->row_off[l->rt.local] / BM) / p.cluster_m) % h.num_pm;
+    h.pm0 = (int)((l->row_off[l->rt.rank] / BM) / p.cluster_m) % h.num_pm;
     /* Every CTA spins: the whole grid must be resident (the launch path
-     * shrinks it to what fits, in whole clusters). */
+     * shrinks it to what fits, in whole clusters; with net CTAs it must
+     * fit as asked: the launch path would drop the net CTAs).  Net CTAs
+     * come last, in whole clusters. */
+    if (l->nnet > 0)
+        h.nnet_ctas = (l->nnet + p.cluster_m - 1) / p.cluster_m * p.cluster_m;
     d->fn = fused_kernel(l->dtype == MKI_F16, l->trans_b != 0, p.cluster_m);
-    d->grid = (unsigned)pl.grid;
+    d->grid = (unsigned)(pl.grid + h.nnet_ctas);
     d->block = kThreads;
     d->cluster = (unsigned)p.cluster_m;
     d->smem = kSmemBytes;
+    d->exact = h.nnet_ctas > 0;
     if (mki_launch_arg(d, &p, sizeof(p)) || mki_launch_arg(d, &h, sizeof(h))) {
         snprintf(msg, len, "ag_gemm: kernel parameters of %zu bytes do not fit",
                  sizeof(p) + sizeof(h));

@@ -39,6 +39,30 @@
  *
  * The side streams never wait for a peer, only for this rank's kernel
  * (whose every wait has a deadline), so nothing on them can hang.
+ *
+ * Across nodes (nnet > 0) the bank holds every rank's rows (in
+ * communicator order; those of the node as above) and the last nnet CTAs
+ * of the kernel move the others' through the collectives' net channels
+ * (kernels/rt/channel.h; one channel per CTA, its operation number from
+ * the collectives' sequence, so collectives and fused calls interleave):
+ *
+ *   bytes of rank q's rows  cut into chunks of net_chunk bytes; chunk j
+ *                           travels on channel j % nnet as that
+ *                           channel's chunk j / nnet, so rows arrive
+ *                           front to back
+ *   SEND (threads 0-127)    my rows to each rank q of another node, the
+ *                           previous ranks first (q = me - 1, me - 2,
+ *                           ...): staged in my net block, one WRITE_SIGNAL
+ *   RECV (threads 128-255)  from q = me + 1, me + 2, ... (the order of
+ *                           the GEMM's tiles): each chunk copied from the
+ *                           net block into the bank, the credit returned,
+ *                           then rsig[q][channel] = (e << 32) | (k + 1)
+ *                           (e: this call's number, k: the channel's
+ *                           chunk), which the GEMM's producer waits for
+ *
+ * Step i of every rank sends to me - i and receives from me + i, so every
+ * SEND waits only for a RECV at the same step (no cycle).  rsig only
+ * grows (the call number leads), so it is never cleared.
  */
 #ifndef MKI_OPS_AG_GEMM_H
 #define MKI_OPS_AG_GEMM_H
@@ -46,11 +70,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rt/channel.h"
 #include "rt/launch.h"
 #include "rt/rt.h"
 
 #define MKI_AGG_MAXCHUNKS 512   /* chunks of one rank's A, at most */
 #define MKI_AGG_SPLIT_MAX 4     /* copy-engine streams per peer, at most */
+#define MKI_AGG_MAXSRC 64       /* ranks whose rows the bank holds, at most
+                                 * (beyond: the unfused sequence) */
+#define MKI_AGG_NET_THREADS 128 /* SEND and RECV of a net CTA, each */
 
 /* A rank's control block (in its heap, zeroed at creation). */
 struct mki_agg_ctl {
@@ -60,6 +88,8 @@ struct mki_agg_ctl {
     uint32_t exits, pad;    /* CTAs done with the call in flight */
     uint64_t spare[12];
     uint64_t go[MKI_MAXLOCAL][MKI_AGG_SPLIT_MAX];    /* side stream (q, x) may go */
+    uint64_t rsig[MKI_AGG_MAXSRC][MKI_NB_CH];        /* across nodes: rank q's chunks
+                                                      * landed on a channel */
     uint64_t sig[MKI_MAXLOCAL][MKI_AGG_MAXCHUNKS];   /* flag of chunk c of local rank s */
 };
 
@@ -112,6 +142,14 @@ static inline int64_t mki_agg_nchunks(int64_t m_r, int64_t chunk_rows)
     return n < 1 ? 1 : n;
 }
 
+/* Chunks of the n bytes of a rank's rows that channel c of nnet carries
+ * (chunk j goes on channel j % nnet). */
+MKI_HD uint64_t mki_agg_net_chunks(uint64_t n, uint64_t chunk, int nnet, int c)
+{
+    const uint64_t all = (n + chunk - 1) / chunk;
+    return all > (uint64_t)c ? (all - (uint64_t)c + (uint64_t)nnet - 1) / (uint64_t)nnet : 0;
+}
+
 /* One fused call (src/ops/ag_gemm.c fills it). */
 struct mki_agg_launch {
     const void *a;          /* the gathered A: my bank, M x K */
@@ -121,11 +159,16 @@ struct mki_agg_launch {
     int dtype;              /* MKI_BF16 or MKI_F16 */
     int trans_b;
     int ctas;               /* compute CTAs */
-    int nsrc;               /* local ranks = sources of rows */
-    int split;              /* side streams to each peer this call */
+    int nsrc;               /* ranks = sources of rows (communicator order) */
+    int split;              /* side streams to each peer of the node this call */
     int release;            /* 1: the kernel releases the bank at its end */
-    int64_t row_off[MKI_MAXLOCAL + 1]; /* gathered rows of source s start here */
-    int64_t chunk_rows[MKI_MAXLOCAL];
+    int64_t row_off[MKI_AGG_MAXSRC + 1]; /* gathered rows of rank q start here */
+    int64_t chunk_rows[MKI_MAXLOCAL];    /* rows per flag, by local index */
+    /* Across nodes: the net CTAs (0: one node) and what they move. */
+    int nnet;
+    uint64_t net_chunk;     /* bytes of a chunk (<= the net block's slots) */
+    const void *net_src;    /* this rank's rows (the caller's A) */
+    struct mki_chan_dev ch; /* the collectives' channels */
     const void *own;        /* the caller's A, when the GEMM reads the */
     int64_t own_d0, own_d1; /* whole tiles of rows [own_d0, own_d1) from it
                              * (own_d0 == own_d1: every row from the bank) */

@@ -18,8 +18,16 @@
  * ends, so buffers are reusable in stream order; call numbers live on the
  * device, so the call can be captured in a CUDA graph and replayed.
  *
- * Across nodes, with one rank, or where the plan says fusion cannot win:
- * the unfused sequence of our own kernels (mkAllGather, then the GEMM).
+ * Across nodes the same kernel stays fused: the bank holds every rank's
+ * rows, those of the node come by the copy engines as above, and the
+ * kernel's first CTAs send this rank's rows to the ranks of the other
+ * nodes and receive theirs through the collectives' net channels (the
+ * proxy), raising a flag per chunk that the GEMM waits for like a copy
+ * engine's (kernels/ops/ag_gemm.h).  With one rank, where the plan says
+ * fusion cannot win, or where the kernel cannot take the call (more than
+ * MKI_AGG_MAXSRC ranks, no rows or columns across nodes, no net path on
+ * the GPU): the unfused sequence of our own kernels (mkAllGather, then
+ * the GEMM).
  * The first call of a shape checks every rank's arguments through the
  * bootstrap (validate.c), so mismatches are reported on every rank.
  */
@@ -33,6 +41,7 @@
 #include "gemm.h"
 #include "mki.h"
 #include "mem/mem.h"
+#include "net/net.h"
 #include "ops/ag_gemm.h"
 #include "ops/ce.h"
 #include "ops/op.h"
@@ -42,6 +51,7 @@
 #define AGG_CHUNKS 8      /* chunks per rank unless MK_SM_SPLIT sets chunk */
 
 _Static_assert(MKI_AGG_SPLIT_MAX <= MKI_CE_SPLIT_MAX, "side streams per peer");
+_Static_assert(MKI_AGG_MAXSRC == 64, "choose_fused's message");
 
 /* One call's arguments, as the user gave them. */
 struct agg_call {
@@ -337,6 +347,43 @@ static mkResult_t ensure_bank(struct mki_call *k, struct agg_state *g, uint64_t 
     return mki_op_bank(k, &g->bank, gbytes, &g->nretired, "the bank of the gathered A");
 }
 
+/* Powers of two at most v (v >= 1). */
+static uint64_t pow2_floor(uint64_t v)
+{
+    uint64_t p = 1;
+    while (p <= v / 2) p *= 2;
+    return p;
+}
+
+/* Chunks across nodes are at least this large (a command and its credit
+ * through the proxy per chunk), and at most a net block slot. */
+#define AGG_NET_CHUNK_MIN (64u << 10)
+/* ... and as small as gives each channel this many chunks of an average
+ * shard, so that its slots pipeline (2 x H100, 2 x 1 virtual nodes, 16 MiB
+ * shards: 1 MiB chunks, 4 per channel, 0.72-0.82x the unfused sequence;
+ * bench/NOTES.md). */
+#define AGG_NET_CHUNKS_PER_CH 8
+
+/* Across nodes: the net CTAs of the fused kernel (one per channel of the
+ * collectives, as many as the plan's inter_send allows, a power of two)
+ * and the chunk (a power of two, from the average shard's bytes: the same
+ * on every rank); 0 when the communicator has no such channels. */
+static int net_setup(struct mkComm *comm, const struct mki_op_plan *p, uint64_t shard_bytes,
+                     struct mki_agg_launch *l)
+{
+    uint64_t slot = 0;
+    const int nbch = mki_coll_net_channels(comm, &l->ch, &slot);
+    if (nbch < 1 || slot < AGG_NET_CHUNK_MIN) return 0;
+    int want = p->split.inter_send > 0 ? p->split.inter_send : 1;
+    if (want > nbch) want = nbch;
+    l->nnet = (int)pow2_floor((uint64_t)want);
+    uint64_t chunk = shard_bytes / ((uint64_t)l->nnet * AGG_NET_CHUNKS_PER_CH);
+    if (chunk < AGG_NET_CHUNK_MIN) chunk = AGG_NET_CHUNK_MIN;
+    if (chunk > slot) chunk = slot;
+    l->net_chunk = pow2_floor(chunk);
+    return l->nnet;
+}
+
 static void fill_launch(struct mkComm *comm, struct agg_state *g, const struct agg_call *c,
                         const struct mki_op_plan *p, struct mki_agg_launch *l)
 {
@@ -351,11 +398,12 @@ static void fill_launch(struct mkComm *comm, struct agg_state *g, const struct a
     l->dtype = (int)c->dtype;
     l->trans_b = c->trans_b;
     l->ctas = p->split.compute;
-    l->nsrc = d->nlocal;
+    l->nsrc = comm->nranks;
     l->release = c->ga == NULL;
+    for (int r = 0; r < comm->nranks; r++)
+        l->row_off[r + 1] = l->row_off[r] + (c->m_all ? c->m_all[r] : c->m_local);
     for (int s = 0; s < d->nlocal; s++) {
         const int64_t ms = c->m_all ? c->m_all[d->comm_rank[s]] : c->m_local;
-        l->row_off[s + 1] = l->row_off[s] + ms;
         /* Local rows go first, so a few large chunks hide the copies: at
          * most AGG_CHUNKS per rank keeps host enqueue time small, and no
          * chunk smaller than MKI_AGG_CE_CHUNK_MIN (its fixed cost). */
@@ -372,11 +420,18 @@ static void fill_launch(struct mkComm *comm, struct agg_state *g, const struct a
     /* The GEMM reads this rank's whole tiles straight from A, unless the
      * gathered A is wanted (copied out of the bank). */
     if (!c->ga && c->m_local > 0) {
-        mki_agg_own_direct(l->row_off[d->me], l->row_off[d->me + 1], &l->own_d0, &l->own_d1);
+        mki_agg_own_direct(l->row_off[comm->rank], l->row_off[comm->rank + 1], &l->own_d0,
+                           &l->own_d1);
         if (l->own_d1 > l->own_d0) l->own = c->a;
     }
     l->ctl = (struct mki_agg_ctl *)mki_heap_ptr(comm, &g->ctl, d->me);
     mki_rt_fill(comm, MKI_OP_AG_GEMM, &l->rt);
+    if (comm->nnodes > 1) {
+        const uint64_t shard = (uint64_t)c->m_total * (uint64_t)c->k * (uint64_t)c->es /
+                               (uint64_t)comm->nranks;
+        (void)net_setup(comm, p, shard, l); /* choose_fused checked it */
+        l->net_src = c->a;
+    }
 }
 
 /* My own rows go into my bank on the caller's stream, before the GEMM:
@@ -387,7 +442,7 @@ static void fill_launch(struct mkComm *comm, struct agg_state *g, const struct a
 static mkResult_t copy_own_rows(struct mki_call *k, const struct agg_call *c,
                                 const struct mki_agg_launch *l)
 {
-    const int me = k->comm->dev->me;
+    const int me = k->comm->rank;
     const size_t row = (size_t)c->k * (size_t)c->es;
     const int64_t lo = l->row_off[me], hi = l->row_off[me + 1];
     const int64_t part[2][2] = {{lo, l->own ? l->own_d0 : hi}, {l->own ? l->own_d1 : hi, hi}};
@@ -415,7 +470,7 @@ static mkResult_t copies_to(struct mki_call *k, struct agg_state *g, const struc
     for (int64_t ch = 0; ch < nch; ch++) {
         cudaStream_t s = g->ce.side[dst][ch % l->split];
         const int64_t r0 = ch * cr, rows = c->m_local - r0 < cr ? c->m_local - r0 : cr;
-        void *to = bank + (size_t)(l->row_off[me] + r0) * row;
+        void *to = bank + (size_t)(l->row_off[comm->rank] + r0) * row;
         const void *from = (const char *)c->a + (size_t)r0 * row;
         const size_t bytes = rows > 0 ? (size_t)rows * row : 0;
         cudaError_t e = mki_ce_copy(k, s, 1, &to, &from, &bytes);
@@ -473,9 +528,8 @@ static int choose_fused(struct mki_call *k, const struct agg_state *g, const str
     struct mkComm *comm = k->comm;
     *why = NULL;
     if (comm->nranks == 1) { *why = "one rank: nothing to gather"; return 0; }
-    if (comm->nnodes != 1 || comm->dev->nlocal != comm->nranks) {
-        *why = "ranks on several nodes (the fused kernel has no remote source of chunks yet; "
-               "the all-gather crosses nodes through the proxy)";
+    if (comm->nranks > MKI_AGG_MAXSRC) {
+        *why = "more than 64 ranks (the fused kernel's sources)";
         return 0;
     }
     if (k->capturing && !g->ce.capture_ok) {
@@ -483,12 +537,22 @@ static int choose_fused(struct mki_call *k, const struct agg_state *g, const str
                "operations, which start the fused call's copies";
         return 0;
     }
-    for (int l = 0; l < comm->nranks; l++)
-        if (comm->dev->comm_rank[l] != l) { *why = "local ranks not in communicator order"; return 0; }
     if (mki_plan_op(comm, MKI_OP_AG_GEMM, c->m_total ? c->m_total : 1, c->n ? c->n : 1, c->k,
                     c->es, p) != mkSuccess) {
         *why = "no plan for this shape";
         return 0;
+    }
+    if (comm->nnodes > 1) {
+        struct mki_agg_launch probe;
+        memset(&probe, 0, sizeof(probe));
+        if (comm->net == NULL || comm->net->dev == NULL || net_setup(comm, p, 0, &probe) == 0) {
+            *why = "ranks on several nodes without the collectives' net channels on the GPU";
+            return 0;
+        }
+        if (c->m_total == 0 || c->n == 0) {
+            *why = "ranks on several nodes and no tiles to compute";
+            return 0;
+        }
     }
     if (c->m_total == 0 || c->n == 0) return 1; /* the protocol only */
     int unequal = 0;

@@ -173,6 +173,17 @@ static void fill_channels(struct mkComm *comm, const struct coll_state *s, uint6
     }
 }
 
+int mki_coll_net_channels(struct mkComm *comm, struct mki_chan_dev *ch, uint64_t *chunk)
+{
+    const struct coll_state *s = mki_op_state(comm, &mki_op_coll);
+    *chunk = 0;
+    if (!s || comm->nnodes < 2 || s->slot_bytes == 0 || s->nbg.nbch < 1) return 0;
+    *chunk = s->nbg.stride; /* the net block's slots (a collective's chunk is
+                             * also bounded by the local slots) */
+    fill_channels(comm, s, s->slot_bytes < s->nbg.stride ? s->slot_bytes : s->nbg.stride, ch);
+    return s->nbg.nbch;
+}
+
 /* Zero copy: where each local peer writes into my recvbuf (0: it is not
  * registered, the peer goes through my slots). */
 static void fill_posts(struct mkComm *comm, const struct coll_call *a,

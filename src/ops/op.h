@@ -90,6 +90,16 @@ void mki_rt_fill(const struct mkComm *comm, int op, struct mki_rt_dev *rt);
  * others shrink to what fits), the launch, the launch's error. */
 mkResult_t mki_launch(struct mki_call *c, struct mki_launch_desc *d);
 
+/* ---- the collectives' channels for fused ops (coll.c) ---------------- */
+
+/* Across nodes: the collectives' channels as a kernel sees them, for a
+ * fused op whose CTA c moves bytes on channel c (numbered by the same
+ * operation sequence, kernels/rt/channel.h), and *chunk, the bytes of a
+ * net block slot (the largest chunk across nodes); returns the channels
+ * across nodes (0: none, e.g. one node or a heap too small for slots). */
+struct mki_chan_dev;
+int mki_coll_net_channels(struct mkComm *comm, struct mki_chan_dev *ch, uint64_t *chunk);
+
 /* ---- scratch buffers of the unfused sequences (launch.c) ------------ */
 
 /* A device buffer an op keeps between calls, grown to *have >= want.

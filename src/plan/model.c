@@ -175,6 +175,10 @@ static void work_of(const struct mki_model *md, const struct mki_plan_ctx *c,
     }
     case MKI_OP_AG_GEMM:
         coll_bytes(c, (double)m * (double)k * e, 0, &intra, &inter);
+        /* Across nodes the fused kernel sends each rank's rows to every
+         * rank of the other nodes, L times the stepped all-gather's bytes
+         * (unfused_us takes the all-gather's own volume). */
+        inter *= c->local_size;
         w->gm = m, w->gn = n, w->gk = k;
         w->row_bytes = k * e;
         break;
@@ -340,7 +344,8 @@ static void evaluate(const struct mki_model *md, const struct mki_plan_ctx *c,
     t->c = epi >= 0 ? epi : gemm_us(md, c, w, s->compute) * (comm ? md->gemm_interference : 1);
     t->i = w->intra > 0 ? us_of(w->intra, ibw) : 0;
     t->x = w->inter > 0 && s->inter_send == 0 ? INFINITY
-                                              : us_of(w->inter, nic_total_gbs(md, c));
+                                              : us_of(w->inter, nic_total_gbs(md, c) *
+                                                                    (w->flops > 0 ? md->net_fused_eff : 1));
     double xr = w->reduce && w->inter > 0
                     ? us_of(w->inter, s->inter_reduce * md->reduce_cta_gbs) : 0;
     t->comm = dmax(dmax(t->i, t->x), xr);
@@ -489,6 +494,14 @@ static double unfused_us(const struct mki_model *md, const struct mki_plan_ctx *
     struct work coll = *w;
     coll.flops = 0;
     coll.epi = 0; /* the unfused collective has its own CTAs */
+    if (op == MKI_OP_AG_GEMM && c->nnodes > 1 && w->gk > 0) {
+        /* mkAllGather: flat (w->inter), or stepped across the nodes */
+        const int e = (int)(w->row_bytes / w->gk);
+        const uint64_t count = (uint64_t)cdiv(w->gm, c->nranks) * (uint64_t)w->gk;
+        if (mki_plan_coll_hier(MKI_OP_ALLGATHER, count, e, c->nranks, c->nnodes, c->local_size,
+                               c->hier_min))
+            coll.inter = w->inter / c->local_size;
+    }
     struct cand best;
     search(md, c, &coll, op, NULL, budget, &best);
     double t = gemm_us(md, c, w, budget);

@@ -21,6 +21,7 @@
 #include "topology/topo.h"
 #include "mem/mem.h"
 #include "ops/attn.h"
+#include "rt/channel.h"
 
 /* Which transports can run on a rank: socket always; the RDMA ones when
  * built and its GPU's NICs are of their kind.  The network stage confirms
@@ -302,7 +303,28 @@ static void ce_fused_ctas(const struct mki_plan_ctx *c, struct mki_op_plan *p)
  * (no gain measured there). */
 static void ag_gemm_runs(const struct mki_plan_ctx *c, struct mki_op_plan *p)
 {
+    /* Across nodes the fused kernel's first CTAs move the other nodes'
+     * rows, one per net channel of the collectives (a power of two;
+     * MK_SM_SPLIT's inter_send may ask fewer): the compute CTAs make room
+     * for them (src/ops/ag_gemm.c). */
+    int net = 0;
+    if (p->fused && c->nnodes > 1 && p->split.inter_send > 0) {
+        const int nbch = mki_nb_geometry(c->nranks).nbch;
+        int want = (p->overridden & MKI_OVR_INTER_SEND) ? p->split.inter_send : nbch;
+        if (want > nbch) want = nbch;
+        net = 1;
+        while (net * 2 <= want) net *= 2;
+    }
+    const int total = p->split.compute + p->split.inter_send;
+    p->split.compute = net > 0 && total - net > 0 ? total - net : p->split.compute;
     ce_fused_ctas(c, p);
+    if (net > 0) {
+        const int share = c->gpu_share > 1 ? c->gpu_share : 1;
+        const int cap = share > 1 ? (c->sm_count - AGG_MPS_FREE_SMS) / share : c->sm_budget;
+        if (p->split.compute + net > cap) p->split.compute = cap - net > 0 ? cap - net : 1;
+        p->split.inter_send = net;
+        p->ctas = p->split.compute + net;
+    }
     p->ce_streams = c->local_size >= 3 ? 4 : 1;
 }
 

@@ -4,7 +4,8 @@
 # calls captured and replayed 200 times, fused, timed against eager
 # calls), the timeout of a rank that never calls, and the benchmark (mkbench ag_gemm); where there
 # are GPUs for them, the same at 4 and 8 ranks, and on virtual nodes
-# (MK_NODE_SIZE, socket transport: the unfused path across nodes).
+# (MK_NODE_SIZE, socket transport: across nodes fused where the plan says
+# so, and forced fused with MK_SM_SPLIT=ag_gemm:fused=1).
 #
 #   bash tests/gpu/ag_gemm.sh build           here (no GPU needed): library
 #                                             in build-gpu/agg-build, the
@@ -99,6 +100,15 @@ LOG=$O/ag_gemm.log
 SUMMARY=$O/ag_gemm-summary.txt
 : > "$LOG"; : > "$SUMMARY"
 status=0 late=0
+# A step that must have run fused (MK_DEBUG=INFO): a line "unfused
+# sequence" in its log fails it.
+fused_only() { # NAME (the step's name, or its start)
+    if awk -v n="=== $1" 'index($0, n) == 1 { on = 1; next } /^=== / { on = 0 } on' "$LOG" |
+        grep -q "unfused sequence"; then
+        echo "$1: a call ran the unfused sequence  FAIL" >> "$SUMMARY"
+        status=1
+    fi
+}
 step() { # NAME LIMIT NP ARGS...
     local name=$1 limit=$2 np=$3; shift 3
     if [ -n "${MK_GPU_DEADLINE:-}" ] && [ $((MK_GPU_DEADLINE - $(date +%s))) -lt "$limit" ]; then
@@ -140,11 +150,7 @@ if [ $base_tests = 1 ] && [ "$ngpu" -ge 2 ]; then
     # 3 calls captured, replayed 200 times, checked; replay vs eager time.
     # They must run fused: an INFO line "unfused sequence" fails the step.
     MK_DEBUG=INFO step "2gpu CUDA graph replay x200" 90 2 $B/test_ag_gemm replay
-    if awk '/^=== 2gpu CUDA graph replay/ { on = 1; next } /^=== / { on = 0 } on' "$LOG" |
-        grep -q "unfused sequence"; then
-        echo "2gpu CUDA graph replay: a call ran the unfused sequence  FAIL" >> "$SUMMARY"
-        status=1
-    fi
+    fused_only "2gpu CUDA graph replay"
     grep -h "replay/eager" "$LOG" | sed 's/^/  /' >> "$SUMMARY"
     MK_TIMEOUT_MS=3000 step "2gpu nocall -> timeout" 40 2 $B/test_ag_gemm nocall
 fi
@@ -155,6 +161,14 @@ if [ $scale_tests = 1 ]; then
             step "2gpu 2 nodes (MK_NODE_SIZE=1) correct" 90 2 $B/test_ag_gemm correct
         MK_NODE_SIZE=1 MK_TRANSPORT=socket \
             step "2gpu 2 nodes (MK_NODE_SIZE=1) CUDA graph" 60 2 $B/test_ag_gemm graph
+        # Fused across nodes at every shape (the plan keeps small ones
+        # unfused): the net CTAs beside the GEMM, the proxy's channels
+        # shared with the collectives (test_scale's soak mixes them).
+        for m in correct stress graph "uneven 5"; do
+            MK_NODE_SIZE=1 MK_TRANSPORT=socket MK_SM_SPLIT=ag_gemm:fused=1 MK_DEBUG=INFO \
+                step "2gpu 2 nodes fused $m" 90 2 $B/test_ag_gemm $m
+            fused_only "2gpu 2 nodes fused $m"
+        done
     fi
     for np in 4 8; do
         [ "$ngpu" -ge $np ] || continue
@@ -180,6 +194,11 @@ if [ $base_tests = 1 ] || [ $scale_tests = 1 ]; then
         if [ $scale_tests = 1 ]; then
             MK_NODE_SIZE=2 MK_TRANSPORT=socket \
                 step "1gpu x4 MPS 2x2 (MK_NODE_SIZE=2) correct" 90 4 $B/test_ag_gemm correct
+            for m in correct "uneven 5"; do
+                MK_NODE_SIZE=2 MK_TRANSPORT=socket MK_SM_SPLIT=ag_gemm:fused=1 MK_DEBUG=INFO \
+                    step "1gpu x4 MPS 2x2 fused $m" 90 4 $B/test_ag_gemm $m
+                fused_only "1gpu x4 MPS 2x2 fused $m"
+            done
         fi
         echo quit | nvidia-cuda-mps-control
         sleep 1

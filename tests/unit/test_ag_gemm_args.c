@@ -72,6 +72,19 @@ static void test_chunks(void)
           8ull * MKI_MAXLOCAL * MKI_AGG_MAXCHUNKS);
     CHECK(offsetof(struct mki_agg_ctl, sig) + sizeof(((struct mki_agg_ctl *)0)->sig) ==
           sizeof(struct mki_agg_ctl));
+    CHECK(offsetof(struct mki_agg_ctl, rsig) % 8 == 0);
+    CHECK(sizeof(((struct mki_agg_ctl *)0)->rsig) == 8ull * MKI_AGG_MAXSRC * MKI_NB_CH);
+    /* Across nodes: chunk j of a rank's rows on channel j % nnet; every
+     * chunk on exactly one channel. */
+    for (uint64_t n = 0; n < 40; n += 3)
+        for (int nnet = 1; nnet <= 4; nnet *= 2) {
+            uint64_t all = 0;
+            for (int c = 0; c < nnet; c++) all += mki_agg_net_chunks(n, 4, nnet, c);
+            CHECK(all == (n + 3) / 4);
+        }
+    CHECK(mki_agg_net_chunks(10 * 4, 4, 4, 0) == 3 && mki_agg_net_chunks(10 * 4, 4, 4, 1) == 3);
+    CHECK(mki_agg_net_chunks(10 * 4, 4, 4, 2) == 2 && mki_agg_net_chunks(10 * 4, 4, 4, 3) == 2);
+    CHECK(mki_agg_net_chunks(4, 4, 4, 1) == 0);
 }
 
 static char buf[4096] __attribute__((aligned(64)));

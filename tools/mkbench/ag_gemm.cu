@@ -6,12 +6,14 @@
  *
  *   mkbench ag_gemm [--shapes MxNxK,...] [--dtype bf16|fp16] [--transb]
  *                   [--iters N] [--rounds R] [--idle-us US] [--host]
- *                   [--tag NAME]
+ *                   [--own-unfused] [--tag NAME]
  *
  * Shapes are global (M = sum of the ranks' rows, equal shards).  Time: the
  * series (ours, unfused, GEMM alone, all-gather alone; with --idle-us also
- * the GEMM alone after US microseconds of idle GPU; --host adds the
- * host's enqueue time per call) take turns in R rounds
+ * the GEMM alone after US microseconds of idle GPU; --own-unfused also our
+ * own unfused sequence, mkAllGather then our GEMM, on a second
+ * communicator split off with MK_SM_SPLIT's ag_gemm:fused=0 in its
+ * config; --host adds the host's enqueue time per call) take turns in R rounds
  * (default 3) of N timed calls (default 20), each block after a bootstrap
  * barrier and warm-up calls; per series the median of the R x N per-call
  * CUDA event times, the largest of the ranks' medians.  Rank 0 prints the
@@ -44,13 +46,14 @@ namespace {
 
 int g_rank, g_n;
 mkComm_t g_comm;
+mkComm_t g_unf; /* --own-unfused: the same ranks, the fused kernel off */
 ncclComm_t g_nccl;
 cudaStream_t g_st;
 cublasHandle_t g_blas;
 
 
 
-enum { OURS, UNFUSED, GEMM, AG, IDLE_GEMM, NSERIES };
+enum { OURS, UNFUSED, GEMM, AG, IDLE_GEMM, OWN_UNFUSED, NSERIES };
 
 struct ctx {
     int what;
@@ -84,6 +87,10 @@ void run_fn(void *p, int rep)
     case OURS:
         MKB_MK(mkAllGatherGemm(x.a, x.b, x.c, NULL, x.m_local, NULL, x.n, x.k, x.transb,
                               x.f16 ? mkFloat16 : mkBfloat16, g_comm, g_st));
+        break;
+    case OWN_UNFUSED:
+        MKB_MK(mkAllGatherGemm(x.a, x.b, x.c, NULL, x.m_local, NULL, x.n, x.k, x.transb,
+                              x.f16 ? mkFloat16 : mkBfloat16, g_unf, g_st));
         break;
     case UNFUSED: allgather(x); gemm(x); break;
     case GEMM: gemm(x); break;
@@ -174,7 +181,7 @@ void time_block(ctx x, int what, int iters, int idle_us, std::vector<double> &ou
 
 struct result {
     long long m, n, k;
-    double ours, unfused, gemm, ag, idle_gemm, host_ours, host_unfused;
+    double ours, unfused, gemm, ag, idle_gemm, host_ours, host_unfused, own_unfused;
     char split[64];
     int ctas;
 };
@@ -212,11 +219,14 @@ void write_out(const std::vector<result> &res, const char *tag, int f16, int tra
         if (r.idle_gemm > 0)
             snprintf(idle, sizeof idle, "\"gemm_after_idle_ms\": %.4f, \"idle_us\": %d, ",
                      r.idle_gemm, idle_us);
+        char own[64] = "";
+        if (r.own_unfused > 0)
+            snprintf(own, sizeof own, "\"own_unfused_ms\": %.4f, ", r.own_unfused);
         snprintf(extra, sizeof extra,
                  "\"unfused_ms\": %.4f, \"gemm_alone_ms\": %.4f, \"allgather_alone_ms\": %.4f, "
-                 "%s\"transb\": %d, \"calls_per_series\": %d, "
+                 "%s%s\"transb\": %d, \"calls_per_series\": %d, "
                  "\"baseline_desc\": \"ncclAllGather + cublasGemmEx, one stream\"",
-                 r.unfused, r.gemm, r.ag, idle, transb, calls);
+                 r.unfused, r.gemm, r.ag, idle, own, transb, calls);
         mkb_add_gemm_record(&js, "ag_gemm", "nccl_allgather+cublas", f16, g_n, g_comm->nnodes, r.m, r.n, r.k,
                             r.ours, r.unfused, r.gemm > r.ag ? r.gemm : r.ag, r.split, r.ctas, extra);
     }
@@ -241,7 +251,7 @@ extern "C" int mkb_ag_gemm_main(int argc, char **argv)
     const char *shapes = "4096x8192x8192,8192x8192x8192,16384x8192x8192,16384x2048x8192,"
                          "32768x1024x8192";
     const char *tag = NULL;
-    int f16 = 0, transb = 0, iters = 20, rounds = 3, idle_us = 0, host = 0;
+    int f16 = 0, transb = 0, iters = 20, rounds = 3, idle_us = 0, host = 0, own_unf = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = argv[++i];
         else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) f16 = !strcmp(argv[++i], "fp16");
@@ -251,10 +261,11 @@ extern "C" int mkb_ag_gemm_main(int argc, char **argv)
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--idle-us") && i + 1 < argc) idle_us = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--host")) host = 1;
+        else if (!strcmp(argv[i], "--own-unfused")) own_unf = 1;
         else {
             fprintf(stderr, "usage: mkbench ag_gemm [--shapes MxNxK,...] [--dtype bf16|fp16] "
                             "[--transb] [--iters N] [--rounds R] [--idle-us US] "
-                            "[--host] [--tag NAME]\n");
+                            "[--host] [--own-unfused] [--tag NAME]\n");
             return 2;
         }
     }
@@ -265,6 +276,11 @@ extern "C" int mkb_ag_gemm_main(int argc, char **argv)
     }
     const int dev = mkb_start(&g_comm, &g_rank, &g_n, &g_st);
     g_nccl = mkb_nccl_init(g_comm, g_rank, g_n);
+    if (own_unf) {
+        mkConfig_t cfg = MK_CONFIG_INITIALIZER;
+        cfg.smSplit = "ag_gemm:fused=0";
+        MKB_MK(mkCommSplit(g_comm, 0, g_rank, &g_unf, &cfg));
+    }
     MKB_CB(cublasCreate(&g_blas));
     MKB_CB(cublasSetStream(g_blas, g_st));
     for (result &r : res) {
@@ -295,12 +311,14 @@ extern "C" int mkb_ag_gemm_main(int argc, char **argv)
         std::vector<double> t[NSERIES];
         for (int round = 0; round < rounds; round++)
             for (int what = OURS; what < NSERIES; what++)
-                if (what != IDLE_GEMM || idle_us > 0) time_block(x, what, iters, idle_us, t[what]);
+                if ((what != IDLE_GEMM || idle_us > 0) && (what != OWN_UNFUSED || own_unf))
+                    time_block(x, what, iters, idle_us, t[what]);
         r.ours = mkb_worst_median(g_comm, g_rank, g_n, t[OURS]);
         r.unfused = mkb_worst_median(g_comm, g_rank, g_n, t[UNFUSED]);
         r.gemm = mkb_worst_median(g_comm, g_rank, g_n, t[GEMM]);
         r.ag = mkb_worst_median(g_comm, g_rank, g_n, t[AG]);
         r.idle_gemm = idle_us > 0 ? mkb_worst_median(g_comm, g_rank, g_n, t[IDLE_GEMM]) : 0;
+        r.own_unfused = own_unf ? mkb_worst_median(g_comm, g_rank, g_n, t[OWN_UNFUSED]) : 0;
         if (host) {
             r.host_ours = host_us_per_call(x, OURS, 20);
             r.host_unfused = host_us_per_call(x, UNFUSED, 20);
@@ -337,6 +355,10 @@ extern "C" int mkb_ag_gemm_main(int argc, char **argv)
                 printf("%lldx%lldx%lld: GEMM alone %.3f ms back to back, %.3f ms after %d us "
                        "idle; all-gather + GEMM alone %.3f, unfused %.3f\n",
                        r.m, r.n, r.k, r.gemm, r.idle_gemm, idle_us, r.ag + r.gemm, r.unfused);
+        if (own_unf)
+            for (const result &r : res)
+                printf("%lldx%lldx%lld: ours %.3f ms, our own unfused sequence %.3f ms: "
+                       "%.3fx\n", r.m, r.n, r.k, r.ours, r.own_unfused, r.own_unfused / r.ours);
         if (host)
             for (const result &r : res)
                 printf("%lldx%lldx%lld: host enqueue per call (rank 0): ours %.1f us, unfused "
@@ -347,6 +369,7 @@ extern "C" int mkb_ag_gemm_main(int argc, char **argv)
     }
     ncclCommDestroy(g_nccl);
     cublasDestroy(g_blas);
+    if (g_unf) MKB_MK(mkCommDestroy(g_unf));
     MKB_MK(mkCommDestroy(g_comm));
     return 0;
 }

@@ -50,10 +50,10 @@
  *                           travels on channel j % nnet as that
  *                           channel's chunk j / nnet, so rows arrive
  *                           front to back
- *   SEND (threads 0-127)    my rows to each rank q of another node, the
+ *   SEND (threads 128-255)  my rows to each rank q of another node, the
  *                           previous ranks first (q = me - 1, me - 2,
  *                           ...): staged in my net block, one WRITE_SIGNAL
- *   RECV (threads 128-255)  from q = me + 1, me + 2, ... (the order of
+ *   RECV (threads 256-383)  from q = me + 1, me + 2, ... (the order of
  *                           the GEMM's tiles): each chunk copied from the
  *                           net block into the bank, the credit returned,
  *                           then rsig[q][channel] = (e << 32) | (k + 1)

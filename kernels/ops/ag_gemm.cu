@@ -32,6 +32,11 @@
  *
  * Every wait has a deadline and watches the abort word
  * (kernels/rt/wait.cuh).
+ *
+ * Built with -DMKI_AGG_TRACE (a lab build; nothing of it otherwise), the
+ * kernel prints globaltimer stamps of calls e % 20 == 10: each net CTA's
+ * chunk arrivals, copy ends, credits and pushes, and the tile starts of
+ * three compute CTAs (lines "AGGT ...").
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -56,8 +61,22 @@ struct AggCta {
     uint64_t e;
     cta_note note;
     uint64_t ne;       /* a net CTA's operation number on its channel */
+#ifdef MKI_AGG_TRACE
+    /* lab: globaltimer stamps of one call (net CTAs: RECV's arrival and
+     * copy end per chunk in [0, 32), SEND's credit and push in [32, 64);
+     * compute CTAs: each tile's start after its rows' wait) */
+    uint64_t tt[64];
+    uint32_t nt;
+#endif
 };
 __shared__ AggCta agg;
+
+#ifdef MKI_AGG_TRACE
+__device__ __forceinline__ void trace_at(int i)
+{
+    if (i >= 0 && i < 64) agg.tt[i] = globaltimer();
+}
+#endif
 
 struct AggHooks {
     static constexpr bool kWaitA = true;
@@ -88,6 +107,39 @@ struct AggHooks {
                                          int phase) const
     {
         return wait_noted(rt, agg.note, addr, target, q, chunk, phase);
+    }
+
+    /* A remote chunk's flag (written by this GPU's net CTAs, milliseconds
+     * apart): polled at GPU scope with a pause between polls.  Every
+     * compute CTA's producer spinning on system-scope acquires slowed the
+     * net CTAs' copies out of host memory up to 10x (1 MiB in 1-2 ms
+     * against 0.13-0.2; bench/NOTES.md, nineteenth session).  The stop
+     * words and the deadline as in spin_geq, the failure noted as
+     * wait_noted does. */
+    __device__ __forceinline__ bool wait_net(const uint64_t *addr, uint64_t target, int q,
+                                             int chunk) const
+    {
+        if (*(volatile int *)&agg.note.quit) return false;
+        if (ld_acquire_gpu(addr) >= target) return true;
+        const uint64_t t0 = globaltimer();
+        for (uint32_t n = 1;; n++) {
+            __nanosleep(256);
+            const uint64_t v = ld_acquire_gpu(addr);
+            if (v >= target) return true;
+            if ((n & 15) != 0) continue;
+            const uint64_t why = stop_value(rt, hstop_due(n, t0));
+            const bool late = globaltimer() - t0 > rt.timeout_ns;
+            if (!why && !late) continue;
+            if (atomicCAS(&agg.note.quit, 0, 1) == 0) {
+                agg.note.kind = why ? MKI_ERR_REMOTE : MKI_ERR_TIMEOUT;
+                agg.note.peer = why ? (int)why - 1 : q;
+                agg.note.chunk = chunk;
+                agg.note.phase = 0;
+                agg.note.expected = target;
+                agg.note.seen = v;
+            }
+            return false;
+        }
     }
 
     /* The grouped L2 order of the engine, rotated so that the first units
@@ -135,8 +187,8 @@ struct AggHooks {
         }
         const unsigned j1 = (unsigned)(((uint64_t)(r1 - lo) * row_bytes - 1) >> net_shift);
         for (unsigned j = (unsigned)(((uint64_t)(r0 - lo) * row_bytes) >> net_shift); j <= j1; ++j)
-            if (!wait(&ctl->rsig[q][j & (nnet - 1)], mki_sig_target(agg.e, j >> nnet_shift), q,
-                      (int)j, 0))
+            if (!wait_net(&ctl->rsig[q][j & (nnet - 1)], mki_sig_target(agg.e, j >> nnet_shift), q,
+                          (int)j))
                 return;
     }
 
@@ -148,6 +200,9 @@ struct AggHooks {
         /* my own rows are in place before the kernel starts */
         for (int q = 0; q < nsrc; ++q)
             if (q != rt.rank) wait_rows(q, r0, r1);
+#ifdef MKI_AGG_TRACE
+        trace_at((int)agg.nt++);
+#endif
     }
 
     /* Chunks of local rank l (one signal even for a rank with no rows). */
@@ -214,7 +269,27 @@ __device__ __forceinline__ void begin(const AggHooks &h)
 {
     agg.note.quit = 0;
     agg.e = *reinterpret_cast<volatile const uint64_t *>(&h.ctl->calls) + 1;
+#ifdef MKI_AGG_TRACE
+    agg.nt = 0;
+    for (int i = 0; i < 64; i++) agg.tt[i] = 0;
+#endif
 }
+
+#ifdef MKI_AGG_TRACE
+/* One call in 20 (e % 20 == 10), rank 0 and 1, every CTA that stamped. */
+__device__ void trace_print(const AggHooks &h, int kind)
+{
+    if (agg.e % 20 != 10) return;
+    for (int i = 0; i < 64; i++)
+        if (agg.tt[i])
+            printf("AGGT e %llu rank %d cta %d kind %d i %d t %llu\n",
+                   (unsigned long long)agg.e, h.rt.rank, (int)blockIdx.x, kind, i,
+                   (unsigned long long)agg.tt[i]);
+}
+#define AGG_TRACE_AT(i) trace_at(i)
+#else
+#define AGG_TRACE_AT(i) ((void)0)
+#endif
 
 /* One thread per CTA, after its work: report a noted failure, and the
  * last CTA out closes the call. */
@@ -310,6 +385,7 @@ __device__ __forceinline__ void net_send(const AggHooks &h, int c, uint64_t e, i
             uint64_t *sent = reinterpret_cast<uint64_t *>(ctl + mki_ch_sent(0, q, P, c, sl));
             const wait_site w{q, c, (int)kk, 0};
             if (!net_wait(h, 1, tid, credit, tid == 0 ? *sent : 0, w)) return;
+            if (tid == 0) AGG_TRACE_AT(32 + 2 * (int)kk);
             const uint64_t stage = mki_nb_slot(&h.ch.nbg, 0, P + q, c, sl);
             copy_bytes(h.ch.nb + stage, h.net_src + at, nb, tid, kNetThreads);
             __threadfence_system();
@@ -321,6 +397,7 @@ __device__ __forceinline__ void net_send(const AggHooks &h, int c, uint64_t e, i
                                           base + mki_nb_slot(&h.ch.nbg, 0, me, c, sl), nb,
                                           base + mki_nb_arrive(&h.ch.nbg, 0, me, c, sl), target};
                 if (net_push_noted(h, cmd, w)) *sent = target;
+                AGG_TRACE_AT(33 + 2 * (int)kk);
             }
         }
     }
@@ -347,11 +424,13 @@ __device__ __forceinline__ void net_recv(const AggHooks &h, int c, uint64_t e, i
             const uint64_t *arrive =
                 reinterpret_cast<const uint64_t *>(h.ch.nb + mki_nb_arrive(&h.ch.nbg, 0, q, c, sl));
             if (!net_wait(h, 2, tid, arrive, target, w)) return;
+            if (tid == 0) AGG_TRACE_AT(2 * (int)kk);
             copy_bytes(dst + at, h.ch.nb + mki_nb_slot(&h.ch.nbg, 0, q, c, sl), nb, tid,
                        kNetThreads);
             __threadfence(); /* the bank's rows before the flag (the producer's
                               * proxy fence then orders them before its TMA) */
             role_sync(2, kNetThreads);
+            if (tid == 0) AGG_TRACE_AT(2 * (int)kk + 1);
             if (tid == 0) {
                 const mki_fifo_cmd cmd = {MKI_CMD_WRITE_SIGNAL, (uint32_t)q, MKI_SIG_MAX, 1, 0, 0, 0,
                                           base + mki_nb_credit(&h.ch.nbg, 0, me, c), target};
@@ -412,6 +491,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     /* Thread 128 leads a consumer warpgroup (232 registers). */
     if (threadIdx.x == 128) {
         if (blockIdx.x == 0) h.wait_all();
+#ifdef MKI_AGG_TRACE
+        if ((int)blockIdx.x >= ncomp || blockIdx.x == 0 || (int)blockIdx.x == ncomp / 2 ||
+            (int)blockIdx.x == ncomp - 1)
+            trace_print(h, (int)blockIdx.x >= ncomp);
+#endif
         finish(h);
     }
 }

@@ -18,6 +18,16 @@ __device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t *p)
     return v;
 }
 
+/* For a flag that only threads of this GPU write: no system-scope
+ * ordering, which many spinning threads make the GPU's reads of host
+ * memory pay for (bench/NOTES.md, nineteenth session). */
+__device__ __forceinline__ uint64_t ld_acquire_gpu(const uint64_t *p)
+{
+    uint64_t v;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
 __device__ __forceinline__ uint64_t ld_relaxed_sys(const uint64_t *p)
 {
     uint64_t v;

@@ -344,8 +344,7 @@ static void evaluate(const struct mki_model *md, const struct mki_plan_ctx *c,
     t->c = epi >= 0 ? epi : gemm_us(md, c, w, s->compute) * (comm ? md->gemm_interference : 1);
     t->i = w->intra > 0 ? us_of(w->intra, ibw) : 0;
     t->x = w->inter > 0 && s->inter_send == 0 ? INFINITY
-                                              : us_of(w->inter, nic_total_gbs(md, c) *
-                                                                    (w->flops > 0 ? md->net_fused_eff : 1));
+                                              : us_of(w->inter, nic_total_gbs(md, c));
     double xr = w->reduce && w->inter > 0
                     ? us_of(w->inter, s->inter_reduce * md->reduce_cta_gbs) : 0;
     t->comm = dmax(dmax(t->i, t->x), xr);

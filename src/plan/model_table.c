@@ -53,11 +53,6 @@ const struct mki_model mki_model_default = {
     .launch_us = 5.0,
     .hbm_read_gbs = 3000.0,    /* a stream read by every SM (H100 HBM3 3.35 TB/s peak) */
     .gemm_interference = 1.02, /* a peer copy slowed cuBLAS 8192^3 by 1.5% */
-    /* mkAllGatherGemm fused across 2 x 1 virtual nodes (socket, 2 x H100):
-     * 64 MiB per rank took 18.3-20.1 ms beside GEMMs of 1.4 and 12.7 ms,
-     * 15-17 ms alone or unfused (bench/NOTES.md, nineteenth session; the
-     * cause is not known yet) */
-    .net_fused_eff = 0.85,
     .fuse_margin = 0.05,
     .partial_bytes = 4,        /* fp32 partial sums (one rounding) */
     .chunk_min = 256u << 10,

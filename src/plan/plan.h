@@ -208,9 +208,6 @@ struct mki_model {
     double launch_us;          /* one more kernel in the unfused sequence */
     double hbm_read_gbs;       /* HBM read by every SM at once (a GEMM bound by B) */
     double gemm_interference;  /* compute slowdown beside transfers */
-    double net_fused_eff;      /* a fused kernel's transfer across nodes
-                                * beside its GEMM: this share of the rate
-                                * of the transfer alone */
     double fuse_margin;        /* fused must win by this fraction */
     int partial_bytes;         /* cross-rank partial sums travel as fp32 */
     size_t chunk_min, chunk_max;

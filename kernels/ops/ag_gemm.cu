@@ -43,9 +43,7 @@
 
 #include "gemm/gemm_launch.h"
 #include "ops/ag_gemm.h"
-#include "rt/channel.h"
-#include "rt/copy.cuh"
-#include "rt/fifo.cuh"
+#include "rt/channel.cuh"
 #include "rt/wait.cuh"
 
 using namespace mki;
@@ -109,37 +107,12 @@ struct AggHooks {
         return wait_noted(rt, agg.note, addr, target, q, chunk, phase);
     }
 
-    /* A remote chunk's flag (written by this GPU's net CTAs, milliseconds
-     * apart): polled at GPU scope with a pause between polls.  Every
-     * compute CTA's producer spinning on system-scope acquires slowed the
-     * net CTAs' copies out of host memory up to 10x (1 MiB in 1-2 ms
-     * against 0.13-0.2; bench/NOTES.md, nineteenth session).  The stop
-     * words and the deadline as in spin_geq, the failure noted as
-     * wait_noted does. */
+    /* A remote chunk's flag, written by this GPU's net CTAs milliseconds
+     * apart: polled at GPU scope with pauses (wait.cuh's load_gpu). */
     __device__ __forceinline__ bool wait_net(const uint64_t *addr, uint64_t target, int q,
                                              int chunk) const
     {
-        if (*(volatile int *)&agg.note.quit) return false;
-        if (ld_acquire_gpu(addr) >= target) return true;
-        const uint64_t t0 = globaltimer();
-        for (uint32_t n = 1;; n++) {
-            __nanosleep(256);
-            const uint64_t v = ld_acquire_gpu(addr);
-            if (v >= target) return true;
-            if ((n & 15) != 0) continue;
-            const uint64_t why = stop_value(rt, hstop_due(n, t0));
-            const bool late = globaltimer() - t0 > rt.timeout_ns;
-            if (!why && !late) continue;
-            if (atomicCAS(&agg.note.quit, 0, 1) == 0) {
-                agg.note.kind = why ? MKI_ERR_REMOTE : MKI_ERR_TIMEOUT;
-                agg.note.peer = why ? (int)why - 1 : q;
-                agg.note.chunk = chunk;
-                agg.note.phase = 0;
-                agg.note.expected = target;
-                agg.note.seen = v;
-            }
-            return false;
-        }
+        return wait_noted(rt, agg.note, addr, target, q, chunk, 0, pause_backoff(), load_gpu());
     }
 
     /* The grouped L2 order of the engine, rotated so that the first units
@@ -319,14 +292,7 @@ static_assert(kNetThreads == 128 && kThreads == 384, "SEND and RECV: warpgroups 
 /* The net roles' first failure (as wait_noted notes a spin's). */
 __device__ __forceinline__ void net_note(int kind, const wait_site &w, uint64_t expected)
 {
-    if (atomicCAS(&agg.note.quit, 0, 1) == 0) {
-        agg.note.kind = kind;
-        agg.note.peer = w.peer;
-        agg.note.chunk = w.chunk;
-        agg.note.phase = w.phase;
-        agg.note.expected = expected;
-        agg.note.seen = 0;
-    }
+    note_fail(agg.note, kind, w.peer, w.chunk, w.phase, expected, 0);
 }
 
 __device__ __forceinline__ bool net_quit() { return *(volatile int *)&agg.note.quit != 0; }
@@ -368,35 +334,28 @@ __device__ __forceinline__ uint64_t net_at(const AggHooks &h, int c, uint64_t kk
  * c goes to slot (e + kk) % MKI_NSLOTS of rank q once the credit of what
  * that slot last carried came back (sent[], channel.h), staged in my net
  * block, then one WRITE_SIGNAL (channel.cuh's deliver, inline). */
-__device__ __forceinline__ void net_send(const AggHooks &h, int c, uint64_t e, int tid)
+__device__ __forceinline__ void net_send(const AggHooks &h, const chan &k, int tid)
 {
     const int P = h.nsrc, me = h.rt.rank;
-    const uint64_t n = rows_bytes(h, me), S = 1ull << h.net_shift, base = h.ch.nb_off;
-    const uint64_t nk = mki_agg_net_chunks(n, S, h.nnet, c);
-    char *ctl = h.ch.ctl[h.rt.local];
+    const uint64_t n = rows_bytes(h, me), S = 1ull << h.net_shift;
+    const uint64_t nk = mki_agg_net_chunks(n, S, h.nnet, k.c);
     for (int i = 1; i < P; i++) {
         const int q = (me - i + P) % P;
-        if (h.rt.lof[q] >= 0) continue;
-        const uint64_t *credit =
-            reinterpret_cast<const uint64_t *>(h.ch.nb + mki_nb_credit(&h.ch.nbg, 0, q, c));
+        if (!k.remote(q)) continue;
         for (uint64_t kk = 0; kk < nk; kk++) {
-            const uint64_t at = net_at(h, c, kk), nb = n - at < S ? n - at : S;
-            const int sl = (int)((e + kk) % MKI_NSLOTS);
-            uint64_t *sent = reinterpret_cast<uint64_t *>(ctl + mki_ch_sent(0, q, P, c, sl));
-            const wait_site w{q, c, (int)kk, 0};
-            if (!net_wait(h, 1, tid, credit, tid == 0 ? *sent : 0, w)) return;
+            const uint64_t at = net_at(h, k.c, kk), nb = n - at < S ? n - at : S;
+            const int sl = k.slot(q, kk);
+            uint64_t *sent = k.sent(q, 0, sl);
+            const wait_site w{q, k.c, (int)kk, 0};
+            if (!net_wait(h, 1, tid, k.credit(q, 0), tid == 0 ? *sent : 0, w)) return;
             if (tid == 0) AGG_TRACE_AT(32 + 2 * (int)kk);
-            const uint64_t stage = mki_nb_slot(&h.ch.nbg, 0, P + q, c, sl);
+            const uint64_t stage = k.stage(q, 0, sl);
             copy_bytes(h.ch.nb + stage, h.net_src + at, nb, tid, kNetThreads);
             __threadfence_system();
             role_sync(1, kNetThreads);
             if (tid == 0) {
-                const uint64_t target = mki_sig_target(e, kk);
-                const mki_fifo_cmd cmd = {MKI_CMD_WRITE_SIGNAL, (uint32_t)q, MKI_SIG_MAX, 1,
-                                          base + stage,
-                                          base + mki_nb_slot(&h.ch.nbg, 0, me, c, sl), nb,
-                                          base + mki_nb_arrive(&h.ch.nbg, 0, me, c, sl), target};
-                if (net_push_noted(h, cmd, w)) *sent = target;
+                if (net_push_noted(h, net_chunk_cmd(k, stage, q, 0, sl, nb, k.target(kk)), w))
+                    *sent = k.target(kk);
                 AGG_TRACE_AT(33 + 2 * (int)kk);
             }
         }
@@ -405,37 +364,31 @@ __device__ __forceinline__ void net_send(const AggHooks &h, int c, uint64_t e, i
 
 /* RECV: the rows of every rank of another node, in the GEMM's order
  * (me + 1, me + 2, ...), each chunk from the net block into the bank,
- * then its credit back (a zero-byte WRITE_SIGNAL, channel.cuh's
- * raise_credit) and its flag for the GEMM. */
-__device__ __forceinline__ void net_recv(const AggHooks &h, int c, uint64_t e, int tid)
+ * then its credit back (channel.cuh's raise_credit, inline) and its flag
+ * for the GEMM. */
+__device__ __forceinline__ void net_recv(const AggHooks &h, const chan &k, int tid)
 {
     const int P = h.nsrc, me = h.rt.rank;
-    const uint64_t S = 1ull << h.net_shift, base = h.ch.nb_off;
+    const uint64_t S = 1ull << h.net_shift;
     for (int i = 1; i < P; i++) {
         const int q = (me + i) % P;
-        if (h.rt.lof[q] >= 0) continue;
-        const uint64_t n = rows_bytes(h, q), nk = mki_agg_net_chunks(n, S, h.nnet, c);
+        if (!k.remote(q)) continue;
+        const uint64_t n = rows_bytes(h, q), nk = mki_agg_net_chunks(n, S, h.nnet, k.c);
         char *dst = h.bank + (uint64_t)h.row_off[q] * h.row_bytes;
         for (uint64_t kk = 0; kk < nk; kk++) {
-            const uint64_t at = net_at(h, c, kk), nb = n - at < S ? n - at : S;
-            const uint64_t target = mki_sig_target(e, kk);
-            const int sl = (int)((e + kk) % MKI_NSLOTS);
-            const wait_site w{q, c, (int)kk, 0};
-            const uint64_t *arrive =
-                reinterpret_cast<const uint64_t *>(h.ch.nb + mki_nb_arrive(&h.ch.nbg, 0, q, c, sl));
-            if (!net_wait(h, 2, tid, arrive, target, w)) return;
+            const uint64_t at = net_at(h, k.c, kk), nb = n - at < S ? n - at : S;
+            const int sl = k.slot(q, kk);
+            const wait_site w{q, k.c, (int)kk, 0};
+            if (!net_wait(h, 2, tid, k.arrive(q, 0, sl), k.target(kk), w)) return;
             if (tid == 0) AGG_TRACE_AT(2 * (int)kk);
-            copy_bytes(dst + at, h.ch.nb + mki_nb_slot(&h.ch.nbg, 0, q, c, sl), nb, tid,
-                       kNetThreads);
+            copy_bytes(dst + at, k.inbox(q, 0, sl), nb, tid, kNetThreads);
             __threadfence(); /* the bank's rows before the flag (the producer's
                               * proxy fence then orders them before its TMA) */
             role_sync(2, kNetThreads);
             if (tid == 0) AGG_TRACE_AT(2 * (int)kk + 1);
             if (tid == 0) {
-                const mki_fifo_cmd cmd = {MKI_CMD_WRITE_SIGNAL, (uint32_t)q, MKI_SIG_MAX, 1, 0, 0, 0,
-                                          base + mki_nb_credit(&h.ch.nbg, 0, me, c), target};
-                (void)net_push_noted(h, cmd, w);
-                st_release_sys(&h.ctl->rsig[q][c], mki_sig_target(agg.e, kk));
+                (void)net_push_noted(h, net_credit_cmd(k, q, 0, k.target(kk)), w);
+                st_release_sys(&h.ctl->rsig[q][k.c], mki_sig_target(agg.e, kk));
             }
         }
     }
@@ -466,8 +419,11 @@ __device__ __forceinline__ void net_cta(const AggHooks &h)
     }
     __syncthreads();
     if (seq && !net_quit()) {
-        if (wg == 1) net_send(h, c, agg.ne, (int)threadIdx.x - 128);
-        else net_recv(h, c, agg.ne, (int)threadIdx.x - 256);
+        /* the channel's accessors only: its out-of-line waits and pushes are
+         * replaced by the noted, inline ones above */
+        const chan k{&h.rt, &h.ch, c, agg.ne, nullptr};
+        if (wg == 1) net_send(h, k, (int)threadIdx.x - 128);
+        else net_recv(h, k, (int)threadIdx.x - 256);
     }
     __syncthreads();
     if (threadIdx.x == 128 && seq && !net_quit())

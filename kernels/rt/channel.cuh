@@ -81,6 +81,12 @@ struct chan {
     {
         return reinterpret_cast<uint64_t *>(my_ctl() + mki_ch_sent(phase, q, rt->nranks, c, s));
     }
+    /* Across nodes: where a chunk for rank q waits in my net block for
+     * the proxy (offset in the block). */
+    __device__ __forceinline__ uint64_t stage(int q, int phase, int s) const
+    {
+        return mki_nb_slot(&ch->nbg, phase, rt->nranks + q, c, s);
+    }
     /* The credit rank q still owes this channel's use of its slots. */
     __device__ __forceinline__ uint64_t *owed(int q, int phase) const
     {
@@ -91,6 +97,27 @@ struct chan {
 __device__ __forceinline__ wait_site owed_site(uint64_t owed, int q, int c, int phase)
 {
     return wait_site{q, c, (int)(owed & 0xffffffffull) - 1, phase};
+}
+
+/* Across nodes: the WRITE_SIGNAL that moves n bytes staged for rank q at
+ * `stage` (chan::stage) into its slot `slot` of phase and raises that
+ * slot's arrive counter to target (MAX). */
+__device__ __forceinline__ mki_fifo_cmd net_chunk_cmd(const chan &k, uint64_t stage, int q,
+                                                      int phase, int slot, uint64_t n,
+                                                      uint64_t target)
+{
+    const uint64_t base = k.ch->nb_off;
+    return mki_fifo_cmd{MKI_CMD_WRITE_SIGNAL, (uint32_t)q, MKI_SIG_MAX, 1, base + stage,
+                        base + mki_nb_slot(&k.ch->nbg, phase, k.rt->rank, k.c, slot), n,
+                        base + mki_nb_arrive(&k.ch->nbg, phase, k.rt->rank, k.c, slot), target};
+}
+
+/* Across nodes: the credit v for rank q's chunks of (phase, channel), a
+ * zero-byte WRITE_SIGNAL (raise_credit says why not a SIGNAL). */
+__device__ __forceinline__ mki_fifo_cmd net_credit_cmd(const chan &k, int q, int phase, uint64_t v)
+{
+    return mki_fifo_cmd{MKI_CMD_WRITE_SIGNAL, (uint32_t)q, MKI_SIG_MAX, 1, 0, 0, 0,
+                        k.ch->nb_off + mki_nb_credit(&k.ch->nbg, phase, k.rt->rank, k.c), v};
 }
 
 /* Push one command to the proxy (one thread).  A full ring that never
@@ -122,9 +149,7 @@ __device__ __forceinline__ void raise_credit(const chan &k, int q, int phase, ui
                            k.ch->ctl[l] + mki_ch_credit(phase, k.rt->local, k.c)), v);
         return;
     }
-    const mki_fifo_cmd c = {MKI_CMD_WRITE_SIGNAL, (uint32_t)q, MKI_SIG_MAX, 1, 0, 0, 0,
-                            k.ch->nb_off + mki_nb_credit(&k.ch->nbg, phase, k.rt->rank, k.c), v};
-    (void)net_push(k, c, w);
+    (void)net_push(k, net_credit_cmd(k, q, phase, v), w);
 }
 
 /* Deliver n bytes at src as chunk `target` into slot `slot` of phase
@@ -151,18 +176,12 @@ __device__ __forceinline__ void deliver(const chan &k, tma_pipe *tp, int tid, in
         return;
     }
     /* Register stores into mapped host memory (no TMA there). */
-    const uint64_t stage = mki_nb_slot(&k.ch->nbg, phase, rt.nranks + q, k.c, slot);
+    const uint64_t stage = k.stage(q, phase, slot);
     copy_bytes(k.ch->nb + stage, src, n, tid, nthr);
     __threadfence_system();
     role_sync(bar, nthr);
-    if (tid == 0) {
-        const uint64_t base = k.ch->nb_off;
-        const mki_fifo_cmd c = {MKI_CMD_WRITE_SIGNAL, (uint32_t)q, MKI_SIG_MAX, 1, base + stage,
-                                base + mki_nb_slot(&k.ch->nbg, phase, rt.rank, k.c, slot), n,
-                                base + mki_nb_arrive(&k.ch->nbg, phase, rt.rank, k.c, slot),
-                                target};
-        if (net_push(k, c, w)) *k.sent(q, phase, slot) = target;
-    }
+    if (tid == 0 && net_push(k, net_chunk_cmd(k, stage, q, phase, slot, n, target), w))
+        *k.sent(q, phase, slot) = target;
 }
 
 /* Batched signals for local peers.  A release store to a peer is a

@@ -93,22 +93,39 @@ struct no_backoff {
     __device__ __forceinline__ void operator()(uint64_t, uint64_t) {}
 };
 
+/* A short pause between polls, for waits of milliseconds by many threads. */
+struct pause_backoff {
+    __device__ __forceinline__ void operator()(uint64_t, uint64_t) { __nanosleep(256); }
+};
+
+/* How a spin reads its counter: at system scope (written by another GPU,
+ * the proxy or the host), or at GPU scope for a flag only threads of this
+ * GPU write: many threads spinning on system-scope acquires slowed the
+ * GPU's reads of host memory up to 10x (bench/NOTES.md, nineteenth
+ * session). */
+struct load_sys {
+    __device__ __forceinline__ uint64_t operator()(const uint64_t *p) const { return ld_acquire_sys(p); }
+};
+struct load_gpu {
+    __device__ __forceinline__ uint64_t operator()(const uint64_t *p) const { return ld_acquire_gpu(p); }
+};
+
 /* Spin until *addr >= target.  Stops (without reporting) when a stop
  * word rises, when *error (if not NULL) becomes nonzero, or timeout_ns
  * after the first miss; *seen gets the last value read, *why the stop
  * word or the error word.  Inline and small: it runs in threads with few
  * registers. */
-template <typename Backoff>
+template <typename Backoff, typename Load = load_sys>
 __device__ __forceinline__ int spin_geq(const uint64_t *addr, uint64_t target,
                                         const stop_words &stop, const uint64_t *error,
                                         uint64_t timeout_ns, uint64_t *seen, uint64_t *why,
-                                        Backoff backoff)
+                                        Backoff backoff, Load load = Load())
 {
-    uint64_t v = ld_acquire_sys(addr);
+    uint64_t v = load(addr);
     if (v >= target) return SPIN_OK;
     const uint64_t t0 = globaltimer();
     for (uint32_t n = 1;; n++) {
-        v = ld_acquire_sys(addr);
+        v = load(addr);
         if (v >= target) return SPIN_OK;
         backoff(v, target);
         if ((n & 31) != 0) continue;
@@ -215,25 +232,36 @@ struct cta_note {
     uint64_t expected, seen;
 };
 
+/* Note a failure in n (the CTA's first only; kind: MKI_ERR_*). */
+__device__ __forceinline__ void note_fail(cta_note &n, int kind, int peer, int chunk, int phase,
+                                          uint64_t expected, uint64_t seen)
+{
+    if (atomicCAS(&n.quit, 0, 1) == 0) {
+        n.kind = kind;
+        n.peer = peer;
+        n.chunk = chunk;
+        n.phase = phase;
+        n.expected = expected;
+        n.seen = seen;
+    }
+}
+
 /* Spin until *addr >= target; false, with the failure noted in n (first
  * only), when the CTA quits, a peer aborted or the deadline passed.  peer:
- * the communicator rank waited for. */
+ * the communicator rank waited for.  Back to back at system scope unless
+ * told otherwise (spin_geq's Backoff and Load). */
+template <typename Backoff = no_backoff, typename Load = load_sys>
 __device__ __forceinline__ bool wait_noted(const mki_rt_dev &rt, cta_note &n, const uint64_t *addr,
-                                           uint64_t target, int peer, int chunk, int phase)
+                                           uint64_t target, int peer, int chunk, int phase,
+                                           Backoff backoff = Backoff(), Load load = Load())
 {
     if (*(volatile int *)&n.quit) return false;
     uint64_t seen = 0, why = 0;
     const int r = spin_geq(addr, target, stops_of(rt), nullptr, rt.timeout_ns, &seen, &why,
-                           no_backoff());
+                           backoff, load);
     if (r == SPIN_OK) return true;
-    if (atomicCAS(&n.quit, 0, 1) == 0) {
-        n.kind = r == SPIN_ABORT ? MKI_ERR_REMOTE : MKI_ERR_TIMEOUT;
-        n.peer = r == SPIN_ABORT ? (int)why - 1 : peer;
-        n.chunk = chunk;
-        n.phase = phase;
-        n.expected = target;
-        n.seen = seen;
-    }
+    note_fail(n, r == SPIN_ABORT ? MKI_ERR_REMOTE : MKI_ERR_TIMEOUT,
+              r == SPIN_ABORT ? (int)why - 1 : peer, chunk, phase, target, seen);
     return false;
 }
 

@@ -57,31 +57,6 @@ static const unsigned op_movers[MKI_OP_COUNT] = {
     [MKI_OP_RING_ATTN] = MV(MKI_MOVER_CE),
 };
 
-/* ---- names -------------------------------------------------------- */
-
-static const char *const mover_names[MKI_MOVER_COUNT] = {
-    "none", "ce", "tma", "reg",
-};
-static const char *const path_names[MKI_PATH_COUNT] = {
-    "self", "same-gpu", "nvlink", "pcie", "host", "net",
-};
-static const char *const tr_names[MKI_TR_COUNT] = {"ibverbs", "efa", "socket"};
-
-const char *mki_mover_name(enum mki_mover m)
-{ return (unsigned)m < MKI_MOVER_COUNT ? mover_names[m] : "?"; }
-const char *mki_path_name(enum mki_path p)
-{ return (unsigned)p < MKI_PATH_COUNT ? path_names[p] : "?"; }
-const char *mki_transport_name(enum mki_transport t)
-{ return (unsigned)t < MKI_TR_COUNT ? tr_names[t] : "?"; }
-
-
-double mki_plan_nic_gbs(unsigned nic_kinds, double share)
-{
-    const double one = (nic_kinds & (1u << MKI_NIC_EFA)) ? mki_model_default.efa_nic_gbs
-                                                         : mki_model_default.ib_nic_gbs;
-    return one * share;
-}
-
 unsigned mki_plan_movers(enum mki_op op)
 {
     return (unsigned)op < MKI_OP_COUNT ? op_movers[op] : 0;

@@ -59,3 +59,11 @@ const struct mki_model mki_model_default = {
     .chunk_max = 8u << 20,
     .chunks_per_shard = 8,
 };
+
+/* One NIC's rate (the kinds a node has) times the rank's share of it. */
+double mki_plan_nic_gbs(unsigned nic_kinds, double share)
+{
+    const double one = (nic_kinds & (1u << MKI_NIC_EFA)) ? mki_model_default.efa_nic_gbs
+                                                         : mki_model_default.ib_nic_gbs;
+    return one * share;
+}

@@ -16,6 +16,23 @@
 #include "ops/moe.h"
 #include "topology/topo.h"
 
+/* ---- names -------------------------------------------------------- */
+
+static const char *const mover_names[MKI_MOVER_COUNT] = {
+    "none", "ce", "tma", "reg",
+};
+static const char *const path_names[MKI_PATH_COUNT] = {
+    "self", "same-gpu", "nvlink", "pcie", "host", "net",
+};
+static const char *const tr_names[MKI_TR_COUNT] = {"ibverbs", "efa", "socket"};
+
+const char *mki_mover_name(enum mki_mover m)
+{ return (unsigned)m < MKI_MOVER_COUNT ? mover_names[m] : "?"; }
+const char *mki_path_name(enum mki_path p)
+{ return (unsigned)p < MKI_PATH_COUNT ? path_names[p] : "?"; }
+const char *mki_transport_name(enum mki_transport t)
+{ return (unsigned)t < MKI_TR_COUNT ? tr_names[t] : "?"; }
+
 void mki_plan_print_comm(struct mki_strbuf *sb, const struct mkComm *comm)
 {
     const struct mki_topo *t = comm->topo;

@@ -200,7 +200,7 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
             const uint64_t nk = mki_nchunks(len, S);
             for (uint64_t k = 0; k < nk; k++) {
                 const uint64_t at = off + k * S, nb = len - k * S < S ? len - k * S : S;
-                if (!wait_slot(x.k, bar, nthr, tid, q, 0, k)) return;
+                if (!wait_slot(x.k, bar, nthr, tid, q, 0, k, tp)) return;
                 deliver(x.k, tp, tid, nthr, bar, 0, q, x.k.slot(q, k), p.src + boff + at,
                         nb, x.k.target(k), wait_site{q, x.k.c, (int)k, 0});
             }
@@ -223,10 +223,10 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
                 direct_any = true;
                 continue;
             }
-            if (!wait_slot(x.k, bar, nthr, tid, q, 0, k)) return;
+            if (!wait_slot(x.k, bar, nthr, tid, q, 0, k, tp)) return;
             if (x.k.remote(q) || !batched) {
                 deliver(x.k, tp, tid, nthr, bar, 0, q, x.k.slot(q, k), p.src + boff + at,
-                        nb, x.k.target(k), wait_site{q, x.k.c, (int)k, 0});
+                        nb, x.k.target(k), wait_site{q, x.k.c, (int)k, 0}, p.pipelined != 0);
                 continue;
             }
             deliver_local(x.k, tp, tid, nthr, 0, q, (int)(k % MKI_NSLOTS), p.src + boff + at, nb);
@@ -244,6 +244,8 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
             }
         }
     }
+    /* The last arrive counter still pending in the pipe (deliver). */
+    if (tp && tid == 0) tma_flush(*tp);
     /* Zero copy: every byte is in place (fenced above); say so. */
     if (x.to) {
         role_sync(bar, nthr);
@@ -548,7 +550,9 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar, char **to)
 }
 
 /* SEND2 (all-reduce with TMA): push each reduced chunk of my block from
- * dst into every peer's phase-1 slots, as soon as REDUCE publishes it. */
+ * dst into every peer's phase-1 slots, as soon as REDUCE publishes it
+ * (p.pipelined: each peer's counter raised as the next copy starts;
+ * otherwise the local peers' together after one fence). */
 __device__ void send2_role(const ctx &x, int tid, int nthr, int bar)
 {
     const mki_coll_params &p = *x.p;
@@ -561,18 +565,20 @@ __device__ void send2_role(const ctx &x, int tid, int nthr, int bar)
     const uint64_t nk = mki_nchunks(len, S);
     for (uint64_t k = 0; k < nk; k++) {
         const uint64_t at = off + k * S, nb = len - k * S < S ? len - k * S : S;
-        if (tid == 0)
+        if (tid == 0) {
+            if (*x.reduced < k + 1) tma_flush(pipe); /* nothing pending while waiting */
             while (*x.reduced < k + 1 && !*x.k.quit) { }
+        }
         role_sync(bar, nthr);
         if (*x.k.quit) return;
         __threadfence_block();
-        uint32_t batch = 0;
+        uint32_t batch = 0; /* not pipelined: local peers signalled together */
         for (int j = 1; j < n; j++) {
             const int q = (me + j) % n;
-            if (!wait_slot(x.k, bar, nthr, tid, q, 1, k)) return;
-            if (x.k.remote(q)) {
+            if (!wait_slot(x.k, bar, nthr, tid, q, 1, k, &pipe)) return;
+            if (x.k.remote(q) || p.pipelined) {
                 deliver(x.k, &pipe, tid, nthr, bar, 1, q, x.k.slot(q, k), p.dst + boff + at,
-                        nb, x.k.target(k), wait_site{q, x.k.c, (int)k, 1});
+                        nb, x.k.target(k), wait_site{q, x.k.c, (int)k, 1}, p.pipelined != 0);
                 continue;
             }
             deliver_local(x.k, &pipe, tid, nthr, 1, q, (int)(k % MKI_NSLOTS), p.dst + boff + at,
@@ -581,6 +587,7 @@ __device__ void send2_role(const ctx &x, int tid, int nthr, int bar)
         }
         publish_local(x.k, tid, nthr, bar, batch, 1, x.k.target(k));
     }
+    if (tid == 0) tma_flush(pipe);
     if (tid == 0)
         for (int j = 1; j < n; j++) note_owed(x.k, (me + j) % n, 1, nk);
 }

@@ -49,6 +49,9 @@ struct mki_coll_params {
     int32_t ll;                 /* LL: the flag in every word (channel.h) */
     int32_t peer_major;         /* all chunks to one peer, then the next
                                  * (the plan's; coll.cu says when) */
+    int32_t pipelined;          /* SEND / SEND2's TMA chunks to local peers
+                                 * signalled without a drain (the plan's;
+                                 * kernels/rt/channel.cuh, deliver) */
     uint64_t post[MKI_MAXLOCAL];/* zero copy: my recvbuf as local rank l
                                  * maps it, or 0 (not registered) */
     char *llb[MKI_MAXLOCAL];    /* LL: local rank l's LL block, as mapped

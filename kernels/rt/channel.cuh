@@ -154,25 +154,35 @@ __device__ __forceinline__ void raise_credit(const chan &k, int q, int phase, ui
 
 /* Deliver n bytes at src as chunk `target` into slot `slot` of phase
  * `phase` that rank q keeps for me, then raise q's arrive counter.  The
- * whole role calls it.  A remote q gets the bytes staged in my net block
- * (index nranks + q) and one WRITE_SIGNAL; the system fence and the role
- * barrier order the staging before the push. */
+ * whole role calls it.  A local q with a TMA pipe and 16-byte multiples:
+ * the counter is left pending in the pipe (tma_copy_signal), raised by the
+ * next such delivery or by tma_flush, which the role calls before any wait
+ * (wait_slot does) and at its end.  A remote q gets the bytes staged in my
+ * net block (index nranks + q) and one WRITE_SIGNAL; the system fence and
+ * the role barrier order the staging before the push. */
 __device__ __forceinline__ void deliver(const chan &k, tma_pipe *tp, int tid, int nthr,
                                             int bar, int phase, int q, int slot,
                                             const char *src, uint64_t n, uint64_t target,
-                                            const wait_site &w)
+                                            const wait_site &w, bool pipelined = false)
 {
     const mki_rt_dev &rt = *k.rt;
     const int l = k.lof(q);
     if (l >= 0) {
-        move_bytes(tp, k.ch->slots[l] + mki_ch_slot(phase, rt.local, k.c, slot, rt.nlocal,
-                                                    k.ch->slot_bytes),
-                   src, n, tid, nthr);
+        char *const to = k.ch->slots[l] + mki_ch_slot(phase, rt.local, k.c, slot, rt.nlocal,
+                                                      k.ch->slot_bytes);
+        uint64_t *const arr = reinterpret_cast<uint64_t *>(
+            k.ch->ctl[l] + mki_ch_arrive(phase, rt.local, k.c));
+        if (pipelined && tp && n && ((reinterpret_cast<uintptr_t>(to) | reinterpret_cast<uintptr_t>(src) |
+                         n) & 15) == 0) {
+            /* all by TMA: the arrive counter is raised when the stores
+             * complete, while the next chunk is already being copied */
+            if (tid == 0) tma_copy_signal(*tp, to, src, n, arr, target);
+            return;
+        }
+        move_bytes(tp, to, src, n, tid, nthr);
         __threadfence_system();
         role_sync(bar, nthr);
-        if (tid == 0)
-            st_release_sys(reinterpret_cast<uint64_t *>(
-                               k.ch->ctl[l] + mki_ch_arrive(phase, rt.local, k.c)), target);
+        if (tid == 0) st_release_sys(arr, target);
         return;
     }
     /* Register stores into mapped host memory (no TMA there). */
@@ -251,21 +261,26 @@ __device__ __forceinline__ bool role_wait(const chan &k, int bar, int nthr, int 
  * q's slots left owed; across nodes, of the chunk that slot last carried,
  * maybe a few calls back).  The whole role calls it. */
 __device__ __forceinline__ bool wait_slot(const chan &k, int bar, int nthr, int tid, int q,
-                                          int phase, uint64_t chunk)
+                                          int phase, uint64_t chunk, tma_pipe *tp = NULL)
 {
     const uint64_t *cr = k.credit(q, phase);
+    uint64_t t = 0;
+    wait_site w{q, k.c, (int)chunk, phase};
     if (k.remote(q)) {
-        const uint64_t t = tid == 0 ? *k.sent(q, phase, k.slot(q, chunk)) : 0;
-        return role_wait(k, bar, nthr, tid, cr, t, wait_site{q, k.c, (int)chunk, phase});
+        t = tid == 0 ? *k.sent(q, phase, k.slot(q, chunk)) : 0;
+    } else if (chunk >= MKI_NSLOTS) {
+        t = k.target(chunk - MKI_NSLOTS);
+    } else if (chunk == 0) {
+        t = *k.owed(q, phase);
+        w = owed_site(t, q, k.c, phase);
+    } else {
+        return *k.quit == 0;
     }
-    if (chunk >= MKI_NSLOTS)
-        return role_wait(k, bar, nthr, tid, cr, k.target(chunk - MKI_NSLOTS),
-                         wait_site{q, k.c, (int)chunk, phase});
-    if (chunk == 0) {
-        const uint64_t owed = *k.owed(q, phase);
-        return role_wait(k, bar, nthr, tid, cr, owed, owed_site(owed, q, k.c, phase));
-    }
-    return *k.quit == 0;
+    /* a counter still pending in the pipe may be what q waits for before it
+     * gives the credit: raised first unless the credit is already there */
+    if (tid == 0 && tp && tp->sig && *reinterpret_cast<const volatile uint64_t *>(cr) < t)
+        tma_flush(*tp);
+    return role_wait(k, bar, nthr, tid, cr, t, w);
 }
 
 /* At the end of a role that sent nk chunks to local peer q through a

@@ -68,6 +68,9 @@ struct tma_pipe {
     uint32_t piece;
     uint32_t phase;  /* parity bit of each stage */
     uint32_t used;   /* pieces moved so far (stage = used % STAGES) */
+    uint64_t *sig;   /* tma_copy_signal: the counter to raise once the
+                      * last copy's stores complete (NULL: none pending) */
+    uint64_t sigv;   /* ... and its value */
 };
 
 __device__ __forceinline__ void tma_init(tma_pipe &t, char *smem, uint64_t *mbar, uint32_t piece)
@@ -77,17 +80,32 @@ __device__ __forceinline__ void tma_init(tma_pipe &t, char *smem, uint64_t *mbar
     t.piece = piece;
     t.phase = 0;
     t.used = 0;
+    t.sig = NULL;
+    t.sigv = 0;
     for (int s = 0; s < MKI_TMA_STAGES; s++) mbar_init(&t.mbar[s], 1);
     mbar_init_fence();
     fence_proxy_async_smem();
 }
 
-/* Copy n bytes (a multiple of 16, both ends 16-byte aligned) global ->
- * shared -> global.  Returns with every store complete and ordered before
- * later generic stores of this thread (for the release that follows).
- * The pipe's fields are read once into registers and written back at the
- * end (the pipe itself lives in local memory). */
-static __device__ __noinline__ void tma_copy(tma_pipe &t, char *dst, const char *src, uint64_t n)
+/* Raise the counter a tma_copy_signal left pending (its stores complete:
+ * ordered before the release store).  One thread. */
+__device__ __forceinline__ void tma_release_pending(tma_pipe &t)
+{
+    fence_proxy_async_global();
+    __threadfence_system();
+    st_release_sys(t.sig, t.sigv);
+    t.sig = NULL;
+}
+
+/* The pipe's loop: n bytes (a multiple of 16, both ends 16-byte aligned)
+ * global -> shared -> global, the loads MKI_TMA_AHEAD pieces ahead of the
+ * stores, one bulk group per stored piece; returns with the last stores
+ * in flight.  A counter left pending by an earlier tma_copy_signal is raised once
+ * this copy's first piece is stored (the earlier stores complete by
+ * then, while this copy's next pieces load).  The pipe's fields are read
+ * once into registers and written back at the end (the pipe itself lives
+ * in local memory). */
+__device__ __forceinline__ void tma_pipe_run(tma_pipe &t, char *dst, const char *src, uint64_t n)
 {
     char *const smem = t.smem;
     uint64_t *const mbar = t.mbar;
@@ -97,17 +115,15 @@ static __device__ __noinline__ void tma_copy(tma_pipe &t, char *dst, const char 
     /* Order the generic accesses before (the acquire of a signal, stores
      * of the source) with the bulk copies' async-proxy accesses. */
     fence_proxy_async_global();
-    /* Every store of earlier chunks has completed (see the end), so every
-     * stage is free here. */
     for (uint64_t j = 0; j < np + MKI_TMA_AHEAD; j++) {
         if (j < np) {
-            /* load piece j; its stage was last read by the store of piece
-             * j - STAGES: with j - AHEAD stores issued, allow STAGES -
-             * AHEAD - 1 of them to be pending */
-            if (j >= MKI_TMA_AHEAD) {
-                static_assert(MKI_TMA_STAGES - MKI_TMA_AHEAD - 1 == 3, "wait_group.read count");
-                bulk_wait_read<3>();
-            }
+            /* load piece base + j; its stage was last read by the store of
+             * piece base + j - STAGES.  Stores issued: base + j - AHEAD
+             * (base while j < AHEAD, when an earlier tma_copy_signal's may
+             * still be reading), so allowing STAGES - AHEAD - 1 of them
+             * pending covers both */
+            static_assert(MKI_TMA_STAGES - MKI_TMA_AHEAD - 1 == 3, "wait_group.read count");
+            bulk_wait_read<3>();
             const uint64_t r = n - j * pb;
             const uint32_t len = r < pb ? (uint32_t)r : pb;
             const int s = (int)((base + j) % MKI_TMA_STAGES);
@@ -130,12 +146,49 @@ static __device__ __noinline__ void tma_copy(tma_pipe &t, char *dst, const char 
                          ::"l"(dst + i * pb), "r"(smem_u32(smem + (size_t)s * pb)), "r"(len)
                          : "memory");
             bulk_commit();
+            if (i == 0 && t.sig) {
+                bulk_wait_done<1>();
+                tma_release_pending(t);
+            }
         }
     }
     t.used = base + (uint32_t)np;
     t.phase = phase;
+}
+
+/* Copy n bytes (n > 0, a multiple of 16, both ends 16-byte aligned)
+ * global -> shared -> global.  Returns with every store complete and
+ * ordered before later generic stores of this thread (for the release
+ * that follows), and nothing pending. */
+static __device__ __noinline__ void tma_copy(tma_pipe &t, char *dst, const char *src, uint64_t n)
+{
+    tma_pipe_run(t, dst, src, n);
     bulk_wait_all();
     fence_proxy_async_global();
+}
+
+/* Every copy's stores complete, and the pending counter raised. */
+static __device__ __noinline__ void tma_flush(tma_pipe &t)
+{
+    if (!t.sig) return;
+    bulk_wait_all();
+    tma_release_pending(t);
+}
+
+/* Copy like tma_copy, then raise *sig to v once these stores complete,
+ * without waiting for them: the pipe keeps the release pending until the
+ * next copy's first piece is stored (its loads overlap these last stores
+ * instead of starting on an empty pipe, and the counter goes out about
+ * one store latency later than after a drain), or until tma_flush.  The
+ * caller flushes before anything that may wait for the receiver (a
+ * credit) and at its end.  This copy's loads have all landed when it
+ * returns: the source may be reused. */
+static __device__ __noinline__ void tma_copy_signal(tma_pipe &t, char *dst, const char *src,
+                                                    uint64_t n, uint64_t *sig, uint64_t v)
+{
+    tma_pipe_run(t, dst, src, n);
+    t.sig = sig;
+    t.sigv = v;
 }
 
 /* n bytes by TMA (one thread) when a pipe is given and both ends are

@@ -112,7 +112,14 @@ __device__ __forceinline__ void bulk_wait_read()
     asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
 }
 
-/* Every store group has finished writing global memory. */
+/* Every store group but the newest `N` has finished writing global memory
+ * (its source may be reused too). */
+template <int N>
+__device__ __forceinline__ void bulk_wait_done()
+{
+    asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}
+
 /* Warm L2 with bytes [p, p + bytes) (16-byte aligned, a multiple of 16):
  * a hint, nothing waits for it. */
 __device__ __forceinline__ void bulk_prefetch_l2(const void *p, uint32_t bytes)
@@ -120,6 +127,7 @@ __device__ __forceinline__ void bulk_prefetch_l2(const void *p, uint32_t bytes)
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
 }
 
+/* Every store group has finished writing global memory. */
 __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 
 /* Generic-proxy writes to shared memory -> visible to the TMA engine. */

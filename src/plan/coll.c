@@ -211,6 +211,17 @@ void mki_plan_coll_model(const struct mki_coll_in *in, struct mki_coll_plan *out
     out->peer_major = !out->ll && !out->direct && out->mover != MKI_COLL_MOVER_REG &&
                       in->nnodes == 1 && in->nranks > 2 &&
                       (in->op == MKI_OP_ALLGATHER || in->op == MKI_OP_ALLTOALL);
+    /* TMA chunks to the node's peers signalled once the next chunk's first
+     * piece is stored instead of after a drain (4 H100: all-reduce 16 / 64
+     * MB -10 to -17% / -8%, reduce-scatter 4 MB -14%; 2 ranks all-reduce
+     * 4-16 MB -4 to -10%).  Not for the copies peer after peer (all-gather
+     * and all-to-all at 64 MB took 0.87 ms instead of 0.63 in most runs)
+     * nor for reduce-scatter on 2 ranks (+2% at 256 MB - 1 GB); across
+     * nodes not measured: off (bench/NOTES.md, twentieth session). */
+    out->pipelined = !out->ll && !out->direct && out->mover != MKI_COLL_MOVER_REG &&
+                     in->nnodes == 1 &&
+                     ((in->op == MKI_OP_ALLREDUCE && !out->oneshot) ||
+                      (in->op == MKI_OP_REDUCESCATTER && in->nranks > 2));
 }
 
 /* Heap bytes of the first segment that the collectives leave to the other

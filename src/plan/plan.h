@@ -97,6 +97,11 @@ struct mki_coll_plan {
     int peer_major;            /* all-gather / all-to-all through the slots
                                 * by TMA, one node, > 2 ranks: every chunk
                                 * to one peer before the next (coll.cu) */
+    int pipelined;             /* reduce-scatter (> 2 ranks) and two-phase
+                                * all-reduce by TMA on one node: a chunk's
+                                * arrive counter raised once the next
+                                * chunk's first piece is stored, not after
+                                * a drain (kernels/rt/copy.cuh) */
     int hier;                  /* across nodes in steps: all-reduce as
                                 * reduce-scatter in the node, all-reduce of
                                 * the share across nodes, all-gather in the

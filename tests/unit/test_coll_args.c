@@ -268,23 +268,37 @@ static void test_plan_rules(void)
     in.op = MKI_OP_ALLTOALL;
     mki_plan_coll_model(&in, &p);
     CHECK(p.peer_major);
+    CHECK(!p.pipelined); /* peer after peer: drained chunks */
     in.op = MKI_OP_REDUCESCATTER; /* a reduction: every source's chunk k at once */
     mki_plan_coll_model(&in, &p);
     CHECK(p.mover == MKI_COLL_MOVER_TMA_SEND && !p.peer_major);
-    in.op = MKI_OP_ALLGATHER;
-    in.nranks = 2; /* one peer: nothing to order */
+    CHECK(p.pipelined); /* chunks signalled without a drain */
+    in.op = MKI_OP_ALLREDUCE;
     mki_plan_coll_model(&in, &p);
-    CHECK(!p.peer_major);
+    CHECK(!p.oneshot && p.mover == MKI_COLL_MOVER_TMA_SEND && p.pipelined);
+    in.nranks = 2; /* two ranks: all-reduce pipelined, reduce-scatter not */
+    mki_plan_coll_model(&in, &p);
+    CHECK(p.pipelined);
+    in.op = MKI_OP_REDUCESCATTER;
+    mki_plan_coll_model(&in, &p);
+    CHECK(!p.pipelined);
+    in.op = MKI_OP_ALLGATHER;
+    mki_plan_coll_model(&in, &p); /* one peer: nothing to order */
+    CHECK(!p.peer_major && !p.pipelined);
     in.nranks = 4;
     in.nnodes = 2; /* across nodes: the proxy's path, unchanged */
     in.local_size = 2;
     mki_plan_coll_model(&in, &p);
     CHECK(!p.peer_major);
+    in.op = MKI_OP_ALLREDUCE;
+    mki_plan_coll_model(&in, &p);
+    CHECK(!p.pipelined);
+    in.op = MKI_OP_ALLGATHER;
     in.nnodes = 1;
     in.local_size = 1;
     in.count = 1u << 10; /* register stores (small blocks) batch their signals */
     mki_plan_coll_model(&in, &p);
-    CHECK(p.mover == MKI_COLL_MOVER_REG && !p.peer_major);
+    CHECK(p.mover == MKI_COLL_MOVER_REG && !p.peer_major && !p.pipelined);
     in.count = 64u << 20;
     in.registered = 1;
     in.ctas = 5; /* MK_COLL_CTAS */

@@ -163,6 +163,7 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
                       k->block);
         for (int r = 0, b = 0; r < k->roles.n; b = k->roles.end[r++])
             mki_sb_printf(sb, " %d", k->roles.end[r] - b);
+        if (!k->ll) mki_sb_printf(sb, "; chunk %" PRIu64 " bytes", k->chunk);
         mki_sb_printf(sb, "\n");
         if (k->hier && p->op != MKI_OP_ALLREDUCE) {
             const int L = c->local_size, N = c->nnodes;

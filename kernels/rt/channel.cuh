@@ -172,8 +172,8 @@ __device__ __forceinline__ void deliver(const chan &k, tma_pipe *tp, int tid, in
                                                       k.ch->slot_bytes);
         uint64_t *const arr = reinterpret_cast<uint64_t *>(
             k.ch->ctl[l] + mki_ch_arrive(phase, rt.local, k.c));
-        if (pipelined && tp && n && ((reinterpret_cast<uintptr_t>(to) | reinterpret_cast<uintptr_t>(src) |
-                         n) & 15) == 0) {
+        if (pipelined && tp && n &&
+            ((reinterpret_cast<uintptr_t>(to) | reinterpret_cast<uintptr_t>(src) | n) & 15) == 0) {
             /* all by TMA: the arrive counter is raised when the stores
              * complete, while the next chunk is already being copied */
             if (tid == 0) tma_copy_signal(*tp, to, src, n, arr, target);

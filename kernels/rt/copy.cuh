@@ -100,11 +100,11 @@ __device__ __forceinline__ void tma_release_pending(tma_pipe &t)
 /* The pipe's loop: n bytes (a multiple of 16, both ends 16-byte aligned)
  * global -> shared -> global, the loads MKI_TMA_AHEAD pieces ahead of the
  * stores, one bulk group per stored piece; returns with the last stores
- * in flight.  A counter left pending by an earlier tma_copy_signal is raised once
- * this copy's first piece is stored (the earlier stores complete by
- * then, while this copy's next pieces load).  The pipe's fields are read
- * once into registers and written back at the end (the pipe itself lives
- * in local memory). */
+ * in flight.  A counter left pending by an earlier tma_copy_signal is
+ * raised once this copy's first piece is stored (the earlier stores
+ * complete by then, while this copy's next pieces load).  The pipe's
+ * fields are read once into registers and written back at the end (the
+ * pipe itself lives in local memory). */
 __device__ __forceinline__ void tma_pipe_run(tma_pipe &t, char *dst, const char *src, uint64_t n)
 {
     char *const smem = t.smem;

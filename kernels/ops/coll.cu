@@ -74,6 +74,36 @@ using namespace mki;
 
 namespace {
 
+/* Lab builds with -DMKI_COLL_TRACE=N (nothing of it otherwise): the
+ * leaders of CTAs 0, nch / 2 and nch - 1 stamp globaltimer at each step
+ * of calls e % N == N / 2 (codes below, arg = peer << 8 | chunk) and
+ * print them at the end ("COLLT ..." lines; tools/coll_trace.py reads
+ * them).  Stamps of one rank compare; the GPUs' timers differ. */
+#ifdef MKI_COLL_TRACE
+enum { CT_ENTER = 1, CT_S_CRED, CT_S_DLV, CT_S_END, CT_R_ARR, CT_R_SUM, CT_T_GO, CT_T_DLV,
+       CT_T_END, CT_V_ARR, CT_V_CPY, CT_V_END, CT_LEAVE, CT_S_START };
+#define CT_MAX 96
+struct coll_tr {
+    uint64_t t[CT_MAX];
+    uint32_t ev[CT_MAX];
+    uint32_t n;
+    int on;
+};
+__shared__ coll_tr ctr;
+__device__ __forceinline__ void ct_stamp(int code, int arg)
+{
+    if (!ctr.on) return;
+    const uint32_t i = atomicAdd(&ctr.n, 1u);
+    if (i < CT_MAX) {
+        ctr.t[i] = globaltimer();
+        ctr.ev[i] = (uint32_t)code << 16 | ((uint32_t)arg & 0xffffu);
+    }
+}
+#define CT(code, arg) ct_stamp(code, arg)
+#else
+#define CT(code, arg) ((void)0)
+#endif
+
 struct ctx {
     const mki_coll_params *p;
     chan k;
@@ -187,6 +217,7 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
     if (x.smem) tp = &pipe;
     if (x.to && !read_posts(x, x.to, tid, nthr, bar)) return;
     const uint64_t maxk = max_chunks(x);
+    if (tid == 0) CT(CT_S_START, (int)maxk);
     /* Register stores (small blocks): every local peer's chunk k signalled
      * at once; TMA (large blocks): each as soon as it is there, which keeps
      * the pipeline full (4 H200, 64 MB all-gather: 0.69 ms per peer, 0.81
@@ -201,8 +232,10 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
             for (uint64_t k = 0; k < nk; k++) {
                 const uint64_t at = off + k * S, nb = len - k * S < S ? len - k * S : S;
                 if (!wait_slot(x.k, bar, nthr, tid, q, 0, k, tp)) return;
+                if (tid == 0) CT(CT_S_CRED, q << 8 | (int)k);
                 deliver(x.k, tp, tid, nthr, bar, 0, q, x.k.slot(q, k), p.src + boff + at,
                         nb, x.k.target(k), wait_site{q, x.k.c, (int)k, 0});
+                if (tid == 0) CT(CT_S_DLV, q << 8 | (int)k);
             }
         }
     } else
@@ -224,9 +257,11 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
                 continue;
             }
             if (!wait_slot(x.k, bar, nthr, tid, q, 0, k, tp)) return;
+            if (tid == 0) CT(CT_S_CRED, q << 8 | (int)k);
             if (x.k.remote(q) || !batched) {
                 deliver(x.k, tp, tid, nthr, bar, 0, q, x.k.slot(q, k), p.src + boff + at,
                         nb, x.k.target(k), wait_site{q, x.k.c, (int)k, 0}, p.pipelined != 0);
+                if (tid == 0) CT(CT_S_DLV, q << 8 | (int)k);
                 continue;
             }
             deliver_local(x.k, tp, tid, nthr, 0, q, (int)(k % MKI_NSLOTS), p.src + boff + at, nb);
@@ -246,6 +281,7 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
     }
     /* The last arrive counter still pending in the pipe (deliver). */
     if (tp && tid == 0) tma_flush(*tp);
+    if (tid == 0) CT(CT_S_END, 0);
     /* Zero copy: every byte is in place (fenced above); say so. */
     if (x.to) {
         role_sync(bar, nthr);
@@ -296,8 +332,10 @@ __device__ void recv_role(const ctx &x, int tid, int nthr, int bar, int phase, i
                 if (!role_wait(x.k, bar, nthr, tid, x.k.arrive(q, phase, sl), x.k.target(k),
                                wait_site{q, x.k.c, (int)k, phase}))
                     return;
+                if (tid == 0) CT(CT_V_ARR, q << 8 | (int)k);
                 move_bytes(tp, p.dst + (uint64_t)q * b + at, x.k.inbox(q, phase, sl), nb, tid,
                            nthr);
+                if (tid == 0) CT(CT_V_CPY, q << 8 | (int)k);
                 role_sync(bar, nthr);
                 if (tid == 0)
                     raise_credit(x.k, q, phase, x.k.target(k), wait_site{q, x.k.c, (int)k, phase});
@@ -318,10 +356,12 @@ __device__ void recv_role(const ctx &x, int tid, int nthr, int bar, int phase, i
             if (!role_wait(x.k, bar, nthr, tid, x.k.arrive(q, phase, sl), x.k.target(k),
                            wait_site{q, x.k.c, (int)k, phase}))
                 return;
+            if (tid == 0) CT(CT_V_ARR, q << 8 | (int)k);
             const uint64_t doff = p.kind == MKI_COLL_ALLREDUCE ? boff : (uint64_t)q * b;
             /* from mapped host memory by registers, not TMA */
             move_bytes(x.k.remote(q) ? NULL : tp, p.dst + doff + at, x.k.inbox(q, phase, sl), nb,
                        tid, nthr);
+            if (tid == 0) CT(CT_V_CPY, q << 8 | (int)k);
             if (!x.k.remote(q) && batched) {
                 cmask |= 1u << x.k.lof(q);
                 continue;
@@ -336,6 +376,7 @@ __device__ void recv_role(const ctx &x, int tid, int nthr, int bar, int phase, i
             if (tid == 0) raise_local(x.k, 0, 0, 0, cmask, phase, x.k.target(k));
         }
     }
+    if (tid == 0) CT(CT_V_END, 0);
     if (!zc) return;
     for (int j = 1; j < n; j++) {
         const int q = (me - j + n) % n, l = x.k.lof(q);
@@ -512,6 +553,7 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar, char **to)
             if (to[l] && ((reinterpret_cast<uintptr_t>(to[l]) + at) & 15)) vec = false;
         role_sync(bar, nthr);
         if (*x.k.quit) return;
+        if (tid == 0) CT(CT_R_ARR, (int)k);
         const chunk_io<T> io{&x, to, reinterpret_cast<const T *>(own + at), k, at, OS};
         reduce_chunk<T>(reinterpret_cast<T *>(out + at), io, n, push, nb / sizeof(T), tid, nthr,
                         vec);
@@ -538,6 +580,7 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar, char **to)
                 __threadfence_block();
                 *x.reduced = (uint32_t)k + 1;
             }
+            CT(CT_R_SUM, (int)k);
         }
     }
     if (!push || nk == 0) return;
@@ -571,6 +614,7 @@ __device__ void send2_role(const ctx &x, int tid, int nthr, int bar)
         }
         role_sync(bar, nthr);
         if (*x.k.quit) return;
+        if (tid == 0) CT(CT_T_GO, (int)k);
         __threadfence_block();
         uint32_t batch = 0; /* not pipelined: local peers signalled together */
         for (int j = 1; j < n; j++) {
@@ -579,6 +623,7 @@ __device__ void send2_role(const ctx &x, int tid, int nthr, int bar)
             if (x.k.remote(q) || p.pipelined) {
                 deliver(x.k, &pipe, tid, nthr, bar, 1, q, x.k.slot(q, k), p.dst + boff + at,
                         nb, x.k.target(k), wait_site{q, x.k.c, (int)k, 1}, p.pipelined != 0);
+                if (tid == 0) CT(CT_T_DLV, q << 8 | (int)k);
                 continue;
             }
             deliver_local(x.k, &pipe, tid, nthr, 1, q, (int)(k % MKI_NSLOTS), p.dst + boff + at,
@@ -588,6 +633,7 @@ __device__ void send2_role(const ctx &x, int tid, int nthr, int bar)
         publish_local(x.k, tid, nthr, bar, batch, 1, x.k.target(k));
     }
     if (tid == 0) tma_flush(pipe);
+    if (tid == 0) CT(CT_T_END, 0);
     if (tid == 0)
         for (int j = 1; j < n; j++) note_owed(x.k, (me + j) % n, 1, nk);
 }
@@ -630,6 +676,12 @@ __device__ bool enter(const mki_coll_params &p, frame &f)
         if (!enter_ok(p.rt, blockIdx.x, e)) f.quit = 1;
         else if (p.direct) post_recvbuf(p, blockIdx.x, e);
         f.e = e;
+#ifdef MKI_COLL_TRACE
+        ctr.n = 0;
+        ctr.on = e % MKI_COLL_TRACE == MKI_COLL_TRACE / 2 &&
+                 (blockIdx.x == 0 || blockIdx.x == gridDim.x / 2 || blockIdx.x == gridDim.x - 1);
+        CT(CT_ENTER, 0);
+#endif
     }
     __syncthreads();
     return f.quit == 0;
@@ -640,6 +692,16 @@ __device__ void leave(const mki_coll_params &p, frame &f, uint64_t e)
     __syncthreads();
     if (threadIdx.x == 0 && f.quit == 0)
         *reinterpret_cast<volatile uint64_t *>(p.ch.ctl[p.rt.local] + mki_ch_seq(blockIdx.x)) = e;
+#ifdef MKI_COLL_TRACE
+    if (threadIdx.x == 0 && ctr.on) {
+        CT(CT_LEAVE, 0);
+        const uint32_t n = ctr.n < CT_MAX ? ctr.n : CT_MAX;
+        for (uint32_t i = 0; i < n; i++)
+            printf("COLLT e %llu rank %d cta %d nch %d ev %u arg %u t %llu\n",
+                   (unsigned long long)e, p.rt.rank, (int)blockIdx.x, (int)gridDim.x,
+                   ctr.ev[i] >> 16, ctr.ev[i] & 0xffffu, (unsigned long long)ctr.t[i]);
+    }
+#endif
 }
 
 } /* namespace */

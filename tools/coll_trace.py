@@ -13,7 +13,7 @@ import sys
 NAMES = {1: "enter", 2: "send: credit ok", 3: "send: chunk issued", 4: "send: end (flushed)",
          5: "reduce: chunk arrived", 6: "reduce: chunk summed", 7: "send2: chunk reduced",
          8: "send2: chunk issued", 9: "send2: end (flushed)", 10: "recv: chunk arrived",
-         11: "recv: chunk copied", 12: "recv: end", 13: "leave", 14: "send: start"}
+         11: "recv: chunk copied", 12: "recv: end", 13: "leave", 14: "send: start", 15: "reduce: chunk written"}
 
 LINE = re.compile(r"COLLT e (\d+) rank (\d+) cta (\d+) nch (\d+) ev (\d+) arg (\d+) t (\d+)")
 
@@ -50,7 +50,7 @@ def main(paths):
             count[(pos, ev)].append(len(ts))
     print("%-24s %-7s %9s %9s %6s" % ("step", "CTA", "first us", "last us", "stamps"))
     for pos in ("first", "middle", "last"):
-        for ev in sorted(NAMES, key=lambda v: 1.5 if v == 14 else v):
+        for ev in sorted(NAMES, key=lambda v: 1.5 if v == 14 else 5.5 if v == 15 else v):
             if (pos, ev) not in first:
                 continue
             print("%-24s %-7s %9.1f %9.1f %6.1f" % (

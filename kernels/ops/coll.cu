@@ -81,7 +81,7 @@ namespace {
  * them).  Stamps of one rank compare; the GPUs' timers differ. */
 #ifdef MKI_COLL_TRACE
 enum { CT_ENTER = 1, CT_S_CRED, CT_S_DLV, CT_S_END, CT_R_ARR, CT_R_SUM, CT_T_GO, CT_T_DLV,
-       CT_T_END, CT_V_ARR, CT_V_CPY, CT_V_END, CT_LEAVE, CT_S_START };
+       CT_T_END, CT_V_ARR, CT_V_CPY, CT_V_END, CT_LEAVE, CT_S_START, CT_R_RED };
 #define CT_MAX 96
 struct coll_tr {
     uint64_t t[CT_MAX];
@@ -560,6 +560,7 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar, char **to)
         if (push) __threadfence_system();
         else fence_proxy_async_global(); /* SEND2 reads out by TMA */
         role_sync(bar, nthr);
+        if (tid == 0) CT(CT_R_RED, (int)k);
         if (tid == 0) {
             /* every counter of chunk k after one fence (channel.cuh):
              * credits to the peers whose chunk was summed, and with push

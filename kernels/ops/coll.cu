@@ -561,6 +561,13 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar, char **to)
         else fence_proxy_async_global(); /* SEND2 reads out by TMA */
         role_sync(bar, nthr);
         if (tid == 0) CT(CT_R_RED, (int)k);
+        /* SEND2 needs only the sum in dst seen by its bulk copies (the
+         * proxy fence and the barrier above): told before the system
+         * fence of the credits, which free slots for later chunks only */
+        if (tid == 0 && ar && !push) {
+            __threadfence_block();
+            *x.reduced = (uint32_t)k + 1;
+        }
         if (tid == 0) {
             /* every counter of chunk k after one fence (channel.cuh):
              * credits to the peers whose chunk was summed, and with push
@@ -577,10 +584,6 @@ __device__ void reduce_role(const ctx &x, int tid, int nthr, int bar, char **to)
                 if (push && !(zc && to[l])) amask |= 1u << l;
             }
             raise_local(x.k, amask, 1, x.k.target(k), cmask, 0, x.k.target(k));
-            if (ar && !push) {
-                __threadfence_block();
-                *x.reduced = (uint32_t)k + 1;
-            }
             CT(CT_R_SUM, (int)k);
         }
     }

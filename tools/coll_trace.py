@@ -10,10 +10,12 @@ import re
 import statistics
 import sys
 
-NAMES = {1: "enter", 2: "send: credit ok", 3: "send: chunk issued", 4: "send: end (flushed)",
-         5: "reduce: chunk arrived", 6: "reduce: chunk summed", 7: "send2: chunk reduced",
+NAMES = {1: "enter", 14: "send: start", 2: "send: credit ok", 3: "send: chunk issued",
+         4: "send: end (flushed)", 16: "chunk 0: owed credit checked",
+         5: "reduce: chunk arrived", 17: "reduce: round done (thread 0)",
+         15: "reduce: chunk written", 6: "reduce: chunk summed", 7: "send2: chunk reduced",
          8: "send2: chunk issued", 9: "send2: end (flushed)", 10: "recv: chunk arrived",
-         11: "recv: chunk copied", 12: "recv: end", 13: "leave", 14: "send: start", 15: "reduce: chunk written"}
+         11: "recv: chunk copied", 12: "recv: end", 13: "leave"}
 
 LINE = re.compile(r"COLLT e (\d+) rank (\d+) cta (\d+) nch (\d+) ev (\d+) arg (\d+) t (\d+)")
 
@@ -48,12 +50,12 @@ def main(paths):
             first[(pos, ev)].append(min(ts))
             last[(pos, ev)].append(max(ts))
             count[(pos, ev)].append(len(ts))
-    print("%-24s %-7s %9s %9s %6s" % ("step", "CTA", "first us", "last us", "stamps"))
+    print("%-30s %-7s %9s %9s %6s" % ("step", "CTA", "first us", "last us", "stamps"))
     for pos in ("first", "middle", "last"):
-        for ev in sorted(NAMES, key=lambda v: 1.5 if v == 14 else 5.5 if v == 15 else v):
+        for ev in NAMES:  # in the order of a call
             if (pos, ev) not in first:
                 continue
-            print("%-24s %-7s %9.1f %9.1f %6.1f" % (
+            print("%-30s %-7s %9.1f %9.1f %6.1f" % (
                 NAMES[ev], pos, statistics.median(first[(pos, ev)]),
                 statistics.median(last[(pos, ev)]), statistics.median(count[(pos, ev)])))
     spread = [(max(v) - min(v)) / 1000.0 for v in entries.values() if len(v) > 1]

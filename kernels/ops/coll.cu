@@ -81,7 +81,8 @@ namespace {
  * them).  Stamps of one rank compare; the GPUs' timers differ. */
 #ifdef MKI_COLL_TRACE
 enum { CT_ENTER = 1, CT_S_CRED, CT_S_DLV, CT_S_END, CT_R_ARR, CT_R_SUM, CT_T_GO, CT_T_DLV,
-       CT_T_END, CT_V_ARR, CT_V_CPY, CT_V_END, CT_LEAVE, CT_S_START, CT_R_RED };
+       CT_T_END, CT_V_ARR, CT_V_CPY, CT_V_END, CT_LEAVE, CT_S_START, CT_R_RED, CT_OWED,
+       CT_R_ROUND };
 #define CT_MAX 96
 struct coll_tr {
     uint64_t t[CT_MAX];
@@ -100,7 +101,16 @@ __device__ __forceinline__ void ct_stamp(int code, int arg)
     }
 }
 #define CT(code, arg) ct_stamp(code, arg)
+/* Before chunk 0 to local peer q of a phase: whether the credit the last
+ * call owes is already there (arg = q << 8 | 1 when it is). */
+#define CT_OWED_AT(k, q, phase)                                                              \
+    do {                                                                                     \
+        if (tid == 0 && (k) == 0 && !x.k.remote(q))                                          \
+            CT(CT_OWED, (q) << 8 | (*reinterpret_cast<const volatile uint64_t *>(             \
+                                        x.k.credit(q, phase)) >= *x.k.owed(q, phase)));      \
+    } while (0)
 #else
+#define CT_OWED_AT(k, q, phase) ((void)0)
 #define CT(code, arg) ((void)0)
 #endif
 
@@ -256,6 +266,7 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
                 direct_any = true;
                 continue;
             }
+            CT_OWED_AT(k, q, 0);
             if (!wait_slot(x.k, bar, nthr, tid, q, 0, k, tp)) return;
             if (tid == 0) CT(CT_S_CRED, q << 8 | (int)k);
             if (x.k.remote(q) || !batched) {
@@ -488,6 +499,7 @@ __device__ void reduce_chunk(T *out, const chunk_io<T> &io, int nin, bool push, 
                 reinterpret_cast<uint4 *>(out)[i] = r;
                 for (int j = 1; push && j < nin; j++) reinterpret_cast<uint4 *>(io.rem(j))[i] = r;
             }
+            if (tid == 0) CT(CT_R_ROUND, (int)(i0 / ((uint64_t)U * nthr)));
         }
         start = nv * V;
     }
@@ -623,6 +635,7 @@ __device__ void send2_role(const ctx &x, int tid, int nthr, int bar)
         uint32_t batch = 0; /* not pipelined: local peers signalled together */
         for (int j = 1; j < n; j++) {
             const int q = (me + j) % n;
+            CT_OWED_AT(k, q, 1);
             if (!wait_slot(x.k, bar, nthr, tid, q, 1, k, &pipe)) return;
             if (x.k.remote(q) || p.pipelined) {
                 deliver(x.k, &pipe, tid, nthr, bar, 1, q, x.k.slot(q, k), p.dst + boff + at,

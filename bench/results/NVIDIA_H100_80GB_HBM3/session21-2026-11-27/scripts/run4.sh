@@ -1,0 +1,29 @@
+#!/bin/bash
+# s21 call 4 (4 GPUs): REDUCE's own input prefetched into L2 (cp.async.bulk.prefetch.L2) while the peers' chunks
+# arrive.  Lab pf (main + the prefetch): test_coll correct / stress; traces ctrace (main + trace) against ctrace3
+# (pf + trace): how long REDUCE takes a chunk; then main (rt) / pf in turns, 2 rounds, rs and ar 1 MB - 1 GB.
+set -u
+W=$OUT/w; mkdir -p $W
+tar xJf build-gpu/s21a.tar.xz; tar xJf build-gpu/s21d.tar.xz
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export NCCL_NVLS_ENABLE=0 CUDA_MODULE_LOADING=EAGER MK_TIMEOUT_MS=20000 MK_DEBUG=WARN CUDA_VISIBLE_DEVICES=0,1,2,3
+MPIB="mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x CUDA_MODULE_LOADING -x MK_DEBUG -x MK_TIMEOUT_MS -x CUDA_VISIBLE_DEVICES"
+S=$W/summary.txt; : > $S
+nvidia-smi -L | tee -a $S
+t() { local tag=$1 to=$2 np=$3; shift 3; local f=$W/t-$tag.log
+  timeout -k 5 $to $MPIB -np $np "$@" > $f 2>&1; echo "$tag rc=$? PASS $(grep -c PASS $f) FAIL $(grep -c FAIL $f)" >> $S; }
+t correct16M 150 4 build-gpu/pf/test_coll correct $((16<<20))
+t stress 90 4 build-gpu/pf/test_coll stress
+tr() { local tag=$1 bin=$2; shift 2
+  OUT=$W timeout 150 $MPIB -np 4 $bin/mkbench_coll "$@" --iters 40 --tag $tag > $W/tr-$tag.log 2>&1; echo "== $tag rc=$?" >> $S
+  python3 tools/coll_trace.py $W/tr-$tag.log | grep -E 'first .*(reduce|send: end|leave)' >> $S; grep -E '^(allreduce|reducescatter) ' $W/tr-$tag.log >> $S; }
+for o in "rs16 --op rs --min 16M --max 16M" "ar16 --op ar --min 16M --max 16M" "ar64 --op ar --min 64M --max 64M" "rs4 --op rs --min 4M --max 4M"; do
+  set -- $o; n=$1; shift
+  tr $n-main build-gpu/ctrace "$@"; tr $n-pf build-gpu/ctrace3 "$@"
+done
+bw() { local tag=$1 bin=$2; shift 2
+  OUT=$W timeout 150 $MPIB -np 4 $bin/mkbench_coll --op rs,ar --min 1M --max 1G --iters 20 --tag $tag > $W/bw-$tag.log 2>&1; echo "== $tag rc=$?" >> $S
+  grep -E '^(allreduce|reducescatter) ' $W/bw-$tag.log | awk '{printf "%s %s %s %s %s\n", $1, $3, $5, $6, $7}' >> $S; }
+for r in 1 2; do bw main-r$r build-gpu/rt; bw pf-r$r build-gpu/pf; done
+cp $S $OUT/
+cd $W && tar cJf $OUT/logs.tar.xz * && cd $OUT && rm -rf $W

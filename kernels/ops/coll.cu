@@ -74,45 +74,7 @@ using namespace mki;
 
 namespace {
 
-/* Lab builds with -DMKI_COLL_TRACE=N (nothing of it otherwise): the
- * leaders of CTAs 0, nch / 2 and nch - 1 stamp globaltimer at each step
- * of calls e % N == N / 2 (codes below, arg = peer << 8 | chunk) and
- * print them at the end ("COLLT ..." lines; tools/coll_trace.py reads
- * them).  Stamps of one rank compare; the GPUs' timers differ. */
-#ifdef MKI_COLL_TRACE
-enum { CT_ENTER = 1, CT_S_CRED, CT_S_DLV, CT_S_END, CT_R_ARR, CT_R_SUM, CT_T_GO, CT_T_DLV,
-       CT_T_END, CT_V_ARR, CT_V_CPY, CT_V_END, CT_LEAVE, CT_S_START, CT_R_RED, CT_OWED,
-       CT_R_ROUND };
-#define CT_MAX 96
-struct coll_tr {
-    uint64_t t[CT_MAX];
-    uint32_t ev[CT_MAX];
-    uint32_t n;
-    int on;
-};
-__shared__ coll_tr ctr;
-__device__ __forceinline__ void ct_stamp(int code, int arg)
-{
-    if (!ctr.on) return;
-    const uint32_t i = atomicAdd(&ctr.n, 1u);
-    if (i < CT_MAX) {
-        ctr.t[i] = globaltimer();
-        ctr.ev[i] = (uint32_t)code << 16 | ((uint32_t)arg & 0xffffu);
-    }
-}
-#define CT(code, arg) ct_stamp(code, arg)
-/* Before chunk 0 to local peer q of a phase: whether the credit the last
- * call owes is already there (arg = q << 8 | 1 when it is). */
-#define CT_OWED_AT(k, q, phase)                                                              \
-    do {                                                                                     \
-        if (tid == 0 && (k) == 0 && !x.k.remote(q))                                          \
-            CT(CT_OWED, (q) << 8 | (*reinterpret_cast<const volatile uint64_t *>(             \
-                                        x.k.credit(q, phase)) >= *x.k.owed(q, phase)));      \
-    } while (0)
-#else
-#define CT_OWED_AT(k, q, phase) ((void)0)
-#define CT(code, arg) ((void)0)
-#endif
+#include "ops/coll_trace.cuh"
 
 struct ctx {
     const mki_coll_params *p;
@@ -413,104 +375,7 @@ static __device__ __noinline__ void wait_sent(volatile uint32_t *sent, uint32_t 
     __threadfence_block(); /* acquire: the count, then REDUCE's writes over the chunk */
 }
 
-/* The inputs of one chunk's reduction.  One phase: every rank's copy in
- * rank order (own at its place), so that every rank adds in the same
- * order and gets the same bits.  Two phases: the own block first, then
- * the peers' in ring order.  rem(j): where result j goes besides out
- * (all-reduce with register stores: peer j's phase-1 slot, or its
- * recvbuf with zero copy). */
-template <typename T>
-struct chunk_io {
-    const ctx *x;
-    char *const *to; /* zero copy: peers' recvbufs by local index, or NULL */
-    const T *own;    /* this rank's input at the chunk */
-    uint64_t k;      /* the chunk */
-    uint64_t at;     /* the chunk's byte offset in the block */
-    bool oneshot;
-
-    __device__ __forceinline__ int peer(int j) const
-    {
-        const int n = x->p->rt.nranks, me = x->p->rt.rank;
-        return oneshot ? j : (me + j) % n;
-    }
-    /* input j: 0 .. nranks - 1 */
-    __device__ __forceinline__ const T *in(int j) const
-    {
-        const int q = peer(j);
-        if (q == x->p->rt.rank) return own;
-        return reinterpret_cast<const T *>(x->k.inbox(q, 0, x->k.slot(q, k)));
-    }
-    /* result copy for input j = 1 .. nranks - 1 (two phases) */
-    __device__ __forceinline__ T *rem(int j) const
-    {
-        const mki_coll_params &p = *x->p;
-        const int l = x->k.lof(peer(j));
-        if (to && to[l]) return reinterpret_cast<T *>(to[l] + at);
-        /* a local peer's phase-1 slot (results are pushed on the node only) */
-        return reinterpret_cast<T *>(p.ch.slots[l] + mki_ch_slot(1, p.rt.local, x->k.c,
-                                                                  (int)(k % MKI_NSLOTS),
-                                                                  p.rt.nlocal, p.ch.slot_bytes));
-    }
-};
-
-/* out[i] = the sum of every input's element i, in input order,
- * accumulated in fp32 and rounded once; with push, the result also goes to every rem(j).  16-byte
- * vectors when vec (every result pointer 16-byte aligned) and out, own are
- * aligned. */
-template <typename T>
-__device__ void reduce_chunk(T *out, const chunk_io<T> &io, int nin, bool push, uint64_t n,
-                             int tid, int nthr, bool vec)
-{
-    constexpr int V = 16 / sizeof(T);
-    constexpr int U = 4; /* vectors in flight per thread and input */
-    uint64_t start = 0;
-    if (vec && (((uintptr_t)out | (uintptr_t)io.own) & 15) == 0) {
-        const uint64_t nv = n / V;
-        for (uint64_t i0 = tid; i0 < nv; i0 += (uint64_t)U * nthr) {
-            float acc[U][V];
-            uint4 w[U];
-            auto load = [&](int j) {
-                const T *src = io.in(j);
-#pragma unroll
-                for (int u = 0; u < U; u++)
-                    if (i0 + (uint64_t)u * nthr < nv) w[u] = ld16(src + (i0 + (uint64_t)u * nthr) * V);
-            };
-            load(0);
-#pragma unroll
-            for (int u = 0; u < U; u++)
-#pragma unroll
-                for (int v = 0; v < V; v++) acc[u][v] = num<T>::to(reinterpret_cast<const T *>(&w[u])[v]);
-            for (int j = 1; j < nin; j++) {
-                load(j);
-#pragma unroll
-                for (int u = 0; u < U; u++)
-#pragma unroll
-                    for (int v = 0; v < V; v++)
-                        acc[u][v] += num<T>::to(reinterpret_cast<const T *>(&w[u])[v]);
-            }
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                const uint64_t i = i0 + (uint64_t)u * nthr;
-                if (i >= nv) break;
-                uint4 r;
-                T *o = reinterpret_cast<T *>(&r);
-#pragma unroll
-                for (int v = 0; v < V; v++) o[v] = num<T>::from(acc[u][v]);
-                reinterpret_cast<uint4 *>(out)[i] = r;
-                for (int j = 1; push && j < nin; j++) reinterpret_cast<uint4 *>(io.rem(j))[i] = r;
-            }
-            if (tid == 0) CT(CT_R_ROUND, (int)(i0 / ((uint64_t)U * nthr)));
-        }
-        start = nv * V;
-    }
-    for (uint64_t i = start + tid; i < n; i += nthr) {
-        float acc = num<T>::to(__ldcg(io.in(0) + i));
-        for (int j = 1; j < nin; j++) acc += num<T>::to(__ldcg(io.in(j) + i));
-        const T r = num<T>::from(acc);
-        out[i] = r;
-        for (int j = 1; push && j < nin; j++) io.rem(j)[i] = r;
-    }
-}
+#include "ops/coll_sum.cuh"
 
 /* Leader of REDUCE, chunk k: every peer's chunk arrived, and (push) the
  * phase-1 slot the result goes to is free. */
@@ -693,12 +558,7 @@ __device__ bool enter(const mki_coll_params &p, frame &f)
         if (!enter_ok(p.rt, blockIdx.x, e)) f.quit = 1;
         else if (p.direct) post_recvbuf(p, blockIdx.x, e);
         f.e = e;
-#ifdef MKI_COLL_TRACE
-        ctr.n = 0;
-        ctr.on = e % MKI_COLL_TRACE == MKI_COLL_TRACE / 2 &&
-                 (blockIdx.x == 0 || blockIdx.x == gridDim.x / 2 || blockIdx.x == gridDim.x - 1);
-        CT(CT_ENTER, 0);
-#endif
+        ct_begin(e);
     }
     __syncthreads();
     return f.quit == 0;
@@ -709,16 +569,7 @@ __device__ void leave(const mki_coll_params &p, frame &f, uint64_t e)
     __syncthreads();
     if (threadIdx.x == 0 && f.quit == 0)
         *reinterpret_cast<volatile uint64_t *>(p.ch.ctl[p.rt.local] + mki_ch_seq(blockIdx.x)) = e;
-#ifdef MKI_COLL_TRACE
-    if (threadIdx.x == 0 && ctr.on) {
-        CT(CT_LEAVE, 0);
-        const uint32_t n = ctr.n < CT_MAX ? ctr.n : CT_MAX;
-        for (uint32_t i = 0; i < n; i++)
-            printf("COLLT e %llu rank %d cta %d nch %d ev %u arg %u t %llu\n",
-                   (unsigned long long)e, p.rt.rank, (int)blockIdx.x, (int)gridDim.x,
-                   ctr.ev[i] >> 16, ctr.ev[i] & 0xffffu, (unsigned long long)ctr.t[i]);
-    }
-#endif
+    if (threadIdx.x == 0) ct_print(p.rt.rank, e);
 }
 
 } /* namespace */

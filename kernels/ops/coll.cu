@@ -27,13 +27,18 @@
  *                   dst is src)
  *
  * Peer after peer (p.peer_major, the plan's: all-gather and all-to-all
- * through the slots by TMA on one node of more than 2 ranks): each
+ * through the slots by TMA on one node of more than 2 ranks, and the
+ * reductions there where a channel's part is a few chunks): each
  * channel sends all its chunks to rank me + 1, then to me + 2, ..., and
  * receives from me - 1, then me - 2, ...; every channel of every rank in
  * the same order, so a GPU writes to one peer at a time and is written by
  * one, as in a ring.  Deadlock-free: at step i every rank's SEND waits
  * only for the RECV of step i of me + i, and that RECV only for the SEND
- * of step i.  Otherwise chunk k goes to every peer in turn.
+ * of step i.  A reduction credits chunk k only once every peer's chunk k
+ * arrived, so the plan takes this order for reduce-scatter and the
+ * two-phase all-reduce (SEND, SEND2 and RECV alike) only when every part
+ * has at most MKI_NSLOTS chunks: then no send waits for a credit of this
+ * call.  Otherwise chunk k goes to every peer in turn.
  *
  * Small blocks on one node (p.ll) go as LL lines instead: the roles in
  * kernels/ops/coll_ll.cuh.
@@ -206,7 +211,7 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
                 if (!wait_slot(x.k, bar, nthr, tid, q, 0, k, tp)) return;
                 if (tid == 0) CT(CT_S_CRED, q << 8 | (int)k);
                 deliver(x.k, tp, tid, nthr, bar, 0, q, x.k.slot(q, k), p.src + boff + at,
-                        nb, x.k.target(k), wait_site{q, x.k.c, (int)k, 0});
+                        nb, x.k.target(k), wait_site{q, x.k.c, (int)k, 0}, p.pipelined != 0);
                 if (tid == 0) CT(CT_S_DLV, q << 8 | (int)k);
             }
         }
@@ -306,8 +311,8 @@ __device__ void recv_role(const ctx &x, int tid, int nthr, int bar, int phase, i
                                wait_site{q, x.k.c, (int)k, phase}))
                     return;
                 if (tid == 0) CT(CT_V_ARR, q << 8 | (int)k);
-                move_bytes(tp, p.dst + (uint64_t)q * b + at, x.k.inbox(q, phase, sl), nb, tid,
-                           nthr);
+                const uint64_t doff = p.kind == MKI_COLL_ALLREDUCE ? boff : (uint64_t)q * b;
+                move_bytes(tp, p.dst + doff + at, x.k.inbox(q, phase, sl), nb, tid, nthr);
                 if (tid == 0) CT(CT_V_CPY, q << 8 | (int)k);
                 role_sync(bar, nthr);
                 if (tid == 0)
@@ -487,32 +492,43 @@ __device__ void send2_role(const ctx &x, int tid, int nthr, int bar)
     uint64_t boff, b, off, len;
     part_of(x, me, &boff, &b, &off, &len);
     const uint64_t nk = mki_nchunks(len, S);
-    for (uint64_t k = 0; k < nk; k++) {
-        const uint64_t at = off + k * S, nb = len - k * S < S ? len - k * S : S;
-        if (tid == 0) {
-            if (*x.reduced < k + 1) tma_flush(pipe); /* nothing pending while waiting */
-            while (*x.reduced < k + 1 && !*x.k.quit) { }
-        }
-        role_sync(bar, nthr);
-        if (*x.k.quit) return;
-        if (tid == 0) CT(CT_T_GO, (int)k);
-        __threadfence_block();
+    /* Chunk after chunk (every peer gets chunk k before chunk k + 1 goes
+     * out), or peer after peer (always pipelined): every chunk to me + 1
+     * as it is reduced, then to me + 2, ... */
+    const uint64_t G = p.peer_major && p.pipelined ? nk : 1;
+    for (uint64_t g0 = 0; g0 < nk; g0 += G) {
+        const uint64_t ke = nk < g0 + G ? nk : g0 + G;
         uint32_t batch = 0; /* not pipelined: local peers signalled together */
         for (int j = 1; j < n; j++) {
             const int q = (me + j) % n;
-            CT_OWED_AT(k, q, 1);
-            if (!wait_slot(x.k, bar, nthr, tid, q, 1, k, &pipe)) return;
-            if (x.k.remote(q) || p.pipelined) {
-                deliver(x.k, &pipe, tid, nthr, bar, 1, q, x.k.slot(q, k), p.dst + boff + at,
-                        nb, x.k.target(k), wait_site{q, x.k.c, (int)k, 1}, p.pipelined != 0);
-                if (tid == 0) CT(CT_T_DLV, q << 8 | (int)k);
-                continue;
+            for (uint64_t k = g0; k < ke; k++) {
+                const uint64_t at = off + k * S, nb = len - k * S < S ? len - k * S : S;
+                if (j == 1) {
+                    if (tid == 0) {
+                        /* nothing pending while waiting */
+                        if (*x.reduced < k + 1) tma_flush(pipe);
+                        while (*x.reduced < k + 1 && !*x.k.quit) { }
+                    }
+                    role_sync(bar, nthr);
+                    if (*x.k.quit) return;
+                    if (tid == 0) CT(CT_T_GO, (int)k);
+                    __threadfence_block();
+                }
+                CT_OWED_AT(k, q, 1);
+                if (!wait_slot(x.k, bar, nthr, tid, q, 1, k, &pipe)) return;
+                if (x.k.remote(q) || p.pipelined) {
+                    deliver(x.k, &pipe, tid, nthr, bar, 1, q, x.k.slot(q, k), p.dst + boff + at,
+                            nb, x.k.target(k), wait_site{q, x.k.c, (int)k, 1},
+                            p.pipelined != 0);
+                    if (tid == 0) CT(CT_T_DLV, q << 8 | (int)k);
+                    continue;
+                }
+                deliver_local(x.k, &pipe, tid, nthr, 1, q, (int)(k % MKI_NSLOTS),
+                              p.dst + boff + at, nb);
+                batch |= 1u << x.k.lof(q);
             }
-            deliver_local(x.k, &pipe, tid, nthr, 1, q, (int)(k % MKI_NSLOTS), p.dst + boff + at,
-                          nb);
-            batch |= 1u << x.k.lof(q);
         }
-        publish_local(x.k, tid, nthr, bar, batch, 1, x.k.target(k));
+        publish_local(x.k, tid, nthr, bar, batch, 1, x.k.target(ke - 1));
     }
     if (tid == 0) tma_flush(pipe);
     if (tid == 0) CT(CT_T_END, 0);

@@ -211,6 +211,23 @@ void mki_plan_coll_model(const struct mki_coll_in *in, struct mki_coll_plan *out
     out->peer_major = !out->ll && !out->direct && out->mover != MKI_COLL_MOVER_REG &&
                       in->nnodes == 1 && in->nranks > 2 &&
                       (in->op == MKI_OP_ALLGATHER || in->op == MKI_OP_ALLTOALL);
+    /* The reductions too, where every channel's part of a block is a few
+     * chunks (never more than MKI_NSLOTS: a sum needs every peer's chunk,
+     * so peer after peer is deadlock-free only while no send waits for a
+     * credit of the same call; kernels/ops/coll.cu): the two-phase
+     * all-reduce up to MKI_NSLOTS chunks (4 H100: 16 / 64 / 256 MB -1 to
+     * -3% / -2% / -6 to -11%; 1 GB, 16 chunks in groups of 4: level),
+     * reduce-scatter at one (16 MB -8 to -15%; 64 MB, 4 chunks: +6 to
+     * +20%, the sums no longer overlap the sends); bench/NOTES.md,
+     * twenty-second session. */
+    if (!out->ll && !out->direct && out->mover != MKI_COLL_MOVER_REG && in->nnodes == 1 &&
+        in->nranks > 2 && out->chunk > 0 &&
+        ((in->op == MKI_OP_ALLREDUCE && !out->oneshot) || in->op == MKI_OP_REDUCESCATTER)) {
+        uint64_t o0, part;
+        mki_chan_part(out->block, out->nch, 0, &o0, &part); /* channel 0's is the largest */
+        const uint64_t nk = mki_nchunks(part, out->chunk);
+        out->peer_major = nk <= (in->op == MKI_OP_ALLREDUCE ? MKI_NSLOTS : 1);
+    }
     /* TMA chunks to the node's peers signalled once the next chunk's first
      * piece is stored instead of after a drain (4 H100: all-reduce 16 / 64
      * MB -10 to -17% / -8%, reduce-scatter 4 MB -14%; 2 ranks all-reduce

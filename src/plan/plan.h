@@ -96,7 +96,11 @@ struct mki_coll_plan {
     int ll;                    /* LL lines instead of the slots (channel.h) */
     int peer_major;            /* all-gather / all-to-all through the slots
                                 * by TMA, one node, > 2 ranks: every chunk
-                                * to one peer before the next (coll.cu) */
+                                * to one peer before the next (coll.cu);
+                                * the two-phase all-reduce and
+                                * reduce-scatter there too when a
+                                * channel's part is at most MKI_NSLOTS /
+                                * one chunk(s) */
     int pipelined;             /* reduce-scatter (> 2 ranks) and two-phase
                                 * all-reduce by TMA on one node: a chunk's
                                 * arrive counter raised once the next

@@ -140,13 +140,20 @@ out=$("$mkinfo" --op allgather --m 16777216 --n 1 --ranks 4 2>&1)
 printf '%s
 ' "$out" | grep -q "LL lines" && { echo "FAIL: LL for a 8 MiB block"; failed=$((failed + 1)); } || passed=$((passed + 1))
 # large copies through the slots on one node of more than 2 ranks: peer
-# after peer; reductions and 2 ranks: chunk after chunk
+# after peer; reductions there only while a channel's part is one chunk
+# (reduce-scatter) or up to 4 (all-reduce); 2 ranks: chunk after chunk
 out=$("$mkinfo" --op allgather --m 16777216 --n 1 --ranks 4 2>&1)
 expect "peer-major all-gather" "TMA to peers, peer after peer" "$out"
 out=$("$mkinfo" --op alltoall --m 16777216 --n 1 --ranks 8 2>&1)
 expect "peer-major all-to-all" "peer after peer" "$out"
 out=$("$mkinfo" --op reducescatter --m 16777216 --n 1 --ranks 4 2>&1)
-printf '%s\n' "$out" | grep -q "peer after peer" && { echo "FAIL: reduce-scatter peer after peer"; failed=$((failed + 1)); } || passed=$((passed + 1))
+expect "reduce-scatter, parts of one chunk" "peer after peer" "$out"
+out=$("$mkinfo" --op reducescatter --m 67108864 --n 1 --ranks 4 2>&1)
+printf '%s\n' "$out" | grep -q "peer after peer" && { echo "FAIL: reduce-scatter peer after peer, 2 chunks"; failed=$((failed + 1)); } || passed=$((passed + 1))
+out=$("$mkinfo" --op allreduce --m 134217728 --n 1 --ranks 4 2>&1)
+expect "all-reduce, parts of 4 chunks" "two phases, peer after peer" "$out"
+out=$("$mkinfo" --op allreduce --m 536870912 --n 1 --ranks 4 2>&1)
+printf '%s\n' "$out" | grep -q "peer after peer" && { echo "FAIL: all-reduce peer after peer, 16 chunks"; failed=$((failed + 1)); } || passed=$((passed + 1))
 out=$("$mkinfo" --op allgather --m 16777216 --n 1 --ranks 2 2>&1)
 printf '%s\n' "$out" | grep -q "peer after peer" && { echo "FAIL: 2-rank all-gather peer after peer"; failed=$((failed + 1)); } || passed=$((passed + 1))
 out=$("$mkinfo" --op ag_gemm --m 8 --n 8 --k 8 --net ib 2>&1); rc=$?

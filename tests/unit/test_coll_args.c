@@ -270,12 +270,23 @@ static void test_plan_rules(void)
     CHECK(p.peer_major);
     CHECK(!p.pipelined); /* peer after peer: drained chunks */
     in.op = MKI_OP_REDUCESCATTER; /* a reduction: every source's chunk k at once */
-    mki_plan_coll_model(&in, &p);
+    mki_plan_coll_model(&in, &p); /* 256 MiB blocks: 16 chunks per part */
     CHECK(p.mover == MKI_COLL_MOVER_TMA_SEND && !p.peer_major);
     CHECK(p.pipelined); /* chunks signalled without a drain */
-    in.op = MKI_OP_ALLREDUCE;
+    in.count = 4u << 20; /* 16 MiB blocks, 64 parts of one chunk: peer after peer */
     mki_plan_coll_model(&in, &p);
-    CHECK(!p.oneshot && p.mover == MKI_COLL_MOVER_TMA_SEND && p.pipelined);
+    CHECK(p.nch == MKI_MAXCH && p.peer_major && p.pipelined);
+    in.count = (4u << 20) + 4; /* a part of one chunk and 16 bytes: not */
+    mki_plan_coll_model(&in, &p);
+    CHECK(!p.peer_major);
+    in.op = MKI_OP_ALLREDUCE;
+    in.count = 64u << 20; /* 256 MiB: 64 MiB blocks, parts of 4 chunks */
+    mki_plan_coll_model(&in, &p);
+    CHECK(!p.oneshot && p.mover == MKI_COLL_MOVER_TMA_SEND && p.pipelined && p.peer_major);
+    in.count = 256u << 20; /* 1 GiB: 16 chunks per part, chunk after chunk */
+    mki_plan_coll_model(&in, &p);
+    CHECK(p.pipelined && !p.peer_major);
+    in.count = 64u << 20;
     in.nranks = 2; /* two ranks: all-reduce pipelined, reduce-scatter not */
     mki_plan_coll_model(&in, &p);
     CHECK(p.pipelined);

@@ -40,6 +40,13 @@
  * has at most MKI_NSLOTS chunks: then no send waits for a credit of this
  * call.  Otherwise chunk k goes to every peer in turn.
  *
+ * Staggered (p.stagger, the plan's: the two-phase all-reduce by TMA on one
+ * node of 2 ranks where every part is one chunk): channel c + half waits
+ * (bounded) for channel c to issue its phase-0 chunks before it sends its
+ * own, so that one half sums and sends phase 1 while the other sends phase
+ * 0, instead of every channel summing at once while the links idle.  The
+ * go word (channel.h) is a hint: a late or stale one only moves the start.
+ *
  * Small blocks on one node (p.ll) go as LL lines instead: the roles in
  * kernels/ops/coll_ll.cuh.
  *
@@ -182,6 +189,30 @@ __device__ void raise_done(const ctx &x, char *const *to)
                            x.k.target(0));
 }
 
+/* Staggered all-reduce (p.stagger): the bound on a second-half channel's
+ * wait for its partner (a hint: a partner that never says go, e.g. not
+ * resident, costs this much, never a hang). */
+#define MKI_STAGGER_WAIT_NS 1000000ull
+
+/* The go word of the first-half partner of second-half channel c. */
+__device__ __forceinline__ volatile uint64_t *stagger_go(const mki_coll_params &p, int c)
+{
+    return reinterpret_cast<volatile uint64_t *>(p.ch.ctl[p.rt.local] +
+                                                 mki_ch_go(p.rt.nranks, c));
+}
+
+/* SEND's leader, channel c of the second half: wait until its partner of
+ * the first half has issued its phase-0 chunks, then clear its go.  Out of
+ * line: no registers of the role's loop. */
+static __device__ __noinline__ void stagger_wait(const mki_coll_params &p, int c,
+                                                 volatile int *quit)
+{
+    volatile uint64_t *go = stagger_go(p, c - (p.nch + 1) / 2);
+    const uint64_t t0 = globaltimer();
+    while (*go == 0 && !*quit && globaltimer() - t0 < MKI_STAGGER_WAIT_NS) { }
+    *go = 0;
+}
+
 /* SEND (phase 0): push block q of src into peer q's slots, or straight
  * into its recvbuf (zero copy). */
 __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
@@ -215,47 +246,58 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
                 if (tid == 0) CT(CT_S_DLV, q << 8 | (int)k);
             }
         }
-    } else
-    for (uint64_t k = 0; k < maxk; k++) {
-        uint32_t batch = 0; /* local peers given chunk k through their slots */
-        bool direct_any = false;
-        for (int j = 1; j < n; j++) {
-            /* Zero copy: channels start on different peers, so that at
-             * any time every peer receives from every rank. */
-            const int q = x.to ? (me + 1 + (j - 1 + x.k.c) % (n - 1)) % n : (me + j) % n;
-            uint64_t boff, b, off, len;
-            part_of(x, q, &boff, &b, &off, &len);
-            if (k >= mki_nchunks(len, S)) continue;
-            const uint64_t at = off + k * S, nb = len - k * S < S ? len - k * S : S;
-            char *direct = x.to ? x.to[x.k.lof(q)] : NULL;
-            if (direct) {
-                move_bytes(tp, direct + at, p.src + boff + at, nb, tid, nthr);
-                direct_any = true;
-                continue;
-            }
-            CT_OWED_AT(k, q, 0);
-            if (!wait_slot(x.k, bar, nthr, tid, q, 0, k, tp)) return;
-            if (tid == 0) CT(CT_S_CRED, q << 8 | (int)k);
-            if (x.k.remote(q) || !batched) {
-                deliver(x.k, tp, tid, nthr, bar, 0, q, x.k.slot(q, k), p.src + boff + at,
-                        nb, x.k.target(k), wait_site{q, x.k.c, (int)k, 0}, p.pipelined != 0);
-                if (tid == 0) CT(CT_S_DLV, q << 8 | (int)k);
-                continue;
-            }
-            deliver_local(x.k, tp, tid, nthr, 0, q, (int)(k % MKI_NSLOTS), p.src + boff + at, nb);
-            batch |= 1u << x.k.lof(q);
+    } else {
+        /* staggered: the second half of the channels a phase behind */
+        const bool first_half = x.k.c < (p.nch + 1) / 2;
+        if (p.stagger && !first_half) {
+            if (tid == 0) stagger_wait(p, x.k.c, x.k.quit);
+            role_sync(bar, nthr);
         }
-        /* chunk k's copies to every local peer fenced at once, their
-         * arrive counters raised together (channel.cuh) */
-        if (direct_any && !batch) __threadfence_system();
-        if (batch) publish_local(x.k, tid, nthr, bar, batch, 0, x.k.target(k));
-        else if (x.sent) role_sync(bar, nthr);
-        if (x.sent) { /* every copy of chunk k has read it: REDUCE may write */
-            if (tid == 0) {
-                __threadfence_block(); /* release: the role's reads of chunk k, then the count */
-                *x.sent = (uint32_t)k + 1;
+        for (uint64_t k = 0; k < maxk; k++) {
+            uint32_t batch = 0; /* local peers given chunk k through their slots */
+            bool direct_any = false;
+            for (int j = 1; j < n; j++) {
+                /* Zero copy: channels start on different peers, so that at
+                 * any time every peer receives from every rank. */
+                const int q = x.to ? (me + 1 + (j - 1 + x.k.c) % (n - 1)) % n : (me + j) % n;
+                uint64_t boff, b, off, len;
+                part_of(x, q, &boff, &b, &off, &len);
+                if (k >= mki_nchunks(len, S)) continue;
+                const uint64_t at = off + k * S, nb = len - k * S < S ? len - k * S : S;
+                char *direct = x.to ? x.to[x.k.lof(q)] : NULL;
+                if (direct) {
+                    move_bytes(tp, direct + at, p.src + boff + at, nb, tid, nthr);
+                    direct_any = true;
+                    continue;
+                }
+                CT_OWED_AT(k, q, 0);
+                if (!wait_slot(x.k, bar, nthr, tid, q, 0, k, tp)) return;
+                if (tid == 0) CT(CT_S_CRED, q << 8 | (int)k);
+                if (x.k.remote(q) || !batched) {
+                    deliver(x.k, tp, tid, nthr, bar, 0, q, x.k.slot(q, k), p.src + boff + at,
+                            nb, x.k.target(k), wait_site{q, x.k.c, (int)k, 0},
+                            p.pipelined != 0);
+                    if (tid == 0) CT(CT_S_DLV, q << 8 | (int)k);
+                    continue;
+                }
+                deliver_local(x.k, tp, tid, nthr, 0, q, (int)(k % MKI_NSLOTS),
+                              p.src + boff + at, nb);
+                batch |= 1u << x.k.lof(q);
+            }
+            /* chunk k's copies to every local peer fenced at once, their
+             * arrive counters raised together (channel.cuh) */
+            if (direct_any && !batch) __threadfence_system();
+            if (batch) publish_local(x.k, tid, nthr, bar, batch, 0, x.k.target(k));
+            else if (x.sent) role_sync(bar, nthr);
+            if (x.sent) { /* every copy of chunk k has read it: REDUCE may write */
+                if (tid == 0) {
+                    /* release: the role's reads of chunk k, then the count */
+                    __threadfence_block();
+                    *x.sent = (uint32_t)k + 1;
+                }
             }
         }
+        if (p.stagger && first_half && tid == 0) *stagger_go(p, x.k.c) = 1;
     }
     /* The last arrive counter still pending in the pipe (deliver). */
     if (tp && tid == 0) tma_flush(*tp);

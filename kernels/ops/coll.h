@@ -52,6 +52,9 @@ struct mki_coll_params {
     int32_t pipelined;          /* SEND / SEND2's TMA chunks to local peers
                                  * signalled without a drain (the plan's;
                                  * kernels/rt/channel.cuh, deliver) */
+    int32_t stagger;            /* two-phase all-reduce: channels of the
+                                 * second half start when their partner
+                                 * of the first half sent (channel.h, go) */
     uint64_t post[MKI_MAXLOCAL];/* zero copy: my recvbuf as local rank l
                                  * maps it, or 0 (not registered) */
     char *llb[MKI_MAXLOCAL];    /* LL: local rank l's LL block, as mapped

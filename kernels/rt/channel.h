@@ -140,9 +140,18 @@ MKI_HD uint64_t mki_ch_sent(int phase, int q, int nranks, int ch, int slot)
            8ull * ((((uint64_t)phase * (uint64_t)nranks + (uint64_t)q) * MKI_NB_CH + (uint64_t)ch) *
                        MKI_NSLOTS + (uint64_t)slot);
 }
+/* Two-phase all-reduce with half of the channels a phase behind
+ * (mki_coll_params.stagger): channel c of the first half sets go[c] once
+ * its phase-0 chunks are issued; channel c + half waits for it (bounded)
+ * and clears it.  A hint, never a dependence: a late or stale go only
+ * moves when the second half starts. */
+MKI_HD uint64_t mki_ch_go(int nranks, int ch)
+{
+    return mki_ch_sent(2, 0, nranks, 0, 0) + 8ull * (uint64_t)ch;
+}
 MKI_HD uint64_t mki_ch_block_bytes(int nranks)
 {
-    return mki_ch_sent(2, 0, nranks, 0, 0);
+    return mki_ch_go(nranks, MKI_MAXCH);
 }
 
 /* ---- the slot block ----------------------------------------------------- */

@@ -335,6 +335,7 @@ static mkResult_t coll_call(struct mki_call *c, struct coll_call *a)
     p.direct = pl.direct;
     p.peer_major = pl.peer_major;
     p.pipelined = pl.pipelined;
+    p.stagger = pl.stagger;
     if (pl.ll) {
         if (!s->has_ll)
             return mki_error(comm, mkErrInternal, "%s: the plan chose LL but the communicator "

@@ -239,6 +239,21 @@ void mki_plan_coll_model(const struct mki_coll_in *in, struct mki_coll_plan *out
                      in->nnodes == 1 &&
                      ((in->op == MKI_OP_ALLREDUCE && !out->oneshot) ||
                       (in->op == MKI_OP_REDUCESCATTER && in->nranks > 2));
+    /* Where every channel's part is one chunk, the two-phase all-reduce's
+     * channels all send, then all sum, then all send again: the links idle
+     * while every channel sums.  With half of them a phase behind, one
+     * half's sums and second phase overlap the other's sends.  At 2 ranks
+     * (one destination) that pays: 2 H100, 8 / 16 / 32 MB -5 to -7% / -9 to
+     * -10% / -12%; with 2 chunks per part (64 MB) +7 to +11%, the chunks
+     * already overlap; at 4 ranks a half alone moves 75% of what all the
+     * channels move and the stagger loses (16 MB +5%); bench/NOTES.md,
+     * twenty-second session. */
+    if (in->op == MKI_OP_ALLREDUCE && !out->oneshot && !out->ll && in->nnodes == 1 &&
+        in->nranks == 2 && out->mover != MKI_COLL_MOVER_REG && out->nch >= 2 && out->chunk > 0) {
+        uint64_t o0, part;
+        mki_chan_part(out->block, out->nch, 0, &o0, &part); /* channel 0's is the largest */
+        out->stagger = mki_nchunks(part, out->chunk) == 1;
+    }
 }
 
 /* Heap bytes of the first segment that the collectives leave to the other

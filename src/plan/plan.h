@@ -106,6 +106,11 @@ struct mki_coll_plan {
                                 * arrive counter raised once the next
                                 * chunk's first piece is stored, not after
                                 * a drain (kernels/rt/copy.cuh) */
+    int stagger;               /* two-phase all-reduce by TMA on one node
+                                * of 2 ranks, parts of one chunk: the
+                                * second half of the channels starts its
+                                * first phase when the first half has sent
+                                * its own (kernels/rt/channel.h, go) */
     int hier;                  /* across nodes in steps: all-reduce as
                                 * reduce-scatter in the node, all-reduce of
                                 * the share across nodes, all-gather in the

@@ -151,7 +151,7 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
         mki_sb_printf(sb, "  copies    %d copy-engine stream(s) per peer\n", p->ce_streams);
     if (p->op <= MKI_OP_ALLTOALL) {
         const struct mki_coll_plan *k = &p->coll;
-        mki_sb_printf(sb, "  kernel    %d channel(s), %s%s%s%s%s, block %" PRIu64 " bytes; "
+        mki_sb_printf(sb, "  kernel    %d channel(s), %s%s%s%s%s%s, block %" PRIu64 " bytes; "
                       "threads per role:", k->nch,
                       k->ll ? "LL lines (the flag in every word)"
                       : k->mover == MKI_COLL_MOVER_REG ? "register stores"
@@ -160,6 +160,7 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
                       k->direct ? ", zero copy" : "",
                       k->peer_major ? ", peer after peer (one destination at a time)" : "",
                       k->pipelined ? ", chunks signalled without a drain" : "",
+                      k->stagger ? ", the second half of the channels a phase behind" : "",
                       k->block);
         for (int r = 0, b = 0; r < k->roles.n; b = k->roles.end[r++])
             mki_sb_printf(sb, " %d", k->roles.end[r] - b);

@@ -152,6 +152,12 @@ out=$("$mkinfo" --op reducescatter --m 67108864 --n 1 --ranks 4 2>&1)
 printf '%s\n' "$out" | grep -q "peer after peer" && { echo "FAIL: reduce-scatter peer after peer, 2 chunks"; failed=$((failed + 1)); } || passed=$((passed + 1))
 out=$("$mkinfo" --op allreduce --m 134217728 --n 1 --ranks 4 2>&1)
 expect "all-reduce, parts of 4 chunks" "two phases, peer after peer" "$out"
+out=$("$mkinfo" --op allreduce --m 16777216 --n 1 --ranks 2 2>&1)
+expect "2-rank all-reduce, parts of one chunk" "the second half of the channels a phase behind" "$out"
+out=$("$mkinfo" --op allreduce --m 33554432 --n 1 --ranks 2 2>&1)
+printf '%s\n' "$out" | grep -q "a phase behind" && { echo "FAIL: 2-rank all-reduce staggered, 2 chunks"; failed=$((failed + 1)); } || passed=$((passed + 1))
+out=$("$mkinfo" --op allreduce --m 8388608 --n 1 --ranks 4 2>&1)
+printf '%s\n' "$out" | grep -q "a phase behind" && { echo "FAIL: 4-rank all-reduce staggered"; failed=$((failed + 1)); } || passed=$((passed + 1))
 out=$("$mkinfo" --op allreduce --m 536870912 --n 1 --ranks 4 2>&1)
 printf '%s\n' "$out" | grep -q "peer after peer" && { echo "FAIL: all-reduce peer after peer, 16 chunks"; failed=$((failed + 1)); } || passed=$((passed + 1))
 out=$("$mkinfo" --op allgather --m 16777216 --n 1 --ranks 2 2>&1)

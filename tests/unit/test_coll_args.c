@@ -78,7 +78,8 @@ static void test_layout(void)
     for (int n = 1; n <= 1024; n *= 4) {
         CHECK(mki_ch_owed(1, n - 1, n, MKI_MAXCH - 1) + 8 == mki_ch_sent(0, 0, n, 0, 0));
         CHECK(mki_ch_owed(0, 1, n, 0) - mki_ch_owed(0, 0, n, MKI_MAXCH - 1) == 8);
-        CHECK(mki_ch_sent(1, n - 1, n, MKI_NB_CH - 1, MKI_NSLOTS - 1) + 8 == mki_ch_block_bytes(n));
+        CHECK(mki_ch_sent(1, n - 1, n, MKI_NB_CH - 1, MKI_NSLOTS - 1) + 8 == mki_ch_go(n, 0));
+        CHECK(mki_ch_go(n, MKI_MAXCH - 1) + 8 == mki_ch_block_bytes(n));
         CHECK(mki_ch_sent(0, 0, n, 1, 0) - mki_ch_sent(0, 0, n, 0, MKI_NSLOTS - 1) == 8);
         CHECK(mki_ch_sent(0, 1, n, 0, 0) - mki_ch_sent(0, 0, n, MKI_NB_CH - 1, MKI_NSLOTS - 1) == 8);
     }
@@ -287,9 +288,25 @@ static void test_plan_rules(void)
     mki_plan_coll_model(&in, &p);
     CHECK(p.pipelined && !p.peer_major);
     in.count = 64u << 20;
+    CHECK(!p.stagger); /* more than 2 ranks: never staggered */
+    in.count = 4u << 20;
+    mki_plan_coll_model(&in, &p);
+    CHECK(p.peer_major && !p.stagger);
+    in.count = 64u << 20;
     in.nranks = 2; /* two ranks: all-reduce pipelined, reduce-scatter not */
     mki_plan_coll_model(&in, &p);
-    CHECK(p.pipelined);
+    CHECK(p.pipelined && !p.peer_major);
+    CHECK(!p.stagger); /* 128 MiB blocks: many chunks per part */
+    in.count = 4u << 20; /* 8 MiB blocks, parts of 128 KiB: half a phase behind */
+    mki_plan_coll_model(&in, &p);
+    CHECK(p.nch == MKI_MAXCH && p.stagger);
+    in.count = 8u << 20; /* parts of 256 KiB: one chunk */
+    mki_plan_coll_model(&in, &p);
+    CHECK(p.stagger);
+    in.count = (8u << 20) + 64; /* parts of two chunks: not */
+    mki_plan_coll_model(&in, &p);
+    CHECK(!p.stagger);
+    in.count = 64u << 20;
     in.op = MKI_OP_REDUCESCATTER;
     mki_plan_coll_model(&in, &p);
     CHECK(!p.pipelined);

@@ -27,6 +27,8 @@
  *                                                owes a channel's slots
  *     then      sent[2][nranks][MKI_NB_CH][MKI_NSLOTS]  across nodes: the
  *                                                target each slot last carried
+ *     then      go[MKI_MAXCH]                    staggered all-reduce: channel
+ *                                                c of the first half has sent
  *   slot block (device): slots[2][nlocal][MKI_MAXCH][MKI_NSLOTS] of
  *     slot_bytes, indexed by the sender's local index
  *   net block (host memory, region 1 of the transport; several nodes):

@@ -231,6 +231,12 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
      * the pipeline full (4 H200, 64 MB all-gather: 0.69 ms per peer, 0.81
      * batched). */
     const bool batched = p.mover == MKI_COLL_MOVER_REG;
+    /* staggered: the second half of the channels a phase behind */
+    const bool first_half = x.k.c < (p.nch + 1) / 2;
+    if (p.stagger && !first_half) {
+        if (tid == 0) stagger_wait(p, x.k.c, x.k.quit);
+        role_sync(bar, nthr);
+    }
     if (p.peer_major) {
         for (int j = 1; j < n; j++) {
             const int q = (me + j) % n;
@@ -246,59 +252,49 @@ __device__ void send_role(const ctx &x, int tid, int nthr, int bar)
                 if (tid == 0) CT(CT_S_DLV, q << 8 | (int)k);
             }
         }
-    } else {
-        /* staggered: the second half of the channels a phase behind */
-        const bool first_half = x.k.c < (p.nch + 1) / 2;
-        if (p.stagger && !first_half) {
-            if (tid == 0) stagger_wait(p, x.k.c, x.k.quit);
-            role_sync(bar, nthr);
-        }
-        for (uint64_t k = 0; k < maxk; k++) {
-            uint32_t batch = 0; /* local peers given chunk k through their slots */
-            bool direct_any = false;
-            for (int j = 1; j < n; j++) {
-                /* Zero copy: channels start on different peers, so that at
-                 * any time every peer receives from every rank. */
-                const int q = x.to ? (me + 1 + (j - 1 + x.k.c) % (n - 1)) % n : (me + j) % n;
-                uint64_t boff, b, off, len;
-                part_of(x, q, &boff, &b, &off, &len);
-                if (k >= mki_nchunks(len, S)) continue;
-                const uint64_t at = off + k * S, nb = len - k * S < S ? len - k * S : S;
-                char *direct = x.to ? x.to[x.k.lof(q)] : NULL;
-                if (direct) {
-                    move_bytes(tp, direct + at, p.src + boff + at, nb, tid, nthr);
-                    direct_any = true;
-                    continue;
-                }
-                CT_OWED_AT(k, q, 0);
-                if (!wait_slot(x.k, bar, nthr, tid, q, 0, k, tp)) return;
-                if (tid == 0) CT(CT_S_CRED, q << 8 | (int)k);
-                if (x.k.remote(q) || !batched) {
-                    deliver(x.k, tp, tid, nthr, bar, 0, q, x.k.slot(q, k), p.src + boff + at,
-                            nb, x.k.target(k), wait_site{q, x.k.c, (int)k, 0},
-                            p.pipelined != 0);
-                    if (tid == 0) CT(CT_S_DLV, q << 8 | (int)k);
-                    continue;
-                }
-                deliver_local(x.k, tp, tid, nthr, 0, q, (int)(k % MKI_NSLOTS),
-                              p.src + boff + at, nb);
-                batch |= 1u << x.k.lof(q);
+    } else
+    for (uint64_t k = 0; k < maxk; k++) {
+        uint32_t batch = 0; /* local peers given chunk k through their slots */
+        bool direct_any = false;
+        for (int j = 1; j < n; j++) {
+            /* Zero copy: channels start on different peers, so that at
+             * any time every peer receives from every rank. */
+            const int q = x.to ? (me + 1 + (j - 1 + x.k.c) % (n - 1)) % n : (me + j) % n;
+            uint64_t boff, b, off, len;
+            part_of(x, q, &boff, &b, &off, &len);
+            if (k >= mki_nchunks(len, S)) continue;
+            const uint64_t at = off + k * S, nb = len - k * S < S ? len - k * S : S;
+            char *direct = x.to ? x.to[x.k.lof(q)] : NULL;
+            if (direct) {
+                move_bytes(tp, direct + at, p.src + boff + at, nb, tid, nthr);
+                direct_any = true;
+                continue;
             }
-            /* chunk k's copies to every local peer fenced at once, their
-             * arrive counters raised together (channel.cuh) */
-            if (direct_any && !batch) __threadfence_system();
-            if (batch) publish_local(x.k, tid, nthr, bar, batch, 0, x.k.target(k));
-            else if (x.sent) role_sync(bar, nthr);
-            if (x.sent) { /* every copy of chunk k has read it: REDUCE may write */
-                if (tid == 0) {
-                    /* release: the role's reads of chunk k, then the count */
-                    __threadfence_block();
-                    *x.sent = (uint32_t)k + 1;
-                }
+            CT_OWED_AT(k, q, 0);
+            if (!wait_slot(x.k, bar, nthr, tid, q, 0, k, tp)) return;
+            if (tid == 0) CT(CT_S_CRED, q << 8 | (int)k);
+            if (x.k.remote(q) || !batched) {
+                deliver(x.k, tp, tid, nthr, bar, 0, q, x.k.slot(q, k), p.src + boff + at,
+                        nb, x.k.target(k), wait_site{q, x.k.c, (int)k, 0}, p.pipelined != 0);
+                if (tid == 0) CT(CT_S_DLV, q << 8 | (int)k);
+                continue;
+            }
+            deliver_local(x.k, tp, tid, nthr, 0, q, (int)(k % MKI_NSLOTS), p.src + boff + at, nb);
+            batch |= 1u << x.k.lof(q);
+        }
+        /* chunk k's copies to every local peer fenced at once, their
+         * arrive counters raised together (channel.cuh) */
+        if (direct_any && !batch) __threadfence_system();
+        if (batch) publish_local(x.k, tid, nthr, bar, batch, 0, x.k.target(k));
+        else if (x.sent) role_sync(bar, nthr);
+        if (x.sent) { /* every copy of chunk k has read it: REDUCE may write */
+            if (tid == 0) {
+                __threadfence_block(); /* release: the role's reads of chunk k, then the count */
+                *x.sent = (uint32_t)k + 1;
             }
         }
-        if (p.stagger && first_half && tid == 0) *stagger_go(p, x.k.c) = 1;
     }
+    if (p.stagger && first_half && tid == 0) *stagger_go(p, x.k.c) = 1;
     /* The last arrive counter still pending in the pipe (deliver). */
     if (tp && tid == 0) tma_flush(*tp);
     if (tid == 0) CT(CT_S_END, 0);

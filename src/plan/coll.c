@@ -159,6 +159,14 @@ int mki_plan_coll_ll(enum mki_op op, int oneshot, uint64_t block, int nnodes, in
     return (uint64_t)nch * MKI_LL_PART >= block ? nch : 0;
 }
 
+/* Chunks of the largest channel part of a block (channel 0's). */
+static uint64_t part_chunks(const struct mki_coll_plan *out)
+{
+    uint64_t off, part;
+    mki_chan_part(out->block, out->nch, 0, &off, &part);
+    return mki_nchunks(part, out->chunk);
+}
+
 void mki_plan_coll_model(const struct mki_coll_in *in, struct mki_coll_plan *out)
 {
     memset(out, 0, sizeof(*out));
@@ -222,12 +230,8 @@ void mki_plan_coll_model(const struct mki_coll_in *in, struct mki_coll_plan *out
      * twenty-second session. */
     if (!out->ll && !out->direct && out->mover != MKI_COLL_MOVER_REG && in->nnodes == 1 &&
         in->nranks > 2 && out->chunk > 0 &&
-        ((in->op == MKI_OP_ALLREDUCE && !out->oneshot) || in->op == MKI_OP_REDUCESCATTER)) {
-        uint64_t o0, part;
-        mki_chan_part(out->block, out->nch, 0, &o0, &part); /* channel 0's is the largest */
-        const uint64_t nk = mki_nchunks(part, out->chunk);
-        out->peer_major = nk <= (in->op == MKI_OP_ALLREDUCE ? MKI_NSLOTS : 1);
-    }
+        ((in->op == MKI_OP_ALLREDUCE && !out->oneshot) || in->op == MKI_OP_REDUCESCATTER))
+        out->peer_major = part_chunks(out) <= (in->op == MKI_OP_ALLREDUCE ? MKI_NSLOTS : 1);
     /* TMA chunks to the node's peers signalled once the next chunk's first
      * piece is stored instead of after a drain (4 H100: all-reduce 16 / 64
      * MB -10 to -17% / -8%, reduce-scatter 4 MB -14%; 2 ranks all-reduce
@@ -249,11 +253,8 @@ void mki_plan_coll_model(const struct mki_coll_in *in, struct mki_coll_plan *out
      * channels move and the stagger loses (16 MB +5%); bench/NOTES.md,
      * twenty-second session. */
     if (in->op == MKI_OP_ALLREDUCE && !out->oneshot && !out->ll && in->nnodes == 1 &&
-        in->nranks == 2 && out->mover != MKI_COLL_MOVER_REG && out->nch >= 2 && out->chunk > 0) {
-        uint64_t o0, part;
-        mki_chan_part(out->block, out->nch, 0, &o0, &part); /* channel 0's is the largest */
-        out->stagger = mki_nchunks(part, out->chunk) == 1;
-    }
+        in->nranks == 2 && out->mover != MKI_COLL_MOVER_REG && out->nch >= 2 && out->chunk > 0)
+        out->stagger = part_chunks(out) == 1;
 }
 
 /* Heap bytes of the first segment that the collectives leave to the other

@@ -13,10 +13,20 @@
  * Usage: test_socket                 all cases (make check)
  *        test_socket netns RANK DIR  one rank of the namespace test
  *        test_socket --bench         throughput over loopback
+ *        test_socket --lat [N]       one-way latency over loopback: an
+ *                                    8-byte WRITE_SIGNAL ping-pong through
+ *                                    the FIFO, the proxy and the receiving
+ *                                    thread, beside a plain TCP ping-pong
+ *                                    of the same frame (the floor); needs
+ *                                    6 free cores (each rank spins 3
+ *                                    threads)
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "common.h"
@@ -341,6 +351,160 @@ static int bench(void)
     return bad != 0;
 }
 
+/* ---- one-way latency (--lat) --------------------------------------------- */
+
+struct lat_arg {
+    int n; /* timed round trips (after n / 10 warm-up ones) */
+};
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Spin (no sleep: the figure is the path's, not a nap's) until *p >= v. */
+static int spin_ge(const uint64_t *p, uint64_t v, uint64_t deadline)
+{
+    unsigned k = 0;
+    while (__atomic_load_n(p, __ATOMIC_ACQUIRE) < v)
+        if (++k % 4096 == 0 && mki_now_ns() > deadline) return -1;
+    return 0;
+}
+
+static void lat_print(const char *what, uint64_t *rtt, int n)
+{
+    qsort(rtt, (size_t)n, sizeof(*rtt), cmp_u64);
+    printf("| %s | %.2f | %.2f | %.2f |\n", what, rtt[n / 2] / 2e3, rtt[n / 10] / 2e3,
+           rtt[n * 99 / 100] / 2e3);
+    fflush(stdout);
+}
+
+/* Rank 0 writes 8 bytes with a signal into rank 1's region; rank 1's main
+ * thread (the "GPU" polling its counter) answers the same way. */
+static int latency(struct net_rank *nr, void *argp)
+{
+    const struct lat_arg *a = argp;
+    const int rank = nr->rank, n = a->n, warm = n / 10 + 1;
+    const uint64_t size = SIGS + 4096;
+    char *base = calloc(1, size);
+    uint64_t *rtt = calloc((size_t)n, sizeof(*rtt));
+    EXPECT(base && rtt);
+    EXPECT(net_socket_open(nr, base, size, 30000, 5, 0) == mkSuccess);
+    struct mki_fifo_hdr *f;
+    struct mki_proxy *px;
+    EXPECT(mki_fifo_alloc(256, &f) == mkSuccess);
+    struct mki_proxy_args pa = {f, 256, &mki_transport_socket, nr->tctx, NULL, 0, 30000, 0};
+    EXPECT(mki_proxy_start(&pa, &px) == mkSuccess);
+    EXPECT(nr->boot->barrier(nr->bctx) == mkSuccess);
+    const uint64_t deadline = mki_deadline_ms(60000);
+    uint64_t *mine = (uint64_t *)base; /* counter 0: the peer's pings */
+    for (int i = 1; i <= warm + n; i++) {
+        struct mki_fifo_cmd c = {MKI_CMD_WRITE_SIGNAL, (uint32_t)!rank, MKI_SIG_SET, 0,
+                                 SIGS + 8, SIGS, 8, 0, (uint64_t)i};
+        memcpy(base + SIGS + 8, &i, sizeof(i));
+        if (rank == 0) {
+            const uint64_t t0 = mki_now_ns();
+            EXPECT(mki_fifo_push_host(f, 256, &c, deadline) == mkSuccess);
+            EXPECT(spin_ge(mine, (uint64_t)i, deadline) == 0);
+            if (i > warm) rtt[i - warm - 1] = mki_now_ns() - t0;
+        } else {
+            EXPECT(spin_ge(mine, (uint64_t)i, deadline) == 0);
+            int got;
+            memcpy(&got, base + SIGS, sizeof(got));
+            EXPECT(got == i); /* the data came before its signal */
+            EXPECT(mki_fifo_push_host(f, 256, &c, deadline) == mkSuccess);
+        }
+    }
+    if (rank == 0) {
+        char what[96];
+        snprintf(what, sizeof(what), "FIFO + proxy + socket (MK_SOCKET_NCONN=%s)",
+                 mki_param_str(MKI_P_SOCKET_NCONN));
+        lat_print(what, rtt, n);
+    }
+    EXPECT(nr->boot->barrier(nr->bctx) == mkSuccess);
+    EXPECT(mki_proxy_stop(px, 2000) == mkSuccess);
+    EXPECT(nr->boot->barrier(nr->bctx) == mkSuccess);
+    mki_transport_socket.close(nr->tctx);
+    mki_fifo_free(f);
+    free(rtt);
+    free(base);
+    return 0;
+}
+
+/* Read exactly n bytes, spinning on a non-blocking socket. */
+static int spin_read(int fd, char *b, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = recv(fd, b + got, n - got, MSG_DONTWAIT);
+        if (r > 0) got += (size_t)r;
+        else if (r == 0 || (errno != EAGAIN && errno != EINTR)) return -1;
+    }
+    return 0;
+}
+
+/* The floor: a TCP ping-pong of one 72-byte frame (a 64-byte header and 8
+ * bytes) over loopback between two processes, receives spinning. */
+static int tcp_floor(int n)
+{
+    const int warm = n / 10 + 1;
+    int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    struct sockaddr_in sa = {0};
+    socklen_t sl = sizeof(sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (ls < 0 || bind(ls, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(ls, 1) != 0 ||
+        getsockname(ls, (struct sockaddr *)&sa, &sl) != 0) {
+        perror("tcp floor: listen");
+        return 1;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(60);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        char b[72];
+        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) _exit(1);
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        for (int i = 0; i < warm + n; i++)
+            if (spin_read(fd, b, sizeof(b)) != 0 || send(fd, b, sizeof(b), MSG_NOSIGNAL) != 72)
+                _exit(1);
+        _exit(0);
+    }
+    int fd = accept(ls, NULL, NULL);
+    uint64_t *rtt = calloc((size_t)n, sizeof(*rtt));
+    char b[72] = {0};
+    int bad = fd < 0 || !rtt;
+    if (!bad) (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    for (int i = 0; !bad && i < warm + n; i++) {
+        const uint64_t t0 = mki_now_ns();
+        bad = send(fd, b, sizeof(b), MSG_NOSIGNAL) != 72 || spin_read(fd, b, sizeof(b)) != 0;
+        if (!bad && i >= warm) rtt[i - warm] = mki_now_ns() - t0;
+    }
+    if (!bad) lat_print("TCP ping-pong, 72-byte frames (the floor)", rtt, n);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (fd >= 0) close(fd);
+    close(ls);
+    free(rtt);
+    return bad || !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+}
+
+static int lat_bench(int n)
+{
+    printf("| one-way latency, us (half a round trip) | median | p10 | p99 |\n"
+           "|---|---|---|---|\n");
+    fflush(stdout);
+    int bad = tcp_floor(n);
+    struct lat_arg a = {n};
+    const char *nconn[] = {"1", "4"};
+    for (int i = 0; i < 2; i++) {
+        setenv("MK_SOCKET_NCONN", nconn[i], 1);
+        bad += net_run(2, 30000, latency, &a, 120, -1);
+    }
+    return bad != 0;
+}
+
 /* ---- the namespace test's ranks ----------------------------------------- */
 
 static int netns_rank(int rank, const char *dir)
@@ -382,6 +546,11 @@ int main(int argc, char **argv)
         setenv("MK_SOCKET_IFNAME", "lo", 1);
         setenv("MK_BOOTSTRAP_IFNAME", "lo", 1);
         return bench();
+    }
+    if (argc >= 2 && strcmp(argv[1], "--lat") == 0) {
+        setenv("MK_SOCKET_IFNAME", "lo", 1);
+        setenv("MK_BOOTSTRAP_IFNAME", "lo", 1);
+        return lat_bench(argc > 2 ? atoi(argv[2]) : 20000);
     }
     alarm(240);
     setenv("MK_SOCKET_IFNAME", "lo", 1);

@@ -152,6 +152,32 @@ __device__ __forceinline__ void raise_credit(const chan &k, int q, int phase, ui
     (void)net_push(k, net_credit_cmd(k, q, phase, v), w);
 }
 
+/* Chunks across nodes of at most this many bytes are staged and pushed by
+ * one thread (net_small): 8 loads of 16 bytes in flight, one fence. */
+#define MKI_NET_SMALL 128
+
+/* A small chunk across nodes, by one thread: the FIFO slot claimed before
+ * the data is written (no system-scope fence while stores to host memory
+ * are in flight), then the data, then the command, whose release orders
+ * both: one fence where the role's copy, fence and barrier, then the
+ * push's own, cost two (bench/NOTES.md, twenty-third session). */
+__device__ __forceinline__ void net_small(const chan &k, uint64_t stage, int q, int phase, int slot,
+                                          const char *src, uint64_t n, uint64_t target,
+                                          const wait_site &w)
+{
+    const mki_rt_dev &rt = *k.rt;
+    unsigned long long t;
+    const int r = fifo_reserve(rt.fifo, stops_of(rt), rt.timeout_ns, &t);
+    if (r != MKI_FIFO_OK) {
+        fail(rt, r == MKI_FIFO_PROXY_FAILED ? MKI_ERR_PROXY : MKI_ERR_TIMEOUT, w, 0, 0, k.e);
+        *k.quit = 1;
+        return;
+    }
+    copy_bytes(k.ch->nb + stage, src, n, 0, 1);
+    fifo_fill(rt.fifo, t, net_chunk_cmd(k, stage, q, phase, slot, n, target));
+    *k.sent(q, phase, slot) = target;
+}
+
 /* Deliver n bytes at src as chunk `target` into slot `slot` of phase
  * `phase` that rank q keeps for me, then raise q's arrive counter.  The
  * whole role calls it.  A local q with a TMA pipe and 16-byte multiples:
@@ -187,6 +213,10 @@ __device__ __forceinline__ void deliver(const chan &k, tma_pipe *tp, int tid, in
     }
     /* Register stores into mapped host memory (no TMA there). */
     const uint64_t stage = k.stage(q, phase, slot);
+    if (n <= MKI_NET_SMALL) {
+        if (tid == 0) net_small(k, stage, q, phase, slot, src, n, target, w);
+        return;
+    }
     copy_bytes(k.ch->nb + stage, src, n, tid, nthr);
     __threadfence_system();
     role_sync(bar, nthr);
@@ -267,7 +297,18 @@ __device__ __forceinline__ bool wait_slot(const chan &k, int bar, int nthr, int 
     uint64_t t = 0;
     wait_site w{q, k.c, (int)chunk, phase};
     if (k.remote(q)) {
-        t = tid == 0 ? *k.sent(q, phase, k.slot(q, chunk)) : 0;
+        /* One read over PCIe serves both checks below, and the slot's
+         * last target (device memory) is read beside it, not before it. */
+        if (tid == 0) {
+            t = *k.sent(q, phase, k.slot(q, chunk));
+            const uint64_t v = ld_acquire_sys(cr);
+            if (v < t) {
+                if (tp && tp->sig) tma_flush(*tp);
+                (void)wait_geq(*k.rt, cr, t, w, k.e, k.quit);
+            }
+        }
+        role_sync(bar, nthr);
+        return *k.quit == 0;
     } else if (chunk >= MKI_NSLOTS) {
         t = k.target(chunk - MKI_NSLOTS);
     } else if (chunk == 0) {

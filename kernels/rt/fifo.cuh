@@ -46,13 +46,17 @@ struct fifo_done_backoff {
     }
 };
 
-/* Enqueue one command; *ticket gets its position in the ring.  Returns
- * MKI_FIFO_OK, or why it gave up (a claimed ticket is then left empty:
- * the caller must fail(), which raises the abort word, as for any
- * timeout).  stop's words may be NULL (tests without a communicator). */
-__device__ __forceinline__ int fifo_push(const mki_fifo_dev &f, const mki_fifo_cmd &c,
-                                         const stop_words &stop, uint64_t timeout_ns,
-                                         unsigned long long *ticket)
+/* Claim the next ticket and wait until its slot is free; the caller then
+ * fills it (fifo_fill).  Returns MKI_FIFO_OK, or why it gave up (a claimed
+ * ticket is then left empty: the caller must fail(), which raises the
+ * abort word, as for any timeout).  stop's words may be NULL (tests
+ * without a communicator).  No system-scope fence when the slot is known
+ * free: the largest tail seen is a device word that producers publish at
+ * GPU scope after their system-scope read of the host's tail, so a
+ * producer that reserves before it writes its data into host memory pays
+ * one system-scope fence per command, the fill's. */
+__device__ __forceinline__ int fifo_reserve(const mki_fifo_dev &f, const stop_words &stop,
+                                            uint64_t timeout_ns, unsigned long long *ticket)
 {
     const unsigned long long t = atomicAdd(f.head, 1ull);
     *ticket = t;
@@ -61,7 +65,7 @@ __device__ __forceinline__ int fifo_push(const mki_fifo_dev &f, const mki_fifo_c
      * slot may still be in use. */
     const uint64_t need = t + 1 > f.nslots ? t + 1 - f.nslots : 0;
     const uint64_t *cached = reinterpret_cast<const uint64_t *>(f.tail_seen);
-    if (need && !(cached && ld_acquire_sys(cached) >= need)) {
+    if (need && !(cached && ld_acquire_gpu(cached) >= need)) {
         const uint64_t *tail = reinterpret_cast<const uint64_t *>(&f.hdr->tail);
         uint64_t seen = ld_acquire_sys(tail), why;
         if (seen < need) {
@@ -71,14 +75,34 @@ __device__ __forceinline__ int fifo_push(const mki_fifo_dev &f, const mki_fifo_c
             if (r != SPIN_OK) return fifo_status(r);
             seen = need;
         }
-        if (f.tail_seen) atomicMax(f.tail_seen, (unsigned long long)seen);
+        if (f.tail_seen) red_max_release_gpu(f.tail_seen, (unsigned long long)seen);
     }
+    return MKI_FIFO_OK;
+}
+
+/* Publish command c in the slot of ticket t (from fifo_reserve): the
+ * payload words, then word 0 with a system-scope release, which also
+ * orders every earlier write of this thread (the data the command sends)
+ * before the proxy can see the command. */
+__device__ __forceinline__ void fifo_fill(const mki_fifo_dev &f, unsigned long long t,
+                                          const mki_fifo_cmd &c)
+{
     uint64_t w[MKI_FIFO_SLOT_WORDS];
     mki_fifo_payload(&c, w);
     uint64_t *s = reinterpret_cast<uint64_t *>(f.slots[t % f.nslots].w);
     for (int i = 1; i < MKI_FIFO_SLOT_WORDS; i++) st_relaxed_sys(s + i, w[i]);
     st_release_sys(s, mki_fifo_word0(&c));
-    return MKI_FIFO_OK;
+}
+
+/* Enqueue one command; *ticket gets its position in the ring (as
+ * fifo_reserve, then fifo_fill). */
+__device__ __forceinline__ int fifo_push(const mki_fifo_dev &f, const mki_fifo_cmd &c,
+                                         const stop_words &stop, uint64_t timeout_ns,
+                                         unsigned long long *ticket)
+{
+    const int r = fifo_reserve(f, stop, timeout_ns, ticket);
+    if (r == MKI_FIFO_OK) fifo_fill(f, *ticket, c);
+    return r;
 }
 
 /* Wait until the proxy completed `count` commands (e.g. all this kernel

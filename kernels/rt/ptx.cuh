@@ -45,6 +45,13 @@ __device__ __forceinline__ void st_relaxed_sys(uint64_t *p, uint64_t v)
     asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
+/* Max into a device word that only this GPU's threads read (with
+ * ld_acquire_gpu): a release at GPU scope, no system-scope fence. */
+__device__ __forceinline__ void red_max_release_gpu(unsigned long long *p, unsigned long long v)
+{
+    asm volatile("red.release.gpu.global.max.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
 __device__ __forceinline__ uint64_t globaltimer()
 {
     uint64_t t;

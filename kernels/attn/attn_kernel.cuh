@@ -416,24 +416,56 @@ struct RowState {
     float m0, m1, l0, l1; /* running max (base 2, scaled) and the lane's part of the sum */
 };
 
-/* Mask block `it` of S, turn it into P (in place), update the rows'
- * state; returns the factors the old O must be scaled by. */
+/* Mask block `it` of S (kMask: a block of kind BLK_MASK), turn it into P
+ * (in place), update the rows' state; returns the factors the old O must
+ * be scaled by.  Instantiated with and without the mask and picked per
+ * block: with the mask's code in a branch of one instance, the unmasked
+ * blocks' code came out 2-6% slower at d = 64 (bench/NOTES.md). */
+template <bool kMask>
 __device__ __forceinline__ void softmax_block(const AttnParams &p, const BlockIter &it, float (&sc)[64],
                                               RowState &rs, int qp0, int qp1, int tq, float *a0,
                                               float *a1)
 {
     const float sl2 = p.scale_log2;
-    if (it.kind == BLK_MASK) {
+    if (kMask) {
         const int k0 = it.kb * BN;
+        /* Keys past the end, and under a causal mask keys after the row's
+         * query.  Where the block lies in one piece of the key positions
+         * (position = base + row; always, unless a ring segment's split
+         * falls inside it) a key is kept when its row is at most a limit
+         * per query row: one compare per element, where looking each key's
+         * position up cost more (d = 64, causal 4k: 9% slower overall,
+         * bench/NOTES.md). */
+        int base = 0, lim = 0x7fffffff;
+        if (p.causal) {
+            const int split = p.kpos[it.s].split;
+            if (k0 + BN <= split || k0 >= split)
+                base = k0 < split ? p.kpos[it.s].off0 : p.kpos[it.s].off1 - split;
+            else
+                lim = -1; /* the split inside: each key's position */
+        }
+        if (lim >= 0) {
+            const int c0 = min(p.seq - 1, p.causal ? qp0 - base : lim) - k0 - tq;
+            const int c1 = min(p.seq - 1, p.causal ? qp1 - base : lim) - k0 - tq;
 #pragma unroll
-        for (int j = 0; j < 16; ++j) {
+            for (int j = 0; j < 16; ++j) {
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const int kc = k0 + 8 * j + tq + e;
-                const bool out = kc >= p.seq;
-                const int kp = p.causal ? p.kpos[it.s].at(kc) : 0;
-                if (out || (p.causal && kp > qp0)) sc[4 * j + e] = -INFINITY;
-                if (out || (p.causal && kp > qp1)) sc[4 * j + 2 + e] = -INFINITY;
+                for (int e = 0; e < 2; ++e) {
+                    if (8 * j + e > c0) sc[4 * j + e] = -INFINITY;
+                    if (8 * j + e > c1) sc[4 * j + 2 + e] = -INFINITY;
+                }
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < 16; ++j) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int kc = k0 + 8 * j + tq + e;
+                    const bool out = kc >= p.seq;
+                    const int kp = p.kpos[it.s].at(kc);
+                    if (out || kp > qp0) sc[4 * j + e] = -INFINITY;
+                    if (out || kp > qp1) sc[4 * j + 2 + e] = -INFINITY;
+                }
             }
         }
     }
@@ -524,7 +556,10 @@ __device__ void consumer(const AttnParams &p, char *sm, Bars<kD> bar, int wg, in
             wgmma_commit();
             wgmma_wait<0>(sc);
             if (lane == 0) mbar_arrive(bar.k_empty(st));
-            softmax_block(p, it, sc, rs, qp0, qp1, tq, &a0, &a1);
+            if (it.kind == BLK_MASK)
+                softmax_block<true>(p, it, sc, rs, qp0, qp1, tq, &a0, &a1);
+            else
+                softmax_block<false>(p, it, sc, rs, qp0, qp1, tq, &a0, &a1);
             pack_p<T>(sc, pa);
             int pst = st, pph = ph;
             if (++st == kS) {
@@ -542,7 +577,10 @@ __device__ void consumer(const AttnParams &p, char *sm, Bars<kD> bar, int wg, in
                 wgmma_commit();
                 wgmma_wait<1>(sc);
                 if (lane == 0) mbar_arrive(bar.k_empty(st));
-                softmax_block(p, it, sc, rs, qp0, qp1, tq, &a0, &a1);
+                if (it.kind == BLK_MASK)
+                    softmax_block<true>(p, it, sc, rs, qp0, qp1, tq, &a0, &a1);
+                else
+                    softmax_block<false>(p, it, sc, rs, qp0, qp1, tq, &a0, &a1);
                 wgmma_wait<0>(o);
                 if (lane == 0) mbar_arrive(bar.v_empty(pst));
                 /* (skipped when no row of the warp has a new max: d = 64

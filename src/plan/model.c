@@ -619,10 +619,12 @@ static mkResult_t check_shape(enum mki_op op, int64_t m, int64_t n, int64_t k,
 
 /* ---- mkRingAttention ------------------------------------------------- */
 
-double mki_model_attn_rate(const struct mki_model *md, int head_dim, int mask)
+double mki_model_attn_rate(const struct mki_model *md, int head_dim, int mask, double keys)
 {
     const int d = head_dim == 64 ? 0 : 1;
-    return md->attn_tflops[d] * (mask ? md->attn_causal[d] : 1.0);
+    if (!mask) return md->attn_tflops[d];
+    return md->attn_tflops[d] * md->attn_causal[d] /
+           (1.0 + md->attn_diag[d] / (keys > 1.0 ? keys : 1.0));
 }
 
 /* The plan of one batch element (plan.h's shapes: m = seq_local, n = heads
@@ -643,7 +645,7 @@ static void ring_attn_model(const struct mki_model *md, const struct mki_plan_ct
      * last rank (its own keys half, every earlier rank's whole) */
     const double share = p->mask == 0 ? 1.0
                        : p->mask == 2 || P == 1 ? 0.5 : (P - 0.5) / (double)P;
-    const double rate = mki_model_attn_rate(md, p->head_dim, p->mask);
+    const double rate = mki_model_attn_rate(md, p->head_dim, p->mask, (double)s * P);
     p->flops = 4.0 * (double)s * (double)s * P * (double)p->n * share;
     p->t_compute_us = p->flops / (rate * 1e6 * budget / c->sm_count);
     p->split.compute = p->ctas = p->sm_budget = budget;

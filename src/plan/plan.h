@@ -192,8 +192,11 @@ struct mki_model {
     double attn_tflops[2];     /* attention forward (bf16/fp16), no mask, on
                                 * the whole GPU: [0] head_dim 64, [1] 128 */
     double attn_causal[2];     /* a causal mask's rate per FLOP computed over
-                                * the unmasked rate (diagonal blocks, uneven
+                                * the unmasked rate, long sequences (uneven
                                 * tiles), by head_dim as above */
+    double attn_diag[2];       /* and the blocks the mask cuts: that rate
+                                * over 1 + attn_diag / keys (keys attended
+                                * by the busiest rank's queries) */
     int tile_m, tile_n;        /* GEMM tile of one CTA */
     double nvlink_link_gbs;    /* one NVLink, one direction */
     int nvlink_ref_links;      /* links behind the *_sat figures (NV18) */
@@ -259,7 +262,8 @@ struct mki_plan_attn {
 };
 /* The model's attention rate (TFLOP/s on a whole GPU, per FLOP computed)
  * at head_dim (64, else 128) and mask (mkAttnMask_t; 0: none). */
-double mki_model_attn_rate(const struct mki_model *model, int head_dim, int mask);
+double mki_model_attn_rate(const struct mki_model *model, int head_dim, int mask,
+                           double keys);
 /* mki_plan_model with attn (ring_attn only; NULL elsewhere). */
 mkResult_t mki_plan_model_attn(const struct mki_model *model,
                                const struct mki_plan_ctx *ctx,

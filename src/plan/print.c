@@ -92,7 +92,8 @@ static void ring_attn_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
                                    "the last rank's: (P - 1/2) / P of the unmasked",
                                    "half the unmasked on every rank"};
     const int mask = p->mask >= 0 && p->mask <= 2 ? p->mask : 0;
-    const double rate = mki_model_attn_rate(&mki_model_default, p->head_dim, mask);
+    const double rate = mki_model_attn_rate(&mki_model_default, p->head_dim, mask,
+                                            (double)p->m * P);
     mki_sb_printf(sb, "  compute   %.2f TFLOP on the busiest rank per batch element (head_dim "
                   "%d, %s: %s, P = %d): %.0f us at %.0f TFLOP/s on %d of %d SMs (the model's "
                   "rate of our core at this head_dim and mask)",

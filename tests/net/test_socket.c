@@ -144,6 +144,20 @@ static int check_from(char *base, const struct layout *l, int rank, int src,
     return 0;
 }
 
+/* Teardown: everyone received, every proxy stopped, then close (a running
+ * proxy would take a peer's close for a failure). */
+static int stop_and_close(struct net_rank *nr, struct mki_proxy *px,
+                          struct mki_fifo_hdr *f)
+{
+    int rank = nr->rank;
+    EXPECT(nr->boot->barrier(nr->bctx) == mkSuccess);
+    EXPECT(mki_proxy_stop(px, 2000) == mkSuccess);
+    EXPECT(nr->boot->barrier(nr->bctx) == mkSuccess);
+    mki_transport_socket.close(nr->tctx);
+    mki_fifo_free(f);
+    return 0;
+}
+
 static int basic(struct net_rank *nr, void *argp)
 {
     struct basic_arg *a = argp;
@@ -180,13 +194,7 @@ static int basic(struct net_rank *nr, void *argp)
         EXPECT(net_dev_to == per_peer * (uint64_t)(nr->nranks - 1));
         EXPECT(net_dev_raised == (uint64_t)(l.nsizes + 1) * (nr->nranks - 1));
     }
-    /* Teardown: everyone received, every proxy stopped, then close (a
-     * running proxy would take a peer's close for a failure). */
-    EXPECT(nr->boot->barrier(nr->bctx) == mkSuccess);
-    EXPECT(mki_proxy_stop(px, 2000) == mkSuccess);
-    EXPECT(nr->boot->barrier(nr->bctx) == mkSuccess);
-    mki_transport_socket.close(nr->tctx);
-    mki_fifo_free(f);
+    EXPECT(stop_and_close(nr, px, f) == 0);
     free(base);
     return 0;
 }
@@ -326,11 +334,7 @@ static int bandwidth(struct net_rank *nr, void *argp)
                (double)(a->bytes * a->count) / s / 1e9);
         fflush(stdout);
     }
-    EXPECT(nr->boot->barrier(nr->bctx) == mkSuccess);
-    EXPECT(mki_proxy_stop(px, 2000) == mkSuccess);
-    EXPECT(nr->boot->barrier(nr->bctx) == mkSuccess);
-    mki_transport_socket.close(nr->tctx);
-    mki_fifo_free(f);
+    EXPECT(stop_and_close(nr, px, f) == 0);
     free(base);
     return 0;
 }
@@ -422,11 +426,7 @@ static int latency(struct net_rank *nr, void *argp)
                  mki_param_str(MKI_P_SOCKET_NCONN));
         lat_print(what, rtt, n);
     }
-    EXPECT(nr->boot->barrier(nr->bctx) == mkSuccess);
-    EXPECT(mki_proxy_stop(px, 2000) == mkSuccess);
-    EXPECT(nr->boot->barrier(nr->bctx) == mkSuccess);
-    mki_transport_socket.close(nr->tctx);
-    mki_fifo_free(f);
+    EXPECT(stop_and_close(nr, px, f) == 0);
     free(rtt);
     free(base);
     return 0;

@@ -120,17 +120,24 @@ __device__ __forceinline__ mki_fifo_cmd net_credit_cmd(const chan &k, int q, int
                         k.ch->nb_off + mki_nb_credit(&k.ch->nbg, phase, k.rt->rank, k.c), v};
 }
 
-/* Push one command to the proxy (one thread).  A full ring that never
- * drains or a failed proxy is recorded like a failed wait and quits the
- * CTA; the role sees quit at its next wait. */
+/* A command the FIFO did not take (r: fifo_reserve's, not MKI_FIFO_OK): a
+ * full ring that never drains or a failed proxy is recorded like a failed
+ * wait and quits the CTA; the role sees quit at its next wait. */
+static __device__ __noinline__ void net_failed(const chan &k, int r, const wait_site &w)
+{
+    fail(*k.rt, r == MKI_FIFO_PROXY_FAILED ? MKI_ERR_PROXY : MKI_ERR_TIMEOUT, w, 0, 0, k.e);
+    *k.quit = 1;
+}
+
+/* Push one command to the proxy (one thread); false when it failed
+ * (net_failed). */
 static __device__ __noinline__ bool net_push(const chan &k, const mki_fifo_cmd &c,
                                              const wait_site &w)
 {
     unsigned long long ticket;
     const int r = fifo_push(k.rt->fifo, c, stops_of(*k.rt), k.rt->timeout_ns, &ticket);
     if (r == MKI_FIFO_OK) return true;
-    fail(*k.rt, r == MKI_FIFO_PROXY_FAILED ? MKI_ERR_PROXY : MKI_ERR_TIMEOUT, w, 0, 0, k.e);
-    *k.quit = 1;
+    net_failed(k, r, w);
     return false;
 }
 
@@ -169,8 +176,7 @@ __device__ __forceinline__ void net_small(const chan &k, uint64_t stage, int q, 
     unsigned long long t;
     const int r = fifo_reserve(rt.fifo, stops_of(rt), rt.timeout_ns, &t);
     if (r != MKI_FIFO_OK) {
-        fail(rt, r == MKI_FIFO_PROXY_FAILED ? MKI_ERR_PROXY : MKI_ERR_TIMEOUT, w, 0, 0, k.e);
-        *k.quit = 1;
+        net_failed(k, r, w);
         return;
     }
     copy_bytes(k.ch->nb + stage, src, n, 0, 1);

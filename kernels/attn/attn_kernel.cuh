@@ -21,13 +21,16 @@
  *                                                   fp32 (base 2)
  *                                                 wait v_full; O += P V (P
  *                                                   from registers); release V
+ *                                               (the last P V issued with the
+ *                                                 next tile's first S)
  *                                               release Q; O /= l; store O, lse
  *
  * Q, K and V tiles arrive by 4-D TMA (dims d, seq, heads, batch: one map
  * serves both layouts; rows past the sequence are zero-filled) in 128-byte
  * swizzled boxes of BM (Q) or 128 (K, V) rows x 64 elements, the layout
  * wgmma reads K-major (Q, K) and N-major (V).  Key blocks that the causal
- * mask hides entirely are skipped by both sides alike (BlockIter).  Tiles
+ * mask hides entirely are skipped by both sides alike (BlockIter); a tile
+ * whose queries see no key takes one block masked whole.  Tiles
  * are dealt to CTAs in rounds, the queries of the highest positions (the
  * most keys under a causal mask) first: under a mask, those of every head
  * before the lighter ones (mki_attn_tile).
@@ -292,10 +295,14 @@ __device__ __forceinline__ int tile_index(const AttnParams &p, int i)
 struct BlockIter {
     int s, kb, kind;
     int qlo, qhi; /* the tile's query positions */
+    bool any;     /* a block was taken */
+    bool forced;  /* the tile's one block, masked whole, was taken */
     __device__ __forceinline__ void start(const AttnParams &p, int qb, int bm)
     {
         s = 0;
         kb = -1;
+        any = false;
+        forced = false;
         if (p.causal) {
             const int q0 = qb * bm, q1 = min(q0 + bm, p.seq);
             p.qpos.range(q0, q1, &qlo, &qhi);
@@ -304,21 +311,36 @@ struct BlockIter {
     __device__ __forceinline__ bool next(const AttnParams &p)
     {
         const int nkb = (p.seq + BN - 1) / BN;
+        if (forced) return false;
         for (;;) {
             if (++kb >= nkb) {
                 kb = 0;
-                if (++s >= p.nseg) return false;
+                if (++s >= p.nseg) {
+                    if (any) return false;
+                    /* A tile whose queries see no key at all still takes
+                     * block 0 of segment 0, masked whole (every key after
+                     * every query: P = 0), so that every tile has a block
+                     * and the consumers' pipeline never branches around a
+                     * wgmma (ptxas serializes them all otherwise). */
+                    s = 0;
+                    kb = 0;
+                    forced = true;
+                    kind = BLK_MASK;
+                    return true;
+                }
             }
             const int k0 = kb * BN, k1 = min(k0 + BN, p.seq);
             const bool edge = k1 - k0 < BN;
             if (!p.causal) {
                 kind = edge ? BLK_MASK : BLK_FULL;
+                any = true;
                 return true;
             }
             int klo, khi;
             p.kpos[s].range(k0, k1, &klo, &khi);
             if (klo <= qhi) {
                 kind = (khi <= qlo && !edge) ? BLK_FULL : BLK_MASK;
+                any = true;
                 return true;
             }
             /* skipped: so is the rest of this piece */
@@ -513,143 +535,86 @@ __device__ __forceinline__ void pack_p(const float (&sc)[64], uint32_t (&pa)[8][
     }
 }
 
-/* Each tile's blocks j = 0 .. n-1 run as: S_0; then for j >= 1, S_j and
- * P_{j-1} V issued together, the softmax of S_j while P_{j-1} V runs on
- * the tensor cores; then P_{n-1} V.  (Making the two warpgroups take
- * turns at issuing, FlashAttention-3's ping-pong, measured no faster:
- * bench/NOTES.md.) */
+/* A consumer warpgroup's view of one tile: its rows, its Q buffer, the
+ * walk of its key blocks. */
+template <int kD>
+struct TileView {
+    Tile x;
+    int i, qbuf, r0, qp0, qp1;
+    uint32_t q_addr;
+    BlockIter it; /* at the tile's first block (every tile has one) */
+    __device__ __forceinline__ void open(const AttnParams &p, int tt, int ii, uint32_t base, int wg, int row)
+    {
+        x = tile_of(p, tt);
+        i = ii;
+        qbuf = ii % Smem<kD>::kQBufs;
+        q_addr = base + Smem<kD>::kQ + qbuf * Smem<kD>::kQTile + wg * (64 * 128);
+        r0 = x.qb * Cfg<kD>::BM + wg * 64 + row; /* my rows: r0, r0 + 8 */
+        qp0 = p.qpos.at(r0);
+        qp1 = p.qpos.at(r0 + 8);
+        it.start(p, x.qb, Cfg<kD>::BM);
+        (void)it.next(p);
+    }
+    __device__ __forceinline__ void wait_q(Bars<kD> bar) const
+    {
+        mbar_wait(bar.q_full(qbuf), (i / Smem<kD>::kQBufs) & 1);
+    }
+};
+
+/* A tile's end: O normalised and stored, the rows' lse; the Q buffer
+ * freed (its S are all done). */
 template <int kD, bool kF16>
-__device__ void consumer(const AttnParams &p, char *sm, Bars<kD> bar, int wg, int t)
+__device__ __forceinline__ void finish_tile(const AttnParams &p, Bars<kD> bar, const TileView<kD> &v,
+                                            const float (&o)[kD / 2], const RowState &rs, int wg,
+                                            int t)
 {
     typedef typename std::conditional<kF16, __half, __nv_bfloat16>::type T;
-    constexpr int kTile = Smem<kD>::kTile, kS = Smem<kD>::kStages;
-    constexpr int kO = kD / 2; /* O accumulators per thread */
+    constexpr int kO = kD / 2;
     constexpr bool kTmaO = kStoreOByTma<kD>;
     const int lane = t & 31, warp = t >> 5;
     const int g = lane >> 2, tq = (lane & 3) * 2;
-    const uint32_t base = smem_u32(sm);
-    int st = 0, ph = 0;
-    for (int i = 0;; ++i) {
-        const int tt = tile_index(p, i);
-        if (tt < 0) break;
-        const Tile x = tile_of(p, tt);
-        constexpr int kQB = Smem<kD>::kQBufs;
-        const int qbuf = i % kQB;
-        const uint32_t q_addr = base + Smem<kD>::kQ + qbuf * Smem<kD>::kQTile + wg * (64 * 128);
-        const int r0 = x.qb * Cfg<kD>::BM + wg * 64 + warp * 16 + g; /* my rows: r0, r0 + 8 */
-        const int qp0 = p.qpos.at(r0), qp1 = p.qpos.at(r0 + 8);
-        float o[kO];
+    float l0 = rs.l0, l1 = rs.l1;
+    const float m0 = rs.m0, m1 = rs.m1;
+    if (!kTmaO && lane == 0) mbar_arrive(bar.q_empty(v.qbuf));
+    /* the row sums over the quad */
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
+    const int r0 = v.r0;
+    if (kTmaO) {
+        /* O into this warpgroup's rows of the Q buffer (its S are all
+         * done), swizzled as the TMA box wants it (16-byte unit u of
+         * row r at unit u ^ (r % 8)); one thread stores them by TMA
+         * (rows past the sequence clipped) and frees the buffer once
+         * the store has read it */
+        const int lr0 = warp * 16 + g, lr1 = lr0 + 8;
 #pragma unroll
-        for (int k = 0; k < kO; ++k) o[k] = 0.f;
-        RowState rs{-INFINITY, -INFINITY, 0.f, 0.f};
-        uint32_t pa[8][4];
-        float sc[64];
-        float a0, a1;
-        mbar_wait(bar.q_full(qbuf), (i / kQB) & 1);
-        BlockIter it;
-        it.start(p, x.qb, Cfg<kD>::BM);
-        if (it.next(p)) {
-            /* block 0: S only */
-            mbar_wait(bar.k_full(st), ph);
-            wgmma_fence();
-            issue_s<kD, kF16>(sc, q_addr, base + Smem<kD>::kK + st * kTile);
-            wgmma_commit();
-            wgmma_wait<0>(sc);
-            if (lane == 0) mbar_arrive(bar.k_empty(st));
-            if (it.kind == BLK_MASK)
-                softmax_block<true>(p, it, sc, rs, qp0, qp1, tq, &a0, &a1);
-            else
-                softmax_block<false>(p, it, sc, rs, qp0, qp1, tq, &a0, &a1);
-            pack_p<T>(sc, pa);
-            int pst = st, pph = ph;
-            if (++st == kS) {
-                st = 0;
-                ph ^= 1;
-            }
-            while (it.next(p)) {
-                /* S_j and P_{j-1} V */
-                mbar_wait(bar.k_full(st), ph);
-                mbar_wait(bar.v_full(pst), pph);
-                wgmma_fence();
-                issue_s<kD, kF16>(sc, q_addr, base + Smem<kD>::kK + st * kTile);
-                wgmma_commit();
-                issue_pv<kD, kF16>(o, pa, base + Smem<kD>::kV + pst * kTile);
-                wgmma_commit();
-                wgmma_wait<1>(sc);
-                if (lane == 0) mbar_arrive(bar.k_empty(st));
-                if (it.kind == BLK_MASK)
-                    softmax_block<true>(p, it, sc, rs, qp0, qp1, tq, &a0, &a1);
-                else
-                    softmax_block<false>(p, it, sc, rs, qp0, qp1, tq, &a0, &a1);
-                wgmma_wait<0>(o);
-                if (lane == 0) mbar_arrive(bar.v_empty(pst));
-                /* (skipped when no row of the warp has a new max: d = 64
-                 * full 7-10% faster, bench/NOTES.md) */
-                if (__any_sync(0xffffffffu, a0 != 1.f || a1 != 1.f))
-#pragma unroll
-                for (int j = 0; j < kO / 4; ++j) {
-                    o[4 * j] *= a0;
-                    o[4 * j + 1] *= a0;
-                    o[4 * j + 2] *= a1;
-                    o[4 * j + 3] *= a1;
-                }
-                pack_p<T>(sc, pa);
-                pst = st;
-                pph = ph;
-                if (++st == kS) {
-                    st = 0;
-                    ph ^= 1;
-                }
-            }
-            /* the last block's P V */
-            mbar_wait(bar.v_full(pst), pph);
-            wgmma_fence();
-            issue_pv<kD, kF16>(o, pa, base + Smem<kD>::kV + pst * kTile);
-            wgmma_commit();
-            wgmma_wait<0>(o);
-            if (lane == 0) mbar_arrive(bar.v_empty(pst));
+        for (int j = 0; j < kO / 4; ++j) {
+            const uint32_t blk = v.q_addr + (j / 8) * Smem<kD>::kQBlk;
+            const uint32_t a0s = blk + lr0 * 128 + (((j % 8) ^ (lr0 & 7)) * 16) + tq * 2;
+            const uint32_t a1s = blk + lr1 * 128 + (((j % 8) ^ (lr1 & 7)) * 16) + tq * 2;
+            asm volatile("st.shared.u32 [%0], %1;" ::"r"(a0s),
+                         "r"(pack2<T>(o[4 * j] * i0, o[4 * j + 1] * i0))
+                         : "memory");
+            asm volatile("st.shared.u32 [%0], %1;" ::"r"(a1s),
+                         "r"(pack2<T>(o[4 * j + 2] * i1, o[4 * j + 3] * i1))
+                         : "memory");
         }
-        float l0 = rs.l0, l1 = rs.l1;
-        const float m0 = rs.m0, m1 = rs.m1;
-        if (!kTmaO && lane == 0) mbar_arrive(bar.q_empty(qbuf));
-        /* the row sums over the quad */
-        l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-        l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-        l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-        l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-        const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
-        if (kTmaO) {
-            /* O into this warpgroup's rows of the Q buffer (its S are all
-             * done), swizzled as the TMA box wants it (16-byte unit u of
-             * row r at unit u ^ (r % 8)); one thread stores them by TMA
-             * (rows past the sequence clipped) and frees the buffer once
-             * the store has read it */
-            const int lr0 = warp * 16 + g, lr1 = lr0 + 8;
+        fence_proxy_async_smem();
+        asm volatile("bar.sync %0, 128;" ::"r"(1 + wg) : "memory");
+        if (t == 0) {
 #pragma unroll
-            for (int j = 0; j < kO / 4; ++j) {
-                const uint32_t blk = q_addr + (j / 8) * Smem<kD>::kQBlk;
-                const uint32_t a0s = blk + lr0 * 128 + (((j % 8) ^ (lr0 & 7)) * 16) + tq * 2;
-                const uint32_t a1s = blk + lr1 * 128 + (((j % 8) ^ (lr1 & 7)) * 16) + tq * 2;
-                asm volatile("st.shared.u32 [%0], %1;" ::"r"(a0s),
-                             "r"(pack2<T>(o[4 * j] * i0, o[4 * j + 1] * i0))
-                             : "memory");
-                asm volatile("st.shared.u32 [%0], %1;" ::"r"(a1s),
-                             "r"(pack2<T>(o[4 * j + 2] * i1, o[4 * j + 3] * i1))
-                             : "memory");
-            }
-            fence_proxy_async_smem();
-            asm volatile("bar.sync %0, 128;" ::"r"(1 + wg) : "memory");
-            if (t == 0) {
-#pragma unroll
-                for (int c = 0; c < kD / 64; ++c)
-                    tma_store_4d(&p.tm_o, c * 64, x.qb * Cfg<kD>::BM + wg * 64, x.h, x.b,
-                                 q_addr + c * Smem<kD>::kQBlk);
-                bulk_commit();
-                bulk_wait_read<0>();
-                mbar_arrive(bar.q_empty(qbuf));
-            }
-        } else {
-        T *ob = reinterpret_cast<T *>(p.o) + (long long)x.b * p.o_sb + (long long)x.h * p.o_sh;
+            for (int c = 0; c < kD / 64; ++c)
+                tma_store_4d(&p.tm_o, c * 64, v.x.qb * Cfg<kD>::BM + wg * 64, v.x.h, v.x.b,
+                             v.q_addr + c * Smem<kD>::kQBlk);
+            bulk_commit();
+            bulk_wait_read<0>();
+            mbar_arrive(bar.q_empty(v.qbuf));
+        }
+    } else {
+        T *ob = reinterpret_cast<T *>(p.o) + (long long)v.x.b * p.o_sb + (long long)v.x.h * p.o_sh;
         if (r0 < p.seq) {
             T *row = ob + (long long)r0 * p.o_ss;
 #pragma unroll
@@ -663,15 +628,129 @@ __device__ void consumer(const AttnParams &p, char *sm, Bars<kD> bar, int wg, in
                 *reinterpret_cast<uint32_t *>(row + 8 * j + tq) =
                     pack2<T>(o[4 * j + 2] * i1, o[4 * j + 3] * i1);
         }
-        }
-        if (p.lse && (lane & 3) == 0) {
-            const float ln2 = 0.6931471805599453f;
-            float *lr = p.lse + ((long long)x.b * p.heads + x.h) * p.seq;
-            if (r0 < p.seq) lr[r0] = l0 > 0.f ? (m0 + log2f(l0)) * ln2 : -INFINITY;
-            if (r0 + 8 < p.seq) lr[r0 + 8] = l1 > 0.f ? (m1 + log2f(l1)) * ln2 : -INFINITY;
-        }
     }
-    if (kTmaO && t == 0) bulk_wait_all(); /* the last O stores done before the kernel ends */
+    if (p.lse && (lane & 3) == 0) {
+        const float ln2 = 0.6931471805599453f;
+        float *lr = p.lse + ((long long)v.x.b * p.heads + v.x.h) * p.seq;
+        if (r0 < p.seq) lr[r0] = l0 > 0.f ? (m0 + log2f(l0)) * ln2 : -INFINITY;
+        if (r0 + 8 < p.seq) lr[r0 + 8] = l1 > 0.f ? (m1 + log2f(l1)) * ln2 : -INFINITY;
+    }
+}
+
+/* Each tile's blocks j = 0 .. n-1 run as: S_0; then for j >= 1, S_j and
+ * P_{j-1} V issued together, the softmax of S_j while P_{j-1} V runs on
+ * the tensor cores; then P_{n-1} V, issued together with the next tile's
+ * S_0, whose product runs under this tile's end (O's normalisation and
+ * store).  (Making the two warpgroups take turns at issuing,
+ * FlashAttention-3's ping-pong, measured no faster: bench/NOTES.md.) */
+template <int kD, bool kF16>
+__device__ void consumer(const AttnParams &p, char *sm, Bars<kD> bar, int wg, int t)
+{
+    typedef typename std::conditional<kF16, __half, __nv_bfloat16>::type T;
+    constexpr int kTile = Smem<kD>::kTile, kS = Smem<kD>::kStages;
+    constexpr int kO = kD / 2; /* O accumulators per thread */
+    const int lane = t & 31, warp = t >> 5;
+    const int row = warp * 16 + (lane >> 2), tq = (lane & 3) * 2;
+    const uint32_t base = smem_u32(sm);
+    int st = 0, ph = 0;
+    const int t0 = tile_index(p, 0);
+    if (t0 < 0) return;
+    /* Every tile has a block (BlockIter), and every wgmma below is issued
+     * on every path: a wgmma whose accumulators cross a branch makes
+     * ptxas serialize them all (C7514 / C7515). */
+    TileView<kD> cur;
+    cur.open(p, t0, 0, base, wg, row);
+    cur.wait_q(bar);
+    float o[kO];
+    uint32_t pa[8][4];
+    float sc[64];
+    float a0, a1;
+    mbar_wait(bar.k_full(st), ph);
+    wgmma_fence();
+    issue_s<kD, kF16>(sc, cur.q_addr, base + Smem<kD>::kK + st * kTile);
+    wgmma_commit();
+    for (;;) {
+        /* block 0: its S was issued before (with the last tile's P V, or
+         * alone for the first tile); O is cleared once it is done */
+        RowState rs{-INFINITY, -INFINITY, 0.f, 0.f};
+        wgmma_wait<0>(sc);
+#pragma unroll
+        for (int k = 0; k < kO; ++k) o[k] = 0.f;
+        if (lane == 0) mbar_arrive(bar.k_empty(st));
+        if (cur.it.kind == BLK_MASK)
+            softmax_block<true>(p, cur.it, sc, rs, cur.qp0, cur.qp1, tq, &a0, &a1);
+        else
+            softmax_block<false>(p, cur.it, sc, rs, cur.qp0, cur.qp1, tq, &a0, &a1);
+        pack_p<T>(sc, pa);
+        int pst = st, pph = ph;
+        if (++st == kS) {
+            st = 0;
+            ph ^= 1;
+        }
+        while (cur.it.next(p)) {
+            /* S_j and P_{j-1} V */
+            mbar_wait(bar.k_full(st), ph);
+            mbar_wait(bar.v_full(pst), pph);
+            wgmma_fence();
+            issue_s<kD, kF16>(sc, cur.q_addr, base + Smem<kD>::kK + st * kTile);
+            wgmma_commit();
+            issue_pv<kD, kF16>(o, pa, base + Smem<kD>::kV + pst * kTile);
+            wgmma_commit();
+            wgmma_wait<1>(sc);
+            if (lane == 0) mbar_arrive(bar.k_empty(st));
+            if (cur.it.kind == BLK_MASK)
+                softmax_block<true>(p, cur.it, sc, rs, cur.qp0, cur.qp1, tq, &a0, &a1);
+            else
+                softmax_block<false>(p, cur.it, sc, rs, cur.qp0, cur.qp1, tq, &a0, &a1);
+            wgmma_wait<0>(o);
+            if (lane == 0) mbar_arrive(bar.v_empty(pst));
+            /* (skipped when no row of the warp has a new max: d = 64
+             * full 7-10% faster, bench/NOTES.md) */
+            if (__any_sync(0xffffffffu, a0 != 1.f || a1 != 1.f))
+#pragma unroll
+            for (int j = 0; j < kO / 4; ++j) {
+                o[4 * j] *= a0;
+                o[4 * j + 1] *= a0;
+                o[4 * j + 2] *= a1;
+                o[4 * j + 3] *= a1;
+            }
+            pack_p<T>(sc, pa);
+            pst = st;
+            pph = ph;
+            if (++st == kS) {
+                st = 0;
+                ph ^= 1;
+            }
+        }
+        /* This tile's last P V, and with it the next tile's S_0, whose
+         * product runs under this tile's end.  After the last tile an S
+         * is issued all the same, on the idle Q buffer and the next K
+         * stage, and dropped: no TMA writes either of them any more, and
+         * it keeps the issue off a branch. */
+        const int tn = tile_index(p, cur.i + 1);
+        TileView<kD> nxt;
+        uint32_t nq = base + Smem<kD>::kQ + ((cur.qbuf + 1) % Smem<kD>::kQBufs) * Smem<kD>::kQTile +
+                      wg * (64 * 128);
+        if (tn >= 0) {
+            nxt.open(p, tn, cur.i + 1, base, wg, row);
+            nxt.wait_q(bar);
+            mbar_wait(bar.k_full(st), ph);
+            nq = nxt.q_addr;
+        }
+        mbar_wait(bar.v_full(pst), pph);
+        wgmma_fence();
+        issue_pv<kD, kF16>(o, pa, base + Smem<kD>::kV + pst * kTile);
+        wgmma_commit();
+        issue_s<kD, kF16>(sc, nq, base + Smem<kD>::kK + st * kTile);
+        wgmma_commit();
+        wgmma_wait<1>(o);
+        if (lane == 0) mbar_arrive(bar.v_empty(pst));
+        finish_tile<kD, kF16>(p, bar, cur, o, rs, wg, t);
+        if (tn < 0) break;
+        cur = nxt;
+    }
+    wgmma_wait<0>(sc); /* the dropped S */
+    if (kStoreOByTma<kD> && t == 0) bulk_wait_all(); /* the last O stores done before the kernel ends */
 }
 
 /* ---------------------------------------------------------------- kernel */

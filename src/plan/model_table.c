@@ -11,14 +11,14 @@
 const struct mki_model mki_model_default = {
     .sm_count = 132,
     .gemm_tflops = 700.0,      /* cuBLAS bf16 677-791 TFLOP/s */
-    /* Our attention core (mkbench attn, H100, 2026-11-26; FLOPs computed,
-     * half under a causal mask): head_dim 128 568-584 TFLOP/s without a
-     * mask at 4k-16k; head_dim 64 426-449.  Causal (2026-11-27, the cut
-     * blocks masked by a limit per row): head_dim 128 512-516 at 4k and
-     * 16k, head_dim 64 371 at 4k, 426 at 16k (the diagonal's share). */
-    .attn_tflops = {437.0, 575.0},
-    .attn_causal = {0.99, 0.873},
-    .attn_diag = {760.0, 0.0},
+    /* Our attention core (mkbench attn, H100, 2026-11-27, the consumers
+     * with their descriptors in uniform registers; FLOPs computed, half
+     * under a causal mask): head_dim 128 596 / 628 TFLOP/s without a
+     * mask at 4k / 16k, 543 / 561 causal; head_dim 64 464 / 480, causal
+     * 377 / 454 (the diagonal's share: 1 + attn_diag / keys). */
+    .attn_tflops = {472.0, 610.0},
+    .attn_causal = {1.03, 0.90},
+    .attn_diag = {1195.0, 0.0},
     .tile_m = 128,
     .tile_n = 256,
     .nvlink_link_gbs = 26.5,   /* NV18: 18 x 26.5 = 477 GB/s per direction */

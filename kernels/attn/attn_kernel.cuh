@@ -409,24 +409,36 @@ __device__ void producer(const AttnParams &p, const RingParams &r, char *sm, Bar
 /* ---------------------------------------------------------------- consumers */
 
 /* The consumers' pieces: S = Q K^T issued, O += P V issued, and the
- * masked online softmax of one block of S (base 2, two rows per thread). */
+ * masked online softmax of one block of S (base 2, two rows per thread).
+ * The k-steps' descriptors are the first one plus a constant (the start
+ * address field, bits 0-13, holds address / 16 of a shared memory under
+ * 256 KiB: no carry out of it), so the issue needs one descriptor per
+ * operand and an add per k-step, which the compiler keeps in the uniform
+ * datapath (computing each from its address cost R2UR moves in front of
+ * every wgmma, and the loop is bound by issue: bench/NOTES.md). */
 template <int kD, bool kF16>
 __device__ __forceinline__ void issue_s(float (&sc)[64], uint32_t q_addr, uint32_t k_addr)
 {
+    /* every lane holds the same Q address; taken from lane 0, the
+     * compiler knows it is the warp's and keeps the Q descriptors in
+     * uniform registers too (d = 128: 5 R2UR a block instead of 20) */
+    q_addr = __shfl_sync(0xffffffffu, q_addr, 0);
+    const uint64_t dq = smem_desc(q_addr, 16, 1024), dk = smem_desc(k_addr, 16, 1024);
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
         const uint32_t in = (kk % 4) * 32; /* k-step within a 64-element block */
-        WgmmaSS128<kF16>::run(sc, smem_desc(q_addr + (kk / 4) * Smem<kD>::kQBlk + in, 16, 1024),
-                              smem_desc(k_addr + (kk / 4) * kBoxBytes + in, 16, 1024), kk != 0);
+        WgmmaSS128<kF16>::run(sc, dq + (((kk / 4) * Smem<kD>::kQBlk + in) >> 4),
+                              dk + (((kk / 4) * kBoxBytes + in) >> 4), kk != 0);
     }
 }
 
 template <int kD, bool kF16>
 __device__ __forceinline__ void issue_pv(float (&o)[kD / 2], const uint32_t (&pa)[8][4], uint32_t v_addr)
 {
+    const uint64_t dv0 = smem_desc(v_addr, kBoxBytes, 1024);
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
-        const uint64_t dv = smem_desc(v_addr + kk * 2048, kBoxBytes, 1024);
+        const uint64_t dv = dv0 + ((kk * 2048) >> 4);
         if constexpr (kD == 128)
             WgmmaRS128<kF16>::run(o, pa[kk], dv);
         else

@@ -16,7 +16,17 @@
 #                                    ag_gemm.sh, gemm_rs.sh and moe.sh), the
 #                                    programs in build-gpu/attn
 #   bash tests/gpu/attn.sh [test|bench|all] [mkbench ring_attn args]   there
+#   bash tests/gpu/attn.sh profile [d/mask/seq ...]                     there:
+#                                    Nsight Compute on one launch of the
+#                                    core per shape (test_attn_core time,
+#                                    default 128/full/4096 128/full/16384
+#                                    64/causal/4096): the details page
+#                                    (speed of light, scheduler, warp
+#                                    states, instruction mix) and the
+#                                    SASS with its stall samples, as CSV
 #
+# The benchmark steps log the GPU's SM clock, power and throttle reasons
+# every 200 ms (nvidia-smi) and print their medians per step.
 # Only what the GPUs allow runs; the rest says SKIP and why.  Logs and
 # JSON go to $OUT when set (else build-gpu/attn/out); each step runs under
 # its own timeout, cut to MK_GPU_DEADLINE when set; a summary table ends
@@ -37,6 +47,9 @@ if [ "$what" = build ]; then
     # with zigzag positions, as one GPU sees a ring
     $NVCC $ARCH -O2 -std=c++17 -Iinclude -Ikernels tests/gpu/test_attn_core.cu \
         kernels/attn/attn.cu -o $B/test_attn_core
+    # the same with line information, for the profile mode's source page
+    $NVCC $ARCH -O2 -std=c++17 -lineinfo -Iinclude -Ikernels tests/gpu/test_attn_core.cu \
+        kernels/attn/attn.cu -o $B/test_attn_core_li
     $NVCC $ARCH $B/test_attn.o $LIBS -o $B/test_attn
     $NVCC $ARCH $B/mkbench_attn.o $BLD/mkb_common.o $LIBS -o $B/mkbench_attn
     rm -f $B/test_attn.o $B/mkbench_attn.o
@@ -47,7 +60,8 @@ case $what in
 test)  tests=1; bench=0 ;;
 bench) tests=0; bench=1 ;;
 all)   tests=1; bench=1 ;;
-*) echo "usage: tests/gpu/attn.sh [build|test|bench|all] ..." >&2; exit 2 ;;
+profile) tests=0; bench=0 ;;
+*) echo "usage: tests/gpu/attn.sh [build|test|bench|all|profile] ..." >&2; exit 2 ;;
 esac
 O=${OUT:-$B/out}
 mkdir -p "$O"
@@ -153,13 +167,51 @@ if [ $tests = 1 ] && [ "$ngpu" -ge 1 ]; then
     unset CUDA_VISIBLE_DEVICES CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
     grep -E "FAIL|stress:|bad input" "$LOG" | head -40
 fi
+# GPU 0's SM clock, power and throttle reasons every 200 ms while a
+# benchmark step runs: smi_start; step ...; smi_stop NAME (one line of
+# medians in the summary: under a power cap the clocks fall, and a lab
+# that leaves the GPU idle between shapes runs on a cooler, faster GPU).
+smi_start() {
+    SMI_CSV=$O/smi-$(date +%s%N).csv
+    local why=clocks_event_reasons.active # older drivers: clocks_throttle_reasons
+    nvidia-smi -i 0 --query-gpu=$why --format=csv,noheader > /dev/null 2>&1 ||
+        why=clocks_throttle_reasons.active
+    nvidia-smi -i 0 --query-gpu=clocks.sm,power.draw,$why --format=csv,noheader,nounits \
+        -lms 200 > "$SMI_CSV" 2>/dev/null &
+    SMI_PID=$!
+}
+smi_stop() { # NAME
+    kill "$SMI_PID" 2>/dev/null
+    wait "$SMI_PID" 2>/dev/null
+    local n c cmin w thr
+    n=$(grep -cE '^[0-9]+,' "$SMI_CSV")
+    if [ "$n" -eq 0 ]; then
+        printf "%-44s clocks: no samples\n" "$1" >> "$SUMMARY"
+        return
+    fi
+    # medians by sort (mawk has no asort); throttled: a reason other than
+    # none (0) or idle (1), e.g. the software power cap (4)
+    c=$(grep -E '^[0-9]+,' "$SMI_CSV" | cut -d, -f1 | sort -n | sed -n "$(( (n + 1) / 2 ))p")
+    cmin=$(grep -E '^[0-9]+,' "$SMI_CSV" | cut -d, -f1 | sort -n | head -1)
+    w=$(grep -E '^[0-9]+,' "$SMI_CSV" | cut -d, -f2 | tr -d " " | sort -g | sed -n "$(( (n + 1) / 2 ))p")
+    thr=$(grep -E '^[0-9]+,' "$SMI_CSV" | cut -d, -f3 | tr -d ' ' | grep -vcE '^0x0*[01]?$')
+    printf "%-44s SM clock median %s MHz (min %s), power median %s W, throttled in %s of %s samples\n" \
+        "$1" "$c" "$cmin" "$w" "$thr" "$n" >> "$SUMMARY"
+}
 if [ $bench = 1 ] && [ "$ngpu" -ge 1 ]; then
     export CUDA_VISIBLE_DEVICES=0
+    smi_start
     step "1gpu mkbench attn (core alone)" 240 1 $B/mkbench_attn attn
+    smi_stop "  (mkbench attn)"
     # PyTorch brings its own cuDNN: the CUDA library path above would put
     # the system's older one first (seen: "cuDNN version incompatibility").
+    smi_start
     plain "1gpu PyTorch SDPA (cuDNN, flash)" 240 env -u LD_LIBRARY_PATH python3 bench/attn_sdpa.py \
         --out "$O/attn_sdpa.json" --ours "$O/attn.json"
+    smi_stop "  (PyTorch SDPA)"
+    smi_start
+    plain "1gpu kernel alone: test_attn_core time" 240 $B/test_attn_core time 20
+    smi_stop "  (test_attn_core time)"
 elif [ $bench = 1 ]; then
     skip "bench" "no GPU"
 fi
@@ -177,6 +229,32 @@ if [ $bench = 1 ] && [ "$ngpu" -gt 2 ]; then
     step "${ngpu}gpu mkbench ring_attn" 400 "$ngpu" $B/mkbench_attn ring_attn "$@" --tag np$ngpu
 fi
 unset CUDA_VISIBLE_DEVICES
+if [ "$what" = profile ] && [ "$ngpu" -ge 1 ]; then
+    NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+    if [ -z "$NCU" ]; then
+        skip "profile" "no ncu on this machine"
+    else
+        export CUDA_VISIBLE_DEVICES=0
+        [ $# -eq 0 ] && set -- 128/full/4096 128/full/16384 64/causal/4096
+        for shape in "$@"; do
+            f=$O/ncu-$(echo "$shape" | tr / -)
+            # 3 warm-up launches, then the one profiled; the clocks left
+            # alone (METHOD.md), the SASS's stall samples kept
+            plain "ncu $shape" 300 "$NCU" --clock-control none --launch-skip 3 --launch-count 1 \
+                --section SpeedOfLight --section SchedulerStats --section WarpStateStats \
+                --section InstructionStats --section SourceCounters --section LaunchStats \
+                --section Occupancy -f -o "$f" $B/test_attn_core_li time 1 "$shape"
+            if [ -f "$f.ncu-rep" ]; then
+                "$NCU" --import "$f.ncu-rep" --page details --csv > "$f-details.csv" 2>> "$LOG"
+                "$NCU" --import "$f.ncu-rep" --page source --csv --print-source sass > "$f-sass.csv" 2>> "$LOG" ||
+                    "$NCU" --import "$f.ncu-rep" --page source --csv > "$f-sass.csv" 2>> "$LOG"
+                grep -E '"(SM Busy|Issue Slots Busy|Issued Warp Per Scheduler|No Eligible|Compute \(SM\) Throughput|Duration|SM Frequency|Warp Cycles Per Issued Instruction)"' \
+                    "$f-details.csv" | awk -F'","' -v s="$shape" '{ gsub(/"/, "", $NF); printf "  %-16s %-40s %s\n", s, $(NF - 2), $NF }' >> "$SUMMARY"
+            fi
+        done
+        unset CUDA_VISIBLE_DEVICES
+    fi
+fi
 # The benchmarks' tables (mkbench's, from its title to "results:", and
 # the SDPA script's comparison).
 TABLE=$(awk '/^mkRingAttention (ring|core alone) / { on = 1 }

@@ -10,8 +10,10 @@
  *   test_attn_core [seed]            correctness
  *   test_attn_core small [seed]      the cases of at most 1000 rows, one
  *                                    repeat (compute-sanitizer)
- *   test_attn_core time [reps]       timing table (and rank 0's work of a
- *                                    2-rank zigzag ring)
+ *   test_attn_core time [reps [only]]  timing table (and rank 0's work of
+ *                                    a 2-rank zigzag ring); only: the rows
+ *                                    whose d/mask/seq start so (e.g.
+ *                                    128/full/4096), for a profiler
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -236,55 +238,83 @@ static int run_case(const Case &c, int rep_seed)
     return bad;
 }
 
-/* One timed shape: q, k, v (n elements each, distinct random) and o
- * allocated here and put into a (q, o, every segment's k and v), median of
- * reps launches after 3 warm-ups, one row of the table; 1 on failure. */
-static int time_shape(mki_attn_args &a, int64_t n, const char *mask, double flops, int reps)
+/* n values uniform in [-1, 1) as bf16, from a hash of (seed, index):
+ * the inputs of a timed shape, filled on the device so that the GPU is
+ * not left idle (and cool: its clocks rise) between shapes, as mkbench
+ * fills them. */
+static __global__ void fill_rand(uint16_t *p, size_t n, uint64_t seed)
 {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        uint64_t x = (seed + i) * 0x9e3779b97f4a7c15ull;
+        x ^= x >> 31;
+        x *= 0xbf58476d1ce4e5b9ull;
+        x ^= x >> 29;
+        const float v = (float)(x >> 40) / (float)(1ull << 24) * 2.0f - 1.0f;
+        const __nv_bfloat16 h = __float2bfloat16(v);
+        p[i] = *(const uint16_t *)&h;
+    }
+}
+
+/* Which rows "time" runs: all, or those whose "d/mask/seq" starts with
+ * g_only (e.g. 128/full/4096), for a profiler's single launch. */
+static const char *g_only;
+
+/* One timed shape: q, k, v (n elements each, distinct random) and o, lse
+ * (nl floats, as mkbench attn passes them) allocated here and put into a
+ * (q, o, lse, every segment's k and v); 3 warm-up launches, then reps
+ * launches back to back, each between two events; the median; one row
+ * of the table.  1 on failure. */
+static int time_shape(mki_attn_args &a, int64_t n, int64_t nl, const char *mask, double flops,
+                      int reps)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%lld/%s/%lld", (long long)a.head_dim, mask, (long long)a.seq);
+    if (g_only && strncmp(key, g_only, strlen(g_only))) return 0;
     void *q, *k, *v, *o;
+    float *lse;
     CK(cudaMalloc(&q, n * 2));
     CK(cudaMalloc(&k, n * 2));
     CK(cudaMalloc(&v, n * 2));
     CK(cudaMalloc(&o, n * 2));
-    std::vector<uint16_t> h(n);
+    CK(cudaMalloc(&lse, nl * 4));
     void *dst[3] = {q, k, v};
     for (int t = 0; t < 3; ++t) {
-        for (auto &x : h) x = to16((float)(urand() * 2 - 1), false);
-        CK(cudaMemcpy(dst[t], h.data(), n * 2, cudaMemcpyHostToDevice));
+        fill_rand<<<1024, 256>>>((uint16_t *)dst[t], (size_t)n, (rng_state += 0x100000000ull));
+        CK(cudaGetLastError());
     }
     a.q = q;
     a.o = o;
+    a.lse = lse;
     for (int s = 0; s < a.nseg; ++s) { /* every segment reads the same bytes */
         a.seg[s].k = k;
         a.seg[s].v = v;
     }
     char msg[256];
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    std::vector<float> ms;
-    for (int i = 0; i < reps + 3; ++i) {
-        CK(cudaEventRecord(e0));
+    std::vector<cudaEvent_t> ev(2 * (size_t)reps);
+    for (auto &e : ev) CK(cudaEventCreate(&e));
+    for (int i = 0; i < 3 + reps; ++i) {
+        if (i >= 3) CK(cudaEventRecord(ev[2 * (size_t)(i - 3)]));
         if (mki_attn_run(&a, 0, msg, sizeof(msg))) {
             printf("FAIL: %s\n", msg);
             return 1;
         }
-        CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        float t;
-        CK(cudaEventElapsedTime(&t, e0, e1));
-        if (i >= 3) ms.push_back(t);
+        if (i >= 3) CK(cudaEventRecord(ev[2 * (size_t)(i - 3) + 1]));
     }
+    CK(cudaDeviceSynchronize());
+    CK(cudaGetLastError());
+    std::vector<float> ms((size_t)reps);
+    for (int i = 0; i < reps; ++i) CK(cudaEventElapsedTime(&ms[(size_t)i], ev[2 * (size_t)i], ev[2 * (size_t)i + 1]));
     std::sort(ms.begin(), ms.end());
     const double med = ms[ms.size() / 2];
     printf("%-6lld %-7s %-6lld %5lld %4lld %4s %10.3f %10.1f\n", (long long)a.head_dim, mask,
            (long long)a.seq, (long long)a.batch, (long long)a.heads, "", med, flops / med / 1e9);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
+    for (auto &e : ev) cudaEventDestroy(e);
     cudaFree(q);
     cudaFree(k);
     cudaFree(v);
     cudaFree(o);
+    cudaFree(lse);
     return 0;
 }
 
@@ -319,7 +349,8 @@ static int timing(int reps)
                 a.nseg = 1;
                 a.seg[0].pos.split = S;
                 const double fl = 4.0 * B * H * S * S * D * (causal ? 0.5 : 1.0);
-                if (time_shape(a, B * S * H * D, causal ? "causal" : "full", fl, reps)) return 1;
+                if (time_shape(a, B * S * H * D, B * H * S, causal ? "causal" : "full", fl, reps))
+                    return 1;
             }
     /* The work of rank 0 of a 2-rank zigzag ring (mkbench ring_attn's 32k
      * and 128k): its chunks 0 and 3 of q against its own keys and rank 1's
@@ -333,7 +364,7 @@ static int timing(int reps)
         a.seg[0].pos = {C, 0, 3 * C};
         a.seg[1].pos = {C, C, 2 * C};
         const double fl = 4.0 * B * H * S * (2 * S) * D * 0.5;
-        if (time_shape(a, B * S * H * D, "zigzag", fl, reps)) return 1;
+        if (time_shape(a, B * S * H * D, B * H * S, "zigzag", fl, reps)) return 1;
     }
     return 0;
 }
@@ -342,7 +373,13 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "time")) {
         rng_state = 12345;
-        return timing(argc > 2 ? atoi(argv[2]) : 20);
+        const int reps = argc > 2 ? atoi(argv[2]) : 20;
+        if (reps < 1) {
+            fprintf(stderr, "test_attn_core time: reps must be a positive count\n");
+            return 2;
+        }
+        g_only = argc > 3 ? argv[3] : NULL;
+        return timing(reps);
     }
     bool small = argc > 1 && !strcmp(argv[1], "small");
     if (small) {

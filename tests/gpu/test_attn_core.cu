@@ -31,6 +31,9 @@
 #include "attn/attn.h"
 #include "rt/rt.h"
 
+int g_rank = 0; /* the rank in fill.cuh's messages */
+#include "fill.cuh"
+
 #define CK(x)                                                                                \
     do {                                                                                     \
         cudaError_t e_ = (x);                                                                \
@@ -238,24 +241,6 @@ static int run_case(const Case &c, int rep_seed)
     return bad;
 }
 
-/* n values uniform in [-1, 1) as bf16, from a hash of (seed, index):
- * the inputs of a timed shape, filled on the device so that the GPU is
- * not left idle (and cool: its clocks rise) between shapes, as mkbench
- * fills them. */
-static __global__ void fill_rand(uint16_t *p, size_t n, uint64_t seed)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        uint64_t x = (seed + i) * 0x9e3779b97f4a7c15ull;
-        x ^= x >> 31;
-        x *= 0xbf58476d1ce4e5b9ull;
-        x ^= x >> 29;
-        const float v = (float)(x >> 40) / (float)(1ull << 24) * 2.0f - 1.0f;
-        const __nv_bfloat16 h = __float2bfloat16(v);
-        p[i] = *(const uint16_t *)&h;
-    }
-}
-
 /* Which rows "time" runs: all, or those whose "d/mask/seq" starts with
  * g_only (e.g. 128/full/4096), for a profiler's single launch. */
 static const char *g_only;
@@ -279,8 +264,10 @@ static int time_shape(mki_attn_args &a, int64_t n, int64_t nl, const char *mask,
     CK(cudaMalloc(&o, n * 2));
     CK(cudaMalloc(&lse, nl * 4));
     void *dst[3] = {q, k, v};
+    /* filled on the device (fill.cuh), so that the GPU is not left idle,
+     * and cool (its clocks rise), between shapes: as mkbench fills them */
     for (int t = 0; t < 3; ++t) {
-        fill_rand<<<1024, 256>>>((uint16_t *)dst[t], (size_t)n, (rng_state += 0x100000000ull));
+        fill<<<1024, 256>>>(dst[t], (size_t)n, ++rng_state, 0);
         CK(cudaGetLastError());
     }
     a.q = q;

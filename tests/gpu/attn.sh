@@ -240,7 +240,8 @@ if [ "$what" = profile ] && [ "$ngpu" -ge 1 ]; then
             f=$O/ncu-$(echo "$shape" | tr / -)
             # 3 warm-up launches, then the one profiled; the clocks left
             # alone (METHOD.md), the SASS's stall samples kept
-            plain "ncu $shape" 300 "$NCU" --clock-control none --launch-skip 3 --launch-count 1 \
+            plain "ncu $shape" 300 "$NCU" --clock-control none --kernel-name regex:attn_kernel \
+                --launch-skip 3 --launch-count 1 \
                 --section SpeedOfLight --section SchedulerStats --section WarpStateStats \
                 --section InstructionStats --section SourceCounters --section LaunchStats \
                 --section Occupancy -f -o "$f" $B/test_attn_core_li time 1 "$shape"

@@ -115,7 +115,7 @@ fi
 if [ $tests = 1 ] && [ "$ngpu" -ge 1 ]; then
     # one rank: the core alone, both layouts in one step
     export CUDA_VISIBLE_DEVICES=0
-    plain "1gpu kernel alone: segments, zigzag (22 cases x 4)" 120 $B/test_attn_core
+    plain "1gpu kernel alone: segments, zigzag (24 cases x 4)" 120 $B/test_attn_core
     step "1 rank correct (both layouts)" 150 1 $B/test_attn correct both
     if [ "$ngpu" -lt 2 ]; then # what the 2-GPU steps would cover, at one rank
         step "1 rank CUDA graph x10" 60 1 $B/test_attn graph

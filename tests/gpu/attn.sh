@@ -183,18 +183,20 @@ smi_start() {
 smi_stop() { # NAME
     kill "$SMI_PID" 2>/dev/null
     wait "$SMI_PID" 2>/dev/null
-    local n c cmin w thr
-    n=$(grep -cE '^[0-9]+,' "$SMI_CSV")
+    local rows n c cmin w thr
+    rows=$(grep -E '^[0-9]+,' "$SMI_CSV" | tr -d ' ')
+    n=$(printf '%s' "$rows" | grep -c .)
     if [ "$n" -eq 0 ]; then
         printf "%-44s clocks: no samples\n" "$1" >> "$SUMMARY"
         return
     fi
     # medians by sort (mawk has no asort); throttled: a reason other than
     # none (0) or idle (1), e.g. the software power cap (4)
-    c=$(grep -E '^[0-9]+,' "$SMI_CSV" | cut -d, -f1 | sort -n | sed -n "$(( (n + 1) / 2 ))p")
-    cmin=$(grep -E '^[0-9]+,' "$SMI_CSV" | cut -d, -f1 | sort -n | head -1)
-    w=$(grep -E '^[0-9]+,' "$SMI_CSV" | cut -d, -f2 | tr -d " " | sort -g | sed -n "$(( (n + 1) / 2 ))p")
-    thr=$(grep -E '^[0-9]+,' "$SMI_CSV" | cut -d, -f3 | tr -d ' ' | grep -vcE '^0x0*[01]?$')
+    c=$(echo "$rows" | cut -d, -f1 | sort -n)
+    cmin=$(echo "$c" | head -1)
+    c=$(echo "$c" | sed -n "$(( (n + 1) / 2 ))p")
+    w=$(echo "$rows" | cut -d, -f2 | sort -g | sed -n "$(( (n + 1) / 2 ))p")
+    thr=$(echo "$rows" | cut -d, -f3 | grep -vcE '^0x0*[01]?$')
     printf "%-44s SM clock median %s MHz (min %s), power median %s W, throttled in %s of %s samples\n" \
         "$1" "$c" "$cmin" "$w" "$thr" "$n" >> "$SUMMARY"
 }

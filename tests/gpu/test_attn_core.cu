@@ -219,17 +219,17 @@ static int run_case(const Case &c, int rep_seed)
          * error of a few units of the output's last place */
         const double tol = f16 ? 4e-3 : 2e-2;
         if (maxe > tol || maxl > 1e-3 || isnan(maxe) || isnan(maxl)) {
-            printf("FAIL d%d %s %s %s seg%d%s B%lld S%lld H%lld/%lld%s rep %d: max |o err| %.3g "
+            printf("FAIL d%d %s %s %s seg%d%s B%lld S%lld H%lld/%lld scale x%g rep %d: max |o err| %.3g "
                    "(tol %.g), max |lse err| %.3g\n",
                    c.d, c.layout ? "BHSD" : "BSHD", c.causal ? "causal" : "full",
                    f16 ? "f16" : "bf16", P, c.zig ? " zigzag" : "", (long long)B, (long long)S,
-                   (long long)H, (long long)HK, c.sx > 0 ? " x40 scores" : "", rep, maxe, tol, maxl);
+                   (long long)H, (long long)HK, c.sx > 0 ? c.sx : 1.0, rep, maxe, tol, maxl);
             bad = 1;
         } else if (rep == 0) {
-            printf("ok   d%d %s %s %s seg%d%s B%lld S%lld H%lld/%lld%s: max |o err| %.3g, |lse err| %.3g\n",
+            printf("ok   d%d %s %s %s seg%d%s B%lld S%lld H%lld/%lld scale x%g: max |o err| %.3g, |lse err| %.3g\n",
                    c.d, c.layout ? "BHSD" : "BSHD", c.causal ? "causal" : "full",
                    f16 ? "f16" : "bf16", P, c.zig ? " zigzag" : "", (long long)B, (long long)S,
-                   (long long)H, (long long)HK, c.sx > 0 ? " x40 scores" : "", maxe, maxl);
+                   (long long)H, (long long)HK, c.sx > 0 ? c.sx : 1.0, maxe, maxl);
         }
     }
     (void)rep_seed;

@@ -11,7 +11,8 @@
  *   test_attn_core small [seed]      the cases of at most 1000 rows, one
  *                                    repeat (compute-sanitizer)
  *   test_attn_core time [reps [only]]  timing table (and rank 0's work of
- *                                    a 2-rank zigzag ring); only: the rows
+ *                                    a 2-rank zigzag ring; the SM clock
+ *                                    each row's series ended at); only: the rows
  *                                    whose d/mask/seq start so (e.g.
  *                                    128/full/4096), for a profiler
  */
@@ -33,6 +34,7 @@
 
 int g_rank = 0; /* the rank in fill.cuh's messages */
 #include "fill.cuh"
+#include "../../tools/mkbench/clock.cuh"
 
 #define CK(x)                                                                                \
     do {                                                                                     \
@@ -296,8 +298,10 @@ static int time_shape(mki_attn_args &a, int64_t n, int64_t nl, const char *mask,
     for (int i = 0; i < reps; ++i) CK(cudaEventElapsedTime(&ms[(size_t)i], ev[2 * (size_t)i], ev[2 * (size_t)i + 1]));
     std::sort(ms.begin(), ms.end());
     const double med = ms[ms.size() / 2];
-    printf("%-6lld %-7s %-6lld %5lld %4lld %4s %10.3f %10.1f\n", (long long)a.head_dim, mask,
-           (long long)a.seq, (long long)a.batch, (long long)a.heads, "", med, flops / med / 1e9);
+    const double mhz = mkb_sm_mhz(0, 200); /* the clock the series ended at */
+    printf("%-6lld %-7s %-6lld %5lld %4lld %4s %10.3f %10.1f %8.0f\n", (long long)a.head_dim, mask,
+           (long long)a.seq, (long long)a.batch, (long long)a.heads, "", med, flops / med / 1e9,
+           mhz);
     for (auto &e : ev) cudaEventDestroy(e);
     cudaFree(q);
     cudaFree(k);
@@ -325,7 +329,8 @@ static mki_attn_args timing_args(int64_t B, int64_t S, int64_t H, int64_t D, int
 
 static int timing(int reps)
 {
-    printf("%-6s %-7s %-6s %5s %4s %4s %10s %10s\n", "d", "mask", "seq", "B", "H", "", "ms", "TFLOP/s");
+    printf("%-6s %-7s %-6s %5s %4s %4s %10s %10s %8s\n", "d", "mask", "seq", "B", "H", "", "ms", "TFLOP/s",
+           "SM MHz");
     const int ds[2] = {64, 128};
     const int seqs[2] = {4096, 16384};
     for (int di = 0; di < 2; ++di)

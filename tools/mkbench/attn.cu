@@ -42,7 +42,10 @@
  * each block after a bootstrap barrier and warm-up calls; inputs and
  * outputs rotate over sets whose bytes pass twice the L2; random data;
  * per series the median of the R x N per-call CUDA event times, the
- * largest of the ranks' medians.  Rank 0 prints the table and writes
+ * largest of the ranks' medians; the table's last column is rank 0's SM
+ * clock at the end of each series' last block (tools/mkbench/clock.cuh:
+ * under the power cap a short series' clock depends on what ran before
+ * it).  Rank 0 prints the table and writes
  * attn.json / ring_attn.json (NAME-TAG.json with --tag) and a .tsv in
  * mkb_results_dir.  NCCL runs with NCCL_NVLS_ENABLE=0 unless the
  * environment sets it.
@@ -65,6 +68,7 @@
 #include "attn/attn.h"
 #include "common.h"
 #include "multi.h"
+#include "clock.cuh"
 
 namespace {
 
@@ -489,6 +493,7 @@ struct result {
     double flops;      /* per GPU and call */
     bool check;
     float diff[NSERIES][2];
+    double mhz[NSERIES]; /* this rank's SM clock at the end of the series' last block */
 };
 
 int parse_shapes(const char *s, std::vector<Shape> &out)
@@ -602,6 +607,13 @@ void write_out(const std::vector<result> &res, const Opts &op, bool ring, int ca
     printf("results: %s (and .json)\n", path);
 }
 
+/* "ours/core" SM clocks (MHz, rank 0) at the end of each series' last block. */
+const char *mhz_cell(const result &r, char *b)
+{
+    snprintf(b, 16, "%.0f/%.0f", r.mhz[OURS], r.mhz[CORE]);
+    return b;
+}
+
 void print_table(const std::vector<result> &res, const Opts &op, bool ring)
 {
     char devname[128], u[128];
@@ -612,28 +624,28 @@ void print_table(const std::vector<result> &res, const Opts &op, bool ring)
            op.iters * op.rounds, op.rounds,
            ring ? "per GPU: 4 B H (S/P) S D, half when causal" : "4 B H S^2 D, half when causal");
     if (ring)
-        printf("%-22s %-7s %8s %8s %8s %8s %8s %8s %9s %9s  %s\n", "B x H x S x D (kv)", "mask",
+        printf("%-22s %-7s %8s %8s %8s %8s %8s %8s %9s %9s  %-5s %s\n", "B x H x S x D (kv)", "mask",
                "ours", "unfused", "core", "TFLOP/s", "unf TF", "core TF", "vs unf", "vs core",
-               "check");
+               "check", "MHz");
     else
-        printf("%-22s %-7s %8s %8s %8s %8s %9s  %s\n", "B x H x S x D (kv)", "mask", "ours",
-               "core", "TFLOP/s", "core TF", "ours/core", "check");
+        printf("%-22s %-7s %8s %8s %8s %8s %9s  %-5s %s\n", "B x H x S x D (kv)", "mask", "ours",
+               "core", "TFLOP/s", "core TF", "ours/core", "check", "MHz");
     for (const result &r : res) {
         char sh[64], b[8][16];
         snprintf(sh, sizeof sh, "%lldx%lldx%lldx%lld (%lld)", r.sh.b, r.sh.h, r.sh.s, r.sh.d, r.kvh);
         const double to = tflops(r.flops, r.t[OURS]);
         if (ring)
-            printf("%-22s %-7s %8.3f %8s %8s %8.1f %8s %8s %9s %9s  %s\n", sh,
+            printf("%-22s %-7s %8.3f %8s %8s %8.1f %8s %8s %9s %9s  %-5s %s\n", sh,
                    mask_name(r.sh.mask), r.t[OURS], cell(r.t[UNFUSED], "%.3f", b[0]),
                    cell(r.t[CORE], "%.3f", b[1]), to, cell(tflops(r.flops, r.t[UNFUSED]), "%.1f", b[2]),
                    cell(tflops(r.flops, r.t[CORE]), "%.1f", b[3]),
                    cell(r.t[UNFUSED] > 0 ? r.t[UNFUSED] / r.t[OURS] : -1, "%.3fx", b[4]),
                    cell(r.t[CORE] > 0 ? r.t[CORE] / r.t[OURS] : -1, "%.3fx", b[5]),
-                   r.check ? "ok" : "FAIL");
+                   r.check ? "ok" : "FAIL", mhz_cell(r, b[6]));
         else
-            printf("%-22s %-7s %8.3f %8.3f %8.1f %8.1f %8.3fx  %s\n", sh, mask_name(r.sh.mask),
+            printf("%-22s %-7s %8.3f %8.3f %8.1f %8.1f %8.3fx  %-5s %s\n", sh, mask_name(r.sh.mask),
                    r.t[OURS], r.t[CORE], to, tflops(r.flops, r.t[CORE]), r.t[CORE] / r.t[OURS],
-                   r.check ? "ok" : "FAIL");
+                   r.check ? "ok" : "FAIL", mhz_cell(r, b[6]));
     }
 }
 
@@ -711,8 +723,12 @@ result bench_one(const Shape &sh, const Opts &op, bool ring, int l2)
     core_alloc(x);
     r.check = check_series(x, series, r.diff);
     std::vector<double> t[NSERIES];
+    for (int w = 0; w < NSERIES; w++) r.mhz[w] = -1;
     for (int round = 0; round < op.rounds; round++)
-        for (int w : series) time_block(x, w, op.iters, t[w]);
+        for (int w : series) {
+            time_block(x, w, op.iters, t[w]);
+            r.mhz[w] = mkb_sm_mhz(g_st, 200);
+        }
     for (int w = 0; w < NSERIES; w++) r.t[w] = -1;
     for (int w : series) r.t[w] = mkb_worst_median(g_comm, g_rank, g_n, t[w]);
     mkResult_t ae;

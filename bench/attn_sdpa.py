@@ -4,8 +4,9 @@ bar of `mkbench attn` (issue 21: the core alone at >= 0.95x cuDNN's
 TFLOP/s).
 
     python3 bench/attn_sdpa.py --out FILE.json [--ours attn.json]
-        [--shapes BxHxSxD,...] [--masks full,causal] [--kv-ratio R]
-        [--layout bshd|bhsd] [--iters N] [--rounds R]
+        [--core libmkb_attn_core.so] [--shapes BxHxSxD,...]
+        [--masks full,causal] [--kv-ratio R] [--layout bshd|bhsd]
+        [--iters N] [--rounds R]
 
 torch.nn.functional.scaled_dot_product_attention under
 torch.nn.attention.sdpa_kernel with the cuDNN backend
@@ -19,6 +20,16 @@ after warm-up calls, one CUDA event pair per call, inputs rotating over
 sets whose bytes pass twice the L2; per backend the median.  FLOPs 4 B H
 S^2 D, half under the causal mask.
 
+--core: our attention core (mki_attn_run) as a shared library
+(tools/mkbench/attn_core_shim.cu, built by tests/gpu/attn.sh build): it
+then takes its turn with the two backends on the same inputs (its output
+checked against cuDNN's on the first set), and the SM clock at the end of
+each backend's last block is shown (MHz): under the H200's power cap a
+kernel's clock depends on what ran just before it, so a ratio between
+programs run one after the other (ours from mkbench, --ours) can differ
+from the ratio in turns by several percent.  The ratio ours/cudnn is the
+one in turns when --core is given, else mkbench's.
+
 A backend that this torch lacks, or that refuses the inputs, is reported
 as SKIP with the reason (no cuDNN attention in the build, say); without
 torch or a GPU the script says SKIP and writes an empty list.  --ours:
@@ -28,6 +39,7 @@ cuDNN and the ratio.  Prints a table between "attn_sdpa: ..." and
 the records to --out.
 """
 import argparse
+import ctypes
 import datetime
 import json
 import sys
@@ -80,7 +92,43 @@ def make_sets(torch, shape, kv_ratio, layout, l2):
     return sets
 
 
+class Core:
+    """Our core through libmkb_attn_core.so, called like a backend."""
+
+    def __init__(self, path, layout):
+        self.lib = ctypes.CDLL(path)
+        f = self.lib.mkb_attn_core
+        f.restype = ctypes.c_int
+        f.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_void_p] + [ctypes.c_longlong] * 5 + \
+            [ctypes.c_int] * 3 + [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+        self.lib.mkb_attn_sm_mhz.restype = ctypes.c_double
+        self.lib.mkb_attn_sm_mhz.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        self.layout = 0 if layout == "bshd" else 1
+        self.outs = {}
+
+    def run(self, torch, qkv, causal):
+        q, k, v = qkv  # B H S D views of BSHD (or BHSD) storage
+        b, h, s, d = q.shape
+        if id(q) not in self.outs:  # o in q's memory order, lse [B, H, S]
+            self.outs[id(q)] = (torch.empty_like(q), torch.empty((b, h, s), device="cuda",
+                                                                 dtype=torch.float32))
+        o, lse = self.outs[id(q)]
+        msg = ctypes.create_string_buffer(256)
+        r = self.lib.mkb_attn_core(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+                                   ctypes.c_void_p(lse.data_ptr()), b, s, h, k.shape[1], d,
+                                   int(causal), self.layout, 0,
+                                   torch.cuda.current_stream().cuda_stream, msg, 256)
+        if r:
+            raise RuntimeError("mkb_attn_core: %s (%d)" % (msg.value.decode(), r))
+        return o
+
+    def mhz(self, torch):
+        return self.lib.mkb_attn_sm_mhz(torch.cuda.current_stream().cuda_stream, 200)
+
+
 def call(torch, backend, qkv, causal, gqa):
+    if isinstance(backend, Core):
+        return backend.run(torch, qkv, causal)
     from torch.nn.attention import sdpa_kernel
     import torch.nn.functional as F
     q, k, v = qkv
@@ -126,29 +174,43 @@ def try_backend(torch, be, qkv, causal, gqa):
         return str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
 
 
-def bench_shape(torch, shape, causal, args, l2, meta):
+def bench_shape(torch, shape, causal, args, l2, meta, core):
     b, h, s, d = shape
     gqa = args.kv_ratio > 1
     sets = make_sets(torch, shape, args.kv_ratio, args.layout, l2)
     live, recs = [], []
-    for name, be, why in backends(torch):
+    mine = [("ours", core, None)] if core else []
+    for name, be, why in mine + backends(torch):
         why = why or try_backend(torch, be, sets[0], causal, gqa)
         if why:
             print("attn_sdpa: %s %dx%dx%dx%d %s: SKIP (%s)" % (name, b, h, s, d,
                   "causal" if causal else "full", why))
             continue
         live.append((name, be))
+    diff = None
+    names = [n for n, _ in live]
+    if "ours" in names and "cudnn" in names:  # a sanity check of the pairing, not the test
+        be = dict(live)
+        ref = call(torch, be["cudnn"], sets[0], causal, gqa).float()
+        diff = (call(torch, core, sets[0], causal, gqa).float() - ref).abs().max().item()
     times = {name: [] for name, _ in live}
+    mhz = {}
     for _ in range(args.rounds):  # the backends take turns
         for name, be in live:
             times[name] += time_block(torch, be, sets, causal, gqa, args.iters)
+            if core:
+                mhz[name] = round(core.mhz(torch))
     for name, _ in live:
         ms = median(times[name])
         rec = dict(meta, op="sdpa", backend=name, batch=b, heads=h, kv_heads=h // args.kv_ratio,
                    seq=s, head_dim=d, mask="causal" if causal else "full", ms=round(ms, 4),
                    tflops=round(flops(b, h, s, d, causal) / ms * 1e-9, 2),
-                   calls=len(times[name]))
+                   calls=len(times[name]), sm_mhz=mhz.get(name))
+        if name == "ours":
+            rec["max_diff_vs_cudnn"] = diff
         recs.append(rec)
+    if core:
+        core.outs.clear()
     del sets
     torch.cuda.empty_cache()
     return recs
@@ -174,9 +236,12 @@ def load_ours(path):
 
 
 def print_table(recs, ours, device):
+    """ours: mkbench's TFLOP/s by shape (--ours); the in-turn "ours" records
+    (--core), when present, give the ratio."""
     print("attn_sdpa: %s, bf16, TFLOP/s (4 B H S^2 D, half when causal; median)" % device)
-    print("%-20s %-7s %8s %8s %8s %10s" % ("B x H x S x D", "mask", "ours", "cudnn", "flash",
-                                           "ours/cudnn"))
+    print("%-20s %-7s %8s %8s %8s %8s %10s  %-16s %s" % ("B x H x S x D", "mask", "ours", "mkbench",
+                                                       "cudnn", "flash", "ours/cudnn",
+                                                       "MHz ours/cudnn", "|o - cudnn|"))
     keys = []
     for r in recs:
         k = (r["batch"], r["heads"], r["seq"], r["head_dim"], r["mask"])
@@ -184,16 +249,21 @@ def print_table(recs, ours, device):
             keys.append(k)
     worst = None
     for k in keys:
-        by = {r["backend"]: r["tflops"] for r in recs
-              if (r["batch"], r["heads"], r["seq"], r["head_dim"], r["mask"]) == k}
-        o = ours.get(k)
+        mine = [r for r in recs if (r["batch"], r["heads"], r["seq"], r["head_dim"], r["mask"]) == k]
+        by = {r["backend"]: r["tflops"] for r in mine}
+        clk = {r["backend"]: r.get("sm_mhz") for r in mine}
+        dif = [r.get("max_diff_vs_cudnn") for r in mine if r["backend"] == "ours"]
+        o = by.get("ours", ours.get(k))
         c = by.get("cudnn")
         ratio = o / c if o and c else None
         if ratio is not None:
             worst = ratio if worst is None else min(worst, ratio)
         cell = lambda v, f="%.1f": f % v if v is not None else "-"
-        print("%-20s %-7s %8s %8s %8s %10s" % ("x".join(str(v) for v in k[:4]), k[4], cell(o),
-              cell(c), cell(by.get("flash")), cell(ratio, "%.3fx")))
+        print("%-20s %-7s %8s %8s %8s %8s %10s  %-16s %s" % (
+            "x".join(str(v) for v in k[:4]), k[4], cell(by.get("ours")), cell(ours.get(k)), cell(c),
+            cell(by.get("flash")), cell(ratio, "%.3fx"),
+            "%s/%s" % (cell(clk.get("ours"), "%d"), cell(clk.get("cudnn"), "%d")),
+            cell(dif[0] if dif else None, "%.3g")))
     if worst is not None:
         print("attn_sdpa: ours/cudnn at least %.3fx (issue 21's bar: 0.95x) %s"
               % (worst, "ok" if worst >= 0.95 else "BELOW"))
@@ -202,7 +272,8 @@ def print_table(recs, ours, device):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", required=True, help="JSON records written here")
-    p.add_argument("--ours", help="mkbench attn's JSON, for the ratio")
+    p.add_argument("--ours", help="mkbench attn's JSON, shown beside")
+    p.add_argument("--core", help="libmkb_attn_core.so: our core in turns with the backends")
     p.add_argument("--shapes", default="16x16x4096x128,4x16x16384x128,8x32x4096x64,2x32x16384x64")
     p.add_argument("--masks", default="full,causal")
     p.add_argument("--kv-ratio", type=int, default=1)
@@ -231,13 +302,19 @@ def main():
                 else None,
                 date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
     print("attn_sdpa: torch %s, cuDNN %s, %s" % (meta["torch"], meta["cudnn"], prop.name))
+    core = None
+    if args.core:
+        try:
+            core = Core(args.core, args.layout)
+        except OSError as e:
+            print("attn_sdpa: ours: SKIP (cannot load %s: %s)" % (args.core, e))
     recs = []
     for shape in shapes:
         if shape[1] % args.kv_ratio:
             print("attn_sdpa: %s: heads not a multiple of --kv-ratio, skipped" % (shape,))
             continue
         for m in masks:
-            recs += bench_shape(torch, shape, m == "causal", args, l2, meta)
+            recs += bench_shape(torch, shape, m == "causal", args, l2, meta, core)
     with open(args.out, "w") as f:
         json.dump(recs, f, indent=1)
     print_table(recs, load_ours(args.ours), prop.name)

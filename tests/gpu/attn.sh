@@ -50,6 +50,10 @@ if [ "$what" = build ]; then
     # the same with line information, for the profile mode's source page
     $NVCC $ARCH -O2 -std=c++17 -lineinfo -Iinclude -Ikernels tests/gpu/test_attn_core.cu \
         kernels/attn/attn.cu -o $B/test_attn_core_li
+    # the core as a shared library, for bench/attn_sdpa.py --core (ours in
+    # turns with PyTorch's backends in one process)
+    $NVCC $ARCH -O2 -std=c++17 -shared -Xcompiler -fPIC -Iinclude -Ikernels -Itools/mkbench \
+        tools/mkbench/attn_core_shim.cu kernels/attn/attn.cu -o $B/libmkb_attn_core.so
     $NVCC $ARCH $B/test_attn.o $LIBS -o $B/test_attn
     $NVCC $ARCH $B/mkbench_attn.o $BLD/mkb_common.o $LIBS -o $B/mkbench_attn
     rm -f $B/test_attn.o $B/mkbench_attn.o
@@ -115,7 +119,7 @@ fi
 if [ $tests = 1 ] && [ "$ngpu" -ge 1 ]; then
     # one rank: the core alone, both layouts in one step
     export CUDA_VISIBLE_DEVICES=0
-    plain "1gpu kernel alone: segments, zigzag (24 cases x 4)" 120 $B/test_attn_core
+    plain "1gpu kernel alone: segments, zigzag (26 cases x 4)" 120 $B/test_attn_core
     step "1 rank correct (both layouts)" 150 1 $B/test_attn correct both
     if [ "$ngpu" -lt 2 ]; then # what the 2-GPU steps would cover, at one rank
         step "1 rank CUDA graph x10" 60 1 $B/test_attn graph
@@ -208,8 +212,9 @@ if [ $bench = 1 ] && [ "$ngpu" -ge 1 ]; then
     # PyTorch brings its own cuDNN: the CUDA library path above would put
     # the system's older one first (seen: "cuDNN version incompatibility").
     smi_start
-    plain "1gpu PyTorch SDPA (cuDNN, flash)" 240 env -u LD_LIBRARY_PATH python3 bench/attn_sdpa.py \
-        --out "$O/attn_sdpa.json" --ours "$O/attn.json"
+    plain "1gpu PyTorch SDPA (cuDNN, flash) and ours in turns" 300 env -u LD_LIBRARY_PATH \
+        python3 bench/attn_sdpa.py --out "$O/attn_sdpa.json" --ours "$O/attn.json" \
+        --core $B/libmkb_attn_core.so --iters 40 --rounds 5
     smi_stop "  (PyTorch SDPA)"
     smi_start
     plain "1gpu kernel alone: test_attn_core time" 240 $B/test_attn_core time 20

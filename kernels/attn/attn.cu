@@ -108,6 +108,9 @@ int make_params(const mki_attn_args *a, AttnParams *p, char *msg, size_t len)
     const int bm = rows_for((int)a->head_dim);
     p->nqb = (int)((a->seq + bm - 1) / bm);
     p->num_tiles = (int)(a->batch * a->heads * p->nqb);
+    /* d = 128 stores O by TMA, which takes no negative row (an illegal
+     * instruction): there the partial block stays the last */
+    p->qshift = a->head_dim == 128 ? 0 : p->nqb * bm - (int)a->seq;
     p->layout = a->layout;
     p->causal = a->causal != 0;
     p->nseg = a->nseg;

@@ -134,6 +134,11 @@ struct AttnParams {
     float *lse;
     long long o_ss, o_sh, o_sb; /* o's strides in elements: sequence, head, batch */
     int batch, seq, heads, kv_heads, group, nqb, num_tiles;
+    int qshift; /* nqb BM - seq: query block qb holds rows qb BM - qshift ..
+                 * + BM (the partial block is the first, whose rows have
+                 * the lowest positions: under a causal mask it sees the
+                 * fewest keys; rows below 0 are loaded as zeros, never
+                 * stored) */
     int layout, causal, nseg;
     float scale_log2;
     Pos qpos;
@@ -238,8 +243,8 @@ struct BlockIter {
         any = false;
         forced = false;
         if (p.causal) {
-            const int q0 = qb * bm, q1 = min(q0 + bm, p.seq);
-            p.qpos.range(q0, q1, &qlo, &qhi);
+            const int q0 = qb * bm - p.qshift, q1 = min(q0 + bm, p.seq);
+            p.qpos.range(max(q0, 0), q1, &qlo, &qhi);
         }
     }
     __device__ __forceinline__ bool next(const AttnParams &p)
@@ -303,7 +308,7 @@ __device__ void producer(const AttnParams &p, const RingParams &r, char *sm, Bar
 #pragma unroll
         for (int c = 0; c < kD / 64; ++c)
             tma_load_4d(sm + Smem<kD>::kQ + qbuf * Smem<kD>::kQTile + c * Smem<kD>::kQBlk, &p.tm_q,
-                        c * 64, x.qb * Cfg<kD>::BM, x.h, x.b, bar.q_full(qbuf));
+                        c * 64, x.qb * Cfg<kD>::BM - p.qshift, x.h, x.b, bar.q_full(qbuf));
         BlockIter it;
         it.start(p, x.qb, Cfg<kD>::BM);
         int last_chunk = -1, last_s = -1;
@@ -381,7 +386,8 @@ __device__ __forceinline__ void issue_pv(float (&o)[kD / 2], const uint32_t (&pa
 }
 
 struct RowState {
-    float m0, m1, l0, l1; /* running max (base 2, scaled) and the lane's part of the sum */
+    float m0, m1, l0, l1; /* the exponent base (base 2, scaled: the running max, moved only
+                           * when passed by more than kRebase) and the lane's part of the sum */
 };
 
 /* Mask block `it` of S (kMask: a block of kind BLK_MASK), turn it into P
@@ -447,7 +453,14 @@ __device__ __forceinline__ void softmax_block(const AttnParams &p, const BlockIt
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float mn0 = fmaxf(rs.m0, mx0 * sl2), mn1 = fmaxf(rs.m1, mx1 * sl2);
+    /* The exponent base moves only when the row's maximum passes it by
+     * more than kRebase (P then stays below 2^kRebase, as exact in bf16 or
+     * fp16 as below 1, and O and l in fp32 far from overflow): O is
+     * rescaled a few times a row instead of at most blocks (at 4k most
+     * blocks raise some row's maximum of a warp's 16 a little). */
+    constexpr float kRebase = 8.f;
+    const float x0 = mx0 * sl2, x1 = mx1 * sl2;
+    const float mn0 = x0 > rs.m0 + kRebase ? x0 : rs.m0, mn1 = x1 > rs.m1 + kRebase ? x1 : rs.m1;
     /* a row that has seen no key yet keeps exponent base 0 */
     const float b0 = mn0 == -INFINITY ? 0.f : mn0, b1 = mn1 == -INFINITY ? 0.f : mn1;
     *a0 = ex2(rs.m0 - b0);
@@ -495,7 +508,7 @@ struct TileView {
         i = ii;
         qbuf = ii % Smem<kD>::kQBufs;
         q_addr = base + Smem<kD>::kQ + qbuf * Smem<kD>::kQTile + wg * (64 * 128);
-        r0 = x.qb * Cfg<kD>::BM + wg * 64 + row; /* my rows: r0, r0 + 8 */
+        r0 = x.qb * Cfg<kD>::BM - p.qshift + wg * 64 + row; /* my rows: r0, r0 + 8 */
         qp0 = p.qpos.at(r0);
         qp1 = p.qpos.at(r0 + 8);
         it.start(p, x.qb, Cfg<kD>::BM);
@@ -553,7 +566,7 @@ __device__ __forceinline__ void finish_tile(const AttnParams &p, Bars<kD> bar, c
         if (t == 0) {
 #pragma unroll
             for (int c = 0; c < kD / 64; ++c)
-                tma_store_4d(&p.tm_o, c * 64, v.x.qb * Cfg<kD>::BM + wg * 64, v.x.h, v.x.b,
+                tma_store_4d(&p.tm_o, c * 64, v.x.qb * Cfg<kD>::BM - p.qshift + wg * 64, v.x.h, v.x.b,
                              v.q_addr + c * Smem<kD>::kQBlk);
             bulk_commit();
             bulk_wait_read<0>();
@@ -561,13 +574,13 @@ __device__ __forceinline__ void finish_tile(const AttnParams &p, Bars<kD> bar, c
         }
     } else {
         T *ob = reinterpret_cast<T *>(p.o) + (long long)v.x.b * p.o_sb + (long long)v.x.h * p.o_sh;
-        if (r0 < p.seq) {
+        if (r0 >= 0 && r0 < p.seq) {
             T *row = ob + (long long)r0 * p.o_ss;
 #pragma unroll
             for (int j = 0; j < kO / 4; ++j)
                 *reinterpret_cast<uint32_t *>(row + 8 * j + tq) = pack2<T>(o[4 * j] * i0, o[4 * j + 1] * i0);
         }
-        if (r0 + 8 < p.seq) {
+        if (r0 + 8 >= 0 && r0 + 8 < p.seq) {
             T *row = ob + (long long)(r0 + 8) * p.o_ss;
 #pragma unroll
             for (int j = 0; j < kO / 4; ++j)
@@ -578,8 +591,8 @@ __device__ __forceinline__ void finish_tile(const AttnParams &p, Bars<kD> bar, c
     if (p.lse && (lane & 3) == 0) {
         const float ln2 = 0.6931471805599453f;
         float *lr = p.lse + ((long long)v.x.b * p.heads + v.x.h) * p.seq;
-        if (r0 < p.seq) lr[r0] = l0 > 0.f ? (m0 + log2f(l0)) * ln2 : -INFINITY;
-        if (r0 + 8 < p.seq) lr[r0 + 8] = l1 > 0.f ? (m1 + log2f(l1)) * ln2 : -INFINITY;
+        if (r0 >= 0 && r0 < p.seq) lr[r0] = l0 > 0.f ? (m0 + log2f(l0)) * ln2 : -INFINITY;
+        if (r0 + 8 >= 0 && r0 + 8 < p.seq) lr[r0 + 8] = l1 > 0.f ? (m1 + log2f(l1)) * ln2 : -INFINITY;
     }
 }
 

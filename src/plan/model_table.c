@@ -15,10 +15,12 @@ const struct mki_model mki_model_default = {
      * with their descriptors in uniform registers; FLOPs computed, half
      * under a causal mask): head_dim 128 596 / 628 TFLOP/s without a
      * mask at 4k / 16k, 543 / 561 causal; head_dim 64 464 / 480, causal
-     * 377 / 454 (the diagonal's share: 1 + attn_diag / keys). */
+     * 377 / 454 (the diagonal's share: 1 + attn_diag / keys).  The
+     * diagonal's share at head_dim 64 refitted on an H200 (2026-11-29,
+     * its partial query block first: causal 404 / 457 at 4k / 16k). */
     .attn_tflops = {472.0, 610.0},
     .attn_causal = {1.03, 0.90},
-    .attn_diag = {1195.0, 0.0},
+    .attn_diag = {830.0, 0.0},
     .tile_m = 128,
     .tile_n = 256,
     .nvlink_link_gbs = 26.5,   /* NV18: 18 x 26.5 = 477 GB/s per direction */

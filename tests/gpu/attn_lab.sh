@@ -7,7 +7,7 @@
 #        -o build-gpu/attncore/core_NAME
 #
 # (build-gpu/attn/test_attn_core, main's, is the baseline).  Each binary's
-# 22 correctness cases first (a variant that fails or hangs is not timed),
+# correctness cases first (a variant that fails or hangs is not timed),
 # then `time REPS` of every binary in turns, ROUNDS rounds; a table of
 # TFLOP/s per shape and binary (the best round) ends the output.
 #

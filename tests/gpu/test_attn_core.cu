@@ -398,6 +398,10 @@ int main(int argc, char **argv)
     cs.push_back({64, 0, 1, 0, 4, 1, 4098, 4, 1, 1});   /* zigzag over 4, GQA 4 */
     cs.push_back({128, 0, 0, 0, 2, 1, 300, 2, 2, 0});   /* full over 2, short */
     cs.push_back({128, 0, 1, 0, 1, 1, 1, 2, 2, 0});     /* one row */
+    /* d = 64's partial query block comes first (rows below 0 loaded as
+     * zeros, never stored): one block of 100 rows, and 193 = 192 + 1 */
+    cs.push_back({64, 0, 1, 0, 1, 1, 100, 2, 2, 0});
+    cs.push_back({64, 1, 0, 1, 1, 2, 193, 2, 1, 0});
     /* scores 40 times larger (sd ~19 in the kernel's base-2 units): each
      * row's maximum passes the exponent base by far, many times a row */
     cs.push_back({128, 0, 0, 0, 1, 1, 4096, 2, 2, 0, 40.f});

@@ -827,6 +827,11 @@ static void test_grouped(bool quick)
 int main(int argc, char **argv)
 {
     setvbuf(stdout, nullptr, _IOLBF, 0); /* a hang still leaves the log so far */
+    /* The hook tests' kernels spin on stores from kernels on other streams:
+     * with lazy module loading the second kernel's load waits for the
+     * spinning one to finish (a hang seen on an H200 when run without
+     * gemm.sh, which sets it too).  Before the first CUDA call. */
+    setenv("CUDA_MODULE_LOADING", "EAGER", 0);
     const char *env = getenv("MK_SEED");
     g_seed = env ? strtoull(env, nullptr, 0) : (unsigned long long)time(nullptr);
     printf("test_gemm: seed %llu (MK_SEED=%llu repeats this run)\n", g_seed, g_seed);

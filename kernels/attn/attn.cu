@@ -28,6 +28,7 @@ const void *kernel_for(int d, bool f16)
 
 int smem_for(int d) { return d == 64 ? Smem<64>::kBytes : Smem<128>::kBytes; }
 int rows_for(int d) { return d == 64 ? Cfg<64>::BM : Cfg<128>::BM; } /* queries per tile */
+bool o_by_tma(int d) { return d == 64 ? kStoreOByTma<64> : kStoreOByTma<128>; }
 int threads_for(int d) { return d == 64 ? Cfg<64>::kThreads : Cfg<128>::kThreads; }
 
 /* ---------------------------------------------------------------- host */
@@ -108,9 +109,9 @@ int make_params(const mki_attn_args *a, AttnParams *p, char *msg, size_t len)
     const int bm = rows_for((int)a->head_dim);
     p->nqb = (int)((a->seq + bm - 1) / bm);
     p->num_tiles = (int)(a->batch * a->heads * p->nqb);
-    /* d = 128 stores O by TMA, which takes no negative row (an illegal
-     * instruction): there the partial block stays the last */
-    p->qshift = a->head_dim == 128 ? 0 : p->nqb * bm - (int)a->seq;
+    /* a TMA store of O takes no negative row (an illegal instruction):
+     * where O goes out by TMA the partial block stays the last */
+    p->qshift = o_by_tma((int)a->head_dim) ? 0 : p->nqb * bm - (int)a->seq;
     p->layout = a->layout;
     p->causal = a->causal != 0;
     p->nseg = a->nseg;

@@ -136,13 +136,38 @@ static std::vector<Shape> parse_shapes(const char *spec)
 
 /* G groups of Mg rows, each its own
  * N x K weights (transB), bf16: ours (one launch with the group table
- * kernel before it), cublasGemmGroupedBatchedEx (one group of G problems),
- * and one cublasGemmEx of all G Mg rows against one B (the same flops, no
+ * kernel before it), cublasGemmGroupedBatchedEx (G problems), and one
+ * cublasGemmEx of all the rows against one B (the same flops, no
  * grouping: the bar the issue sets).  Taking turns, medians of reps, one
- * input set (the weights alone pass the L2 at these sizes). */
+ * input set (the weights alone pass the L2 at these sizes).
+ *
+ * "GxMgrxNxK" (an r after Mg): the groups' rows drawn as random routing
+ * gives them, Mg + sqrt(Mg) z rounded (z standard normal, at least 0),
+ * from the seed MKB_SEED (default 27, printed): most groups then end in a
+ * partial tile, as at the MoE shapes. */
 struct GShape {
     long long g, mg, n, k;
+    int random;
 };
+
+/* The groups' row counts of a shape (the seed makes them reproducible, so
+ * that two builds time the same sizes). */
+static std::vector<long long> group_rows(const GShape &s, unsigned long long seed)
+{
+    std::vector<long long> r(s.g, s.mg);
+    if (!s.random) return r;
+    unsigned long long x = seed * 0x9E3779B97F4A7C15ull + (unsigned long long)s.g;
+    auto uni = [&x]() {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        return ((x >> 11) + 0.5) / 9007199254740992.0;
+    };
+    for (long long q = 0; q < s.g; ++q) {
+        const double z = sqrt(-2.0 * log(uni())) * cos(6.283185307179586 * uni());
+        const long long v = llround((double)s.mg + sqrt((double)s.mg) * z);
+        r[q] = v < 0 ? 0 : v;
+    }
+    return r;
+}
 
 static std::vector<GShape> parse_gshapes(const char *spec)
 {
@@ -152,9 +177,15 @@ static std::vector<GShape> parse_gshapes(const char *spec)
     while (pos < s.size()) {
         size_t end = s.find(',', pos);
         std::string item = s.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
-        GShape sh = {0, 0, 0, 0};
+        GShape sh = {0, 0, 0, 0, 0};
         if (sscanf(item.c_str(), "%lldx%lldx%lldx%lld", &sh.g, &sh.mg, &sh.n, &sh.k) == 4)
             v.push_back(sh);
+        else if (sscanf(item.c_str(), "%lldx%lldrx%lldx%lld", &sh.g, &sh.mg, &sh.n, &sh.k) == 4) {
+            sh.random = 1;
+            v.push_back(sh);
+        } else {
+            v.push_back({0, 0, 0, 0, 0}); /* refused below, with the rule */
+        }
         if (end == std::string::npos) break;
         pos = end + 1;
     }
@@ -178,8 +209,10 @@ static int bench_setup(char *dev, size_t dev_len, char *dir, size_t dir_len, cub
 
 static int run_grouped(const char *spec, int reps, int warm)
 {
-    std::vector<GShape> shapes = {{8, 2048, 4096, 7168}, {4, 4096, 14336, 4096},
-                                  {128, 256, 4096, 7168}, {32, 512, 2048, 7168}};
+    std::vector<GShape> shapes = {{8, 2048, 4096, 7168, 0}, {4, 4096, 14336, 4096, 0},
+                                  {128, 256, 4096, 7168, 0}, {32, 512, 2048, 7168, 0}};
+    const char *se = getenv("MKB_SEED");
+    const unsigned long long seed = se && *se ? strtoull(se, NULL, 0) : 27ull;
     if (spec && *spec) shapes = parse_gshapes(spec);
     char dev[128], dir[512], path[600], msg[512];
     cublasHandle_t h;
@@ -190,16 +223,24 @@ static int run_grouped(const char *spec, int reps, int warm)
     if (mkb_json_open(&js, path)) return 2;
     std::vector<cudaEvent_t> ev(4 * (warm + reps));
     for (auto &e : ev) MKB_CHECK(cudaEventCreate(&e));
-    printf("grouped GEMM bf16, %s, transB=1, medians of %d reps (ms)\n", dev, reps);
+    printf("grouped GEMM bf16, %s, transB=1, medians of %d reps (ms); random group sizes: seed "
+           "%llu (MKB_SEED)\n", dev, reps, seed);
     printf("%-26s %9s %10s %9s %8s %8s\n", "G x Mg x N x K", "ours_ms", "cub_group", "cub_one",
            "vs_grp", "vs_one");
     for (const GShape &s : shapes) {
         if (s.mg < 1 || s.g < 1 || s.g > MKI_GEMM_MAX_GROUPS) {
-            fprintf(stderr, "grouped: G = %lld, Mg = %lld: give 1 .. %d groups of 1 or more rows\n",
-                    s.g, s.mg, MKI_GEMM_MAX_GROUPS);
+            fprintf(stderr, "grouped: G = %lld, Mg = %lld: give GxMgxNxK or GxMgrxNxK with 1 .. %d "
+                    "groups of 1 or more rows\n", s.g, s.mg, MKI_GEMM_MAX_GROUPS);
             return 2;
         }
-        const long long rows = s.g * s.mg;
+        const std::vector<long long> gr = group_rows(s, seed);
+        std::vector<int64_t> hoff(s.g + 1, 0);
+        for (long long q = 0; q < s.g; ++q) hoff[q + 1] = hoff[q] + gr[q];
+        const long long rows = hoff[s.g];
+        if (rows < 1) {
+            fprintf(stderr, "grouped: %lldx%lldr: every group drew 0 rows\n", s.g, s.mg);
+            return 2;
+        }
         void *a, *b, *d;
         int64_t *off;
         int32_t *tab;
@@ -211,16 +252,14 @@ static int run_grouped(const char *spec, int reps, int warm)
         fill_random<<<2048, 256>>>((__nv_bfloat16 *)a, rows * s.k, 0x77ull + s.g);
         fill_random<<<2048, 256>>>((__nv_bfloat16 *)b, s.g * s.n * s.k, 0x99ull + s.n);
         MKB_CHECK(cudaGetLastError());
-        std::vector<int64_t> hoff(s.g + 1);
-        for (long long q = 0; q <= s.g; ++q) hoff[q] = q * s.mg;
         MKB_CHECK(cudaMemcpy(off, hoff.data(), sizeof(int64_t) * (s.g + 1), cudaMemcpyHostToDevice));
         /* cuBLAS's pointer arrays (device) and sizes (host) */
         std::vector<const void *> pa(s.g), pb(s.g);
         std::vector<void *> pd(s.g);
         for (long long q = 0; q < s.g; ++q) {
-            pa[q] = (const char *)a + 2ull * q * s.mg * s.k;
+            pa[q] = (const char *)a + 2ull * hoff[q] * s.k;
             pb[q] = (const char *)b + 2ull * q * s.n * s.k;
-            pd[q] = (char *)d + 2ull * q * s.mg * s.n;
+            pd[q] = (char *)d + 2ull * hoff[q] * s.n;
         }
         void **dpa, **dpb, **dpd;
         MKB_CHECK(cudaMalloc(&dpa, sizeof(void *) * s.g));
@@ -229,9 +268,15 @@ static int run_grouped(const char *spec, int reps, int warm)
         MKB_CHECK(cudaMemcpy(dpa, pa.data(), sizeof(void *) * s.g, cudaMemcpyHostToDevice));
         MKB_CHECK(cudaMemcpy(dpb, pb.data(), sizeof(void *) * s.g, cudaMemcpyHostToDevice));
         MKB_CHECK(cudaMemcpy(dpd, pd.data(), sizeof(void *) * s.g, cudaMemcpyHostToDevice));
-        cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-        int mm = (int)s.n, nn = (int)s.mg, kk = (int)s.k, lda = (int)s.k, ldb = (int)s.k,
-            ldc = (int)s.n, gsz = (int)s.g;
+        /* cuBLAS: one group of G problems of Mg rows, or (random sizes)
+         * G groups of one problem each */
+        const int ng = s.random ? (int)s.g : 1;
+        std::vector<cublasOperation_t> ta(ng, CUBLAS_OP_T), tb(ng, CUBLAS_OP_N);
+        std::vector<int> mm(ng, (int)s.n), nn(ng, (int)s.mg), kk(ng, (int)s.k), lda(ng, (int)s.k),
+            ldb(ng, (int)s.k), ldc(ng, (int)s.n), gsz(ng, s.random ? 1 : (int)s.g);
+        std::vector<float> alpha(ng, 1.0f), beta(ng, 0.0f);
+        if (s.random)
+            for (int q = 0; q < ng; ++q) nn[q] = (int)gr[q];
         const float one = 1.0f, zero = 0.0f;
         mki_gemm_grouped_args g;
         memset(&g, 0, sizeof g);
@@ -244,10 +289,11 @@ static int run_grouped(const char *spec, int reps, int warm)
             if (mki_gemm_grouped(&g, msg, sizeof msg)) { fprintf(stderr, "%s\n", msg); return 2; }
             MKB_CHECK(cudaEventRecord(ev[4 * r + 1], stream));
             /* row-major D_q = A_q B_q^T  <=>  column-major D_q^T = B_q A_q^T */
-            CKB(cublasGemmGroupedBatchedEx(h, &ta, &tb, &mm, &nn, &kk, &one, (const void *const *)dpb,
-                                           CUDA_R_16BF, &ldb, (const void *const *)dpa, CUDA_R_16BF,
-                                           &lda, &zero, dpd, CUDA_R_16BF, &ldc, 1, &gsz,
-                                           CUBLAS_COMPUTE_32F));
+            CKB(cublasGemmGroupedBatchedEx(h, ta.data(), tb.data(), mm.data(), nn.data(), kk.data(),
+                                           alpha.data(), (const void *const *)dpb, CUDA_R_16BF,
+                                           ldb.data(), (const void *const *)dpa, CUDA_R_16BF,
+                                           lda.data(), beta.data(), dpd, CUDA_R_16BF, ldc.data(), ng,
+                                           gsz.data(), CUBLAS_COMPUTE_32F));
             MKB_CHECK(cudaEventRecord(ev[4 * r + 2], stream));
             CKB(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)s.n, (int)rows, (int)s.k, &one, b,
                              CUDA_R_16BF, (int)s.k, a, CUDA_R_16BF, (int)s.k, &zero, d,
@@ -267,7 +313,8 @@ static int run_grouped(const char *spec, int reps, int warm)
         const double mg = mkb_median(tg.data(), (int)tg.size());
         const double m1 = mkb_median(t1.data(), (int)t1.size());
         char shape[64];
-        snprintf(shape, sizeof shape, "%lldx%lldx%lldx%lld", s.g, s.mg, s.n, s.k);
+        snprintf(shape, sizeof shape, "%lldx%lld%sx%lldx%lld", s.g, s.mg, s.random ? "r" : "", s.n,
+                 s.k);
         printf("%-26s %9.3f %10.3f %9.3f %8.3f %8.3f\n", shape, mo, mg, m1, mg / mo, m1 / mo);
         fflush(stdout);
         mkb_record rec;
@@ -278,9 +325,10 @@ static int run_grouped(const char *spec, int reps, int warm)
         rec.ours_ms = mo; rec.baseline_ms = mg; rec.limit_ms = -1;
         rec.flops = 2.0 * rows * s.n * s.k;
         snprintf(rec.sm_split, sizeof rec.sm_split, "grouped");
-        char extra[160];
+        char extra[240];
         snprintf(extra, sizeof extra, "\"groups\": %lld, \"rows_per_group\": %lld, "
-                 "\"one_gemm_ms\": %.6f", s.g, s.mg, m1);
+                 "\"random_rows\": %d, \"seed\": %llu, \"one_gemm_ms\": %.6f", s.g, s.mg,
+                 s.random, s.random ? seed : 0ull, m1);
         rec.extra = extra;
         mkb_json_add(&js, &rec);
         MKB_CHECK(cudaFree(a)); MKB_CHECK(cudaFree(b)); MKB_CHECK(cudaFree(d));

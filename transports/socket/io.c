@@ -2,7 +2,8 @@
  * io.c - the socket transport's data path: frames out of the per-connection
  * queues (header + payload, device payloads through the bounce buffer),
  * frames in (header checked against our regions before a byte is placed,
- * payload received straight into place or through the bounce buffer,
+ * payload received straight into place or through the bounce buffer
+ * (headers and short payloads through a read-ahead buffer),
  * striped commands counted, the signal raised after the last stripe).
  * The protocol and the wiring are in socket.c.
  */
@@ -246,20 +247,60 @@ static int rd(struct sk_ctx *c, struct sk_conn *k, void *dst, size_t len,
     return -1;
 }
 
-/* Payload bytes into plain memory were counted by the caller's rd(); for
- * device memory they go to the bounce buffer first and are copied out
- * whenever it fills or the frame ends, before the signal can be raised. */
+/* The read-ahead: one recv() takes whatever the connection holds, up to
+ * RA_BYTES, so that a small frame costs one system call, not three (its
+ * header, its payload, and the try for the next header).  Headers and
+ * payloads shorter than the buffer come through it; a longer payload's
+ * bytes past what is already buffered are received straight into place
+ * (or into the bounce buffer), as before.  1 when bytes came, 0 when none
+ * are there now, -1 on failure (*res set). */
+static int ra_fill(struct sk_ctx *c, struct sk_conn *k, mkResult_t *res)
+{
+    if (!k->ra && !(k->ra = malloc(RA_BYTES))) {
+        *res = mki_sk_fail(c, mkErrNoMemory, "socket transport: out of host memory for a "
+                           "%u-byte read-ahead buffer", RA_BYTES);
+        return -1;
+    }
+    int n = rd(c, k, k->ra, RA_BYTES, res);
+    if (n <= 0) return n;
+    k->ra_lo = 0;
+    k->ra_hi = (uint32_t)n;
+    return 1;
+}
+
+/* Up to len bytes of the current frame out of the read-ahead buffer. */
+static size_t ra_take(struct sk_conn *k, void *dst, uint64_t len)
+{
+    uint64_t t = k->ra_hi - k->ra_lo;
+    if (t > len) t = len;
+    memcpy(dst, k->ra + k->ra_lo, (size_t)t);
+    k->ra_lo += (uint32_t)t;
+    return (size_t)t;
+}
+
+/* Payload bytes for device memory go to the bounce buffer first (from the
+ * read-ahead buffer, or received into it) and are copied out whenever it
+ * fills or the frame ends, before the signal can be raised.  Returns what
+ * rd() returns for a receive, 1 for bytes taken from the read-ahead. */
 static int recv_staged(struct sk_ctx *c, struct sk_conn *k, uint64_t budget,
                        mkResult_t *res)
 {
     if ((*res = need_bounce(c, &k->rbounce)) != mkSuccess) return -1;
     uint64_t fill = k->pgot - k->rfrom, want = k->rh.bytes - k->pgot;
     if (want > STAGE - fill) want = STAGE - fill;
-    if (want > budget) want = budget;
-    int n = rd(c, k, k->rbounce + fill, (size_t)want, res);
-    if (n <= 0) return n;
-    k->pgot += (uint64_t)n;
-    fill += (uint64_t)n;
+    int n;
+    if (k->ra_lo < k->ra_hi) {
+        n = (int)ra_take(k, k->rbounce + fill, want);
+        k->pgot += (uint64_t)n;
+        fill += (uint64_t)n;
+        n = 1;
+    } else {
+        if (want > budget) want = budget;
+        n = rd(c, k, k->rbounce + fill, (size_t)want, res);
+        if (n <= 0) return n;
+        k->pgot += (uint64_t)n;
+        fill += (uint64_t)n;
+    }
     if (fill == STAGE || k->pgot == k->rh.bytes) {
         char *dst = c->base[k->rh.region] + k->rh.offset + k->rfrom;
         *res = c->a.copy_device(c->a.dev_ctx, dst, k->rbounce, (size_t)fill, 1);
@@ -277,28 +318,48 @@ mkResult_t mki_sk_recv_some(struct sk_ctx *c, struct sk_conn *k)
 {
     const size_t hl = sizeof(struct sk_frame);
     mkResult_t res = mkSuccess;
-    uint64_t budget = RECV_BUDGET;
-    while (budget > 0) { /* then let the other connections have a turn */
+    uint64_t budget = RECV_BUDGET; /* bytes received by system calls */
+    /* what is read ahead is taken whatever the budget: a frame it holds
+     * must not wait for more bytes that may never come */
+    while (budget > 0 || k->ra_lo < k->ra_hi) {
         int n;
         if (!k->in_payload) {
-            n = rd(c, k, (char *)&k->rh + k->rgot, hl - k->rgot, &res);
-            if (n <= 0) break;
-            budget -= (uint64_t)n < budget ? (uint64_t)n : budget;
-            if ((k->rgot += (size_t)n) < hl) continue;
+            if (k->ra_lo == k->ra_hi) {
+                n = ra_fill(c, k, &res);
+                if (n <= 0) break;
+                budget -= (uint64_t)k->ra_hi < budget ? (uint64_t)k->ra_hi : budget;
+            }
+            k->rgot += ra_take(k, (char *)&k->rh + k->rgot, hl - k->rgot);
+            if (k->rgot < hl) continue;
             const char *why = frame_problem(c, k);
             if (why) return bad_frame(c, k, why);
             k->in_payload = 1;
         } else if (k->pgot < k->rh.bytes) {
-            if (c->kind[k->rh.region] == MKI_MEM_DEVICE) {
-                n = recv_staged(c, k, budget, &res);
-            } else {
-                uint64_t want = k->rh.bytes - k->pgot;
-                n = rd(c, k, c->base[k->rh.region] + k->rh.offset + k->pgot,
-                       (size_t)(want < budget ? want : budget), &res);
-                if (n > 0) k->pgot += (uint64_t)n;
+            const uint64_t want = k->rh.bytes - k->pgot;
+            if (k->ra_lo == k->ra_hi && want < RA_BYTES) {
+                /* a short rest: read ahead (the next frames come with it) */
+                n = ra_fill(c, k, &res);
+                if (n <= 0) break;
+                budget -= (uint64_t)k->ra_hi < budget ? (uint64_t)k->ra_hi : budget;
+                continue;
             }
-            if (n <= 0) break;
-            budget -= (uint64_t)n < budget ? (uint64_t)n : budget;
+            if (c->kind[k->rh.region] == MKI_MEM_DEVICE) {
+                const int from_ra = k->ra_lo < k->ra_hi;
+                const uint64_t before = k->pgot;
+                n = recv_staged(c, k, budget, &res);
+                if (n <= 0) break;
+                if (!from_ra) budget -= k->pgot - before < budget ? k->pgot - before : budget;
+            } else {
+                char *dst = c->base[k->rh.region] + k->rh.offset + k->pgot;
+                if (k->ra_lo < k->ra_hi) {
+                    k->pgot += ra_take(k, dst, want);
+                } else {
+                    n = rd(c, k, dst, (size_t)(want < budget ? want : budget), &res);
+                    if (n <= 0) break;
+                    k->pgot += (uint64_t)n;
+                    budget -= (uint64_t)n < budget ? (uint64_t)n : budget;
+                }
+            }
         }
         if (k->in_payload && k->pgot == k->rh.bytes)
             MKI_CHECK(frame_landed(c, k));

@@ -25,6 +25,8 @@
  *     stripe 0 --conn 0--> header: magic, cookie, span within region?
  *     stripe 1 --conn 1-->   no: close it, mkErrTransport, write nothing
  *     ...                    yes: recv the payload straight into place
+ *                              (headers and short payloads through a
+ *                              read-ahead buffer: a small frame is one recv)
  *                          frames of cmd == nframes? raise the signal
  *
  * Device memory (the GPU workspace): the proxy cannot touch it, so each
@@ -204,6 +206,7 @@ static void sk_close(void *ctx)
             mki_sk_conn_close(k);
             bounce_free(c, k->sbounce);
             bounce_free(c, k->rbounce);
+            free(k->ra);
             while (k->head) {
                 struct sk_out *o = k->head;
                 k->head = o->next;

@@ -19,6 +19,8 @@
 #define MAX_FRAMES 8192       /* queued frames per context */
 #define RECV_BUDGET (8u << 20) /* bytes per connection per progress call */
 #define STAGE (1u << 20)       /* bounce buffer per connection (device data) */
+#define RA_BYTES (16u << 10)   /* read-ahead buffer per connection: headers and
+                                * payloads smaller than it arrive through it */
 
 struct sk_cmd {
     int frames_left;
@@ -48,6 +50,8 @@ struct sk_conn {
                                    * start here (rest are in the bounce) */
     int shut;                     /* the receiver gave up on it (shut down;
                                    * closed by sk_close) */
+    char *ra;                     /* RA_BYTES read ahead (malloc, first use) */
+    uint32_t ra_lo, ra_hi;        /* its bytes not yet taken: [ra_lo, ra_hi) */
 };
 
 struct sk_pend {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "gemm_launch.h"
+#include "gemm_grouped.cuh"
 #include "rt/tmap.h"
 
 namespace mki {
@@ -208,9 +209,6 @@ extern "C" int mki_gemm(const mki_gemm_args *a, char *msg, size_t len)
 namespace mki {
 namespace gemm {
 
-/* table[0]: the tiles in use (0 when the offsets are bad), table[1]: 1
- * when they are, table[2 + 2 i], table[3 + 2 i]: the group of tile i and
- * its 128-row block inside the group; tiles go group after group. */
 struct GroupTableArgs {
     const int64_t *off;
     int64_t groups, rows;
@@ -218,146 +216,17 @@ struct GroupTableArgs {
     const uint64_t *halt;
 };
 
+/* The table by one CTA of 1024 threads (gemm_grouped.cuh). */
 __global__ void __launch_bounds__(1024) group_table_kernel(const GroupTableArgs ga)
 {
-    __shared__ int bad;
-    __shared__ int32_t first[MKI_GEMM_MAX_GROUPS + 1]; /* each group's first tile */
+    __shared__ int32_t first[MKI_GEMM_MAX_GROUPS + 1];
     __shared__ int32_t part[1024];
-    const int64_t *off = ga.off;
-    const int G = (int)ga.groups;
-    const int tid = threadIdx.x, nt = blockDim.x;
-    if (tid == 0) {
-        bad = 0;
-        if (ga.halt && (((volatile const uint64_t *)ga.halt)[0] != 0 ||
-                        ((volatile const uint64_t *)ga.halt)[1] != 0))
-            bad = 2; /* an error before: the offsets may be stale */
-    }
-    __syncthreads();
-    for (int g = tid; g <= G && bad != 2; g += nt) {
-        const int64_t o = off[g];
-        if (o < 0 || o > ga.rows || (g == 0 && o != 0) || (g > 0 && o < off[g - 1])) bad = 1;
-    }
-    __syncthreads();
-    if (bad == 2) {
-        if (tid == 0) {
-            ga.table[0] = 0;
-            ga.table[1] = 2;
-        }
-        return;
-    }
-    /* tiles per group, scanned: each thread a contiguous run of groups */
-    const int per = (G + nt - 1) / nt, g0 = min(G, tid * per), g1 = min(G, g0 + per);
-    int32_t sum = 0;
-    for (int g = g0; g < g1; g++) {
-        const int64_t r = off[g + 1] - off[g];
-        first[g] = sum;
-        sum += r > 0 ? (int32_t)((r + BM - 1) / BM) : 0;
-    }
-    part[tid] = sum;
-    __syncthreads();
-    if (tid == 0) {
-        int32_t run = 0;
-        for (int i = 0; i < nt; i++) {
-            const int32_t v = part[i];
-            part[i] = run;
-            run += v;
-        }
-        first[G] = run;
-    }
-    __syncthreads();
-    for (int g = g0; g < g1; g++) first[g] += part[tid];
-    __syncthreads();
-    if (!bad)
-        for (int g = 0; g < G; g++) { /* groups in turn, their tiles by all threads */
-            const int32_t n = first[g + 1] - first[g];
-            for (int j = tid; j < n; j += nt) {
-                ga.table[2 + 2 * (first[g] + j)] = g;
-                ga.table[3 + 2 * (first[g] + j)] = j;
-            }
-        }
-    if (tid == 0) {
-        ga.table[0] = bad ? 0 : first[G];
-        ga.table[1] = bad;
-    }
+    __shared__ int bad;
+    const bool halted = ga.halt && (((volatile const uint64_t *)ga.halt)[0] != 0 ||
+                                    ((volatile const uint64_t *)ga.halt)[1] != 0);
+    group_table_build(ga.off, (int)ga.groups, ga.rows, ga.table, halted, threadIdx.x, blockDim.x,
+                      first, part, &bad);
 }
-
-/* Units are the tiles in use (groups in turn), in pairs of consecutive
- * tiles when the launch has clusters of 2 (cm); the units past them cost a
- * tile() call each (an M-block past M, no k-block), and a pair's second
- * tile past the last computes rows that are never stored.  A pair whose
- * tiles are of one group shares its B tile by multicast; one whose tiles
- * straddle two groups loads each CTA's own (b_split).  A tile's A rows
- * start at its group's first row plus 128 per block, its B tile is its
- * group's, and the group's last tile is stored row by row up to the
- * group's end. */
-struct GroupedHooks {
-    static constexpr bool kWaitA = false;
-    static constexpr bool kSignal = false;
-    static constexpr bool kBRow = true;
-    static constexpr bool kBSplit = true;
-    static constexpr bool kASrc = true;
-    const int32_t *table;
-    const int64_t *off;
-    int brows; /* rows of B per group: n (transB) or k */
-    int cm;    /* CTAs per cluster: 1 or 2 */
-    __device__ __forceinline__ TileCoord tile(const GemmParams &p, int i) const
-    {
-        const int tiles = __ldg(table);
-        TileCoord t;
-        if (i >= (tiles + cm - 1) / cm * p.num_n_blk) {
-            t.m_blk = p.num_m_blk; /* past M: never stored */
-            t.n_blk = 0;
-            t.kb0 = 0;
-            t.kb1 = 0;
-            return t;
-        }
-        mki_gemm_unit_of(i, tiles, p.num_n_blk, p.group_m, cm, &t.m_blk, &t.n_blk);
-        return t;
-    }
-    __device__ __forceinline__ int group_of(int m_blk) const { return __ldg(table + 2 + 2 * m_blk); }
-    __device__ __forceinline__ int64_t first_row(int m_blk) const
-    {
-        return __ldg(off + group_of(m_blk)) + (int64_t)__ldg(table + 3 + 2 * m_blk) * BM;
-    }
-    __device__ __forceinline__ const CUtensorMap *a_src(const GemmParams &p, int m_blk,
-                                                         int *row) const
-    {
-        *row = m_blk < __ldg(table) ? (int)first_row(m_blk) : 0;
-        return &p.tm_a;
-    }
-    __device__ __forceinline__ int b_row(const GemmParams &, TileCoord t) const
-    {
-        return t.m_blk < __ldg(table) ? group_of(t.m_blk) * brows : 0;
-    }
-    __device__ __forceinline__ bool b_split(const GemmParams &, TileCoord u) const
-    {
-        const int tiles = __ldg(table);
-        return u.m_blk + 1 < tiles && group_of(u.m_blk) != group_of(u.m_blk + 1);
-    }
-    __device__ __forceinline__ void wait_a(const GemmParams &, TileCoord, int) const {}
-    __device__ __forceinline__ EpiTarget target(const GemmParams &p, TileCoord t) const
-    {
-        EpiTarget e;
-        e.col0 = t.n_blk * BN;
-        e.ptr = p.d;
-        e.ld = p.ldd;
-        e.tmap = &p.tm_d;
-        if (t.m_blk >= __ldg(table)) { /* a pair's second tile past the last */
-            e.row0 = 0;
-            e.mode = EPI_DIRECT;
-            e.rows = 0;
-            return e;
-        }
-        const int g = group_of(t.m_blk);
-        const int64_t r0 = first_row(t.m_blk), rem = __ldg(off + g + 1) - r0;
-        e.row0 = (int)r0;
-        e.mode = rem >= BM ? EPI_TMA_STORE : EPI_DIRECT;
-        if (rem < BM) e.rows = (int)rem;
-        return e;
-    }
-    __device__ __forceinline__ void after_store(const GemmParams &, TileCoord) const {}
-};
-
 
 } // namespace gemm
 } // namespace mki
@@ -470,6 +339,19 @@ extern "C" int mki_gemm_grouped_describe(const mki_gemm_grouped_args *g,
     }
     return MKI_GEMM_OK;
 }
+
+namespace mki {
+namespace gemm {
+int grouped_params(const mki_gemm_grouped_args *g, GemmParams *p, GroupedHooks *h, int *grid,
+                   char *msg, size_t len)
+{
+    mki_gemm_plan plan;
+    const int r = grouped_prepare(g, &plan, p, h, msg, len);
+    *grid = r || plan.noop ? 0 : plan.grid;
+    return r;
+}
+} // namespace gemm
+} // namespace mki
 
 extern "C" int mki_gemm_grouped(const mki_gemm_grouped_args *g, char *msg, size_t len)
 {

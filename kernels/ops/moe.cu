@@ -1,7 +1,10 @@
 /*
- * moe.cu - the kernels of mkMoEDispatch and mkMoECombine (the protocol:
- * moe.h).  One CTA of MKI_MOE_THREADS threads per SM of the plan; every
- * wait goes through the runtime's deadline wait (wait.cuh).
+ * moe.cu - the kernels of mkMoEDispatch, mkMoECombine and
+ * mkMoEDispatchGemm (the protocol: moe.h; the dispatch's work:
+ * moe_dispatch.cuh).  The first two: one CTA of MKI_MOE_THREADS threads
+ * per SM of the plan; the third: the GEMM engine's launch, its first CTAs
+ * dispatching.  Every wait goes through the runtime's deadline wait
+ * (wait.cuh).
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -10,6 +13,7 @@
 #include <string.h>
 
 #include "ops/moe.h"
+#include "ops/moe_dispatch.cuh"
 #include "rt/copy.cuh"
 #include "rt/ptx.cuh"
 #include "rt/wait.cuh"
@@ -18,408 +22,15 @@ using namespace mki;
 
 namespace {
 
+using namespace mki::moe;
 constexpr int NT = MKI_MOE_THREADS;
 constexpr int NW = NT / 32;
-constexpr int WIN = MKI_MOE_WINDOW;
-
-/* Dynamic shared memory of the dispatch: hist/scan [E], cursor [E],
- * rows of the window [WIN * topk], slots of the window [WIN * P], the
- * window's destination masks [WIN]. */
-__host__ __device__ inline size_t dispatch_smem(int E, int K)
-{
-    return sizeof(int32_t) * (2 * (size_t)E + (size_t)WIN * K + (size_t)WIN * MKI_MAXLOCAL + WIN);
-}
-
-__device__ __forceinline__ uint64_t ld_vol(const uint64_t *p)
-{
-    return *reinterpret_cast<const volatile uint64_t *>(p);
-}
-
-/* A failure found by the kernel itself (bad input on the device): the
- * error record, and the node's abort words raised, so that the peers (who
- * may not have seen it) stop waiting for this rank. */
-__device__ __noinline__ void fail_input(const mki_rt_dev &rt, int kind, int peer, int chunk,
-                                        int phase, uint64_t expected, uint64_t seen, uint64_t e,
-                                        bool raise)
-{
-    fail(rt, kind, wait_site{peer, (int)blockIdx.x, chunk, phase}, expected, seen, e);
-    if (raise) {
-        raise_node_abort(rt);
-        __threadfence_system();
-    }
-}
-
-/* Exclusive prefix sum of a[0 .. n) in shared memory, in place, by the
- * whole CTA; returns the total (every thread). */
-__device__ int64_t block_exscan(int32_t *a, int n, int64_t *tmp /* [NW + 1] */)
-{
-    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
-    const int per = (n + NT - 1) / NT, lo = min(n, tid * per), hi = min(n, lo + per);
-    int64_t s = 0;
-    for (int i = lo; i < hi; i++) s += a[i];
-    int64_t x = s;
-    for (int o = 1; o < 32; o <<= 1) {
-        const int64_t y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o) x += y;
-    }
-    if (lane == 31) tmp[wid] = x;
-    __syncthreads();
-    if (tid == 0) {
-        int64_t r = 0;
-        for (int w = 0; w < NW; w++) {
-            const int64_t v = tmp[w];
-            tmp[w] = r;
-            r += v;
-        }
-        tmp[NW] = r;
-    }
-    __syncthreads();
-    int64_t run = tmp[wid] + x - s;
-    for (int i = lo; i < hi; i++) {
-        const int32_t v = a[i];
-        a[i] = (int32_t)run;
-        run += v;
-    }
-    const int64_t total = tmp[NW];
-    __syncthreads();
-    return total;
-}
-
-/* Copy one row (bytes, a multiple of 16) from src to up to n
- * destinations, by one warp: each 16-byte piece loaded once. */
-__device__ __forceinline__ void warp_copy_row(char *const *dst, int n, const char *src,
-                                              int64_t bytes, int lane)
-{
-    const int64_t v = bytes / 16;
-    int64_t i = lane;
-    for (; i + 96 < v; i += 128) {
-        uint4 a = ld16(src + i * 16), b = ld16(src + (i + 32) * 16);
-        uint4 c = ld16(src + (i + 64) * 16), d = ld16(src + (i + 96) * 16);
-        for (int k = 0; k < n; k++) {
-            uint4 *o = reinterpret_cast<uint4 *>(dst[k]);
-            o[i] = a;
-            o[i + 32] = b;
-            o[i + 64] = c;
-            o[i + 96] = d;
-        }
-    }
-    for (; i < v; i += 32) {
-        uint4 a = ld16(src + i * 16);
-        for (int k = 0; k < n; k++) reinterpret_cast<uint4 *>(dst[k])[i] = a;
-    }
-}
-
-/* The grid barrier of the dispatch (every CTA is co-resident: the launch
- * shrinks the grid to what is). */
-__device__ bool grid_barrier(const mki_moe_params &p, uint64_t *ctr, uint64_t target, uint64_t e,
-                             volatile int *quit)
-{
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        atomicAdd(reinterpret_cast<unsigned long long *>(ctr), 1ull);
-        wait_geq(p.rt, ctr, target, wait_site{p.rt.rank, (int)blockIdx.x, -1, 9}, e, quit);
-        __threadfence();
-    }
-    __syncthreads();
-    return *quit == 0;
-}
-
-/* An inbox slot's tag equal to the call number e (a grown inbox is not
- * zeroed: its words may hold anything, so not >=), by lane 0 of a warp,
- * under the runtime's deadline and abort word; true unless quitting. */
-__device__ __noinline__ void wait_tag_spin(const mki_rt_dev &rt, const uint64_t *tag, uint64_t e,
-                                           int src, int slot, volatile int *quit)
-{
-    const uint64_t t0 = globaltimer();
-    for (uint32_t n = 1;; n++) {
-        const uint64_t v = ld_acquire_sys(tag);
-        if (v == e) return;
-        if (n & 31) continue;
-        if (*quit) return;
-        const uint64_t w = stop_value(rt, hstop_due(n, t0));
-        if (w || globaltimer() - t0 > rt.timeout_ns) {
-            fail(rt, w ? MKI_ERR_REMOTE : MKI_ERR_TIMEOUT,
-                 wait_site{w ? (int)w - 1 : src, (int)blockIdx.x, slot, 2}, e, v, e);
-            *quit = 1;
-            return;
-        }
-    }
-}
-
-__device__ __forceinline__ bool warp_wait_tag(const mki_rt_dev &rt, const uint64_t *tag, uint64_t e,
-                                              int src, int slot, volatile int *quit)
-{
-    if ((threadIdx.x & 31) == 0 && ld_acquire_sys(tag) != e) wait_tag_spin(rt, tag, e, src, slot, quit);
-    __syncwarp();
-    return __all_sync(0xffffffffu, *quit == 0);
-}
-
-/* Last CTA out of a counter: true in thread 0 of the last one. */
-__device__ bool last_out(uint64_t *ctr)
-{
-    __threadfence_system();
-    const unsigned long long G = gridDim.x;
-    return atomicAdd(reinterpret_cast<unsigned long long *>(ctr), 1ull) == G - 1;
-}
 
 __global__ void __launch_bounds__(NT, 1) moe_dispatch_kernel(const __grid_constant__ mki_moe_params p)
 {
     extern __shared__ int32_t dyn[];
-    __shared__ uint64_t s_e;
-    __shared__ volatile int s_quit;
-    __shared__ int s_bad;
-    __shared__ int64_t s_tmp[NW + 1];
-    __shared__ int32_t s_dcur[MKI_MAXLOCAL], s_rows_of[MKI_MAXLOCAL];
-    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
-    const int G = gridDim.x, b = blockIdx.x;
-    const int P = p.P, me = p.me, E = p.experts, EL = p.el, K = p.topk;
-    const int RW = MKI_MOE_REC_WORDS(E);
-    mki_moe_ctl *ctl = p.ctl[me];
-    int32_t *hist = dyn;                    /* [E]: counts, then the scan */
-    int32_t *cur = dyn + E;                 /* [E]: this CTA's next row per expert */
-    int32_t *wrows = cur + E;               /* [WIN * K] */
-    int32_t *wslot = wrows + WIN * K;       /* [WIN * 8] */
-    int32_t *wmask = wslot + WIN * MKI_MAXLOCAL; /* [WIN] */
-    if (tid == 0) {
-        s_e = ld_vol(&ctl->dcalls) + 1;
-        s_quit = enter_ok(p.rt, b, s_e) ? 0 : 1;
-        s_bad = INT32_MAX;
-    }
-    for (int i = tid; i < E; i += NT) hist[i] = 0;
-    if (tid < MKI_MAXLOCAL) s_dcur[tid] = 0;
-    __syncthreads();
-    if (s_quit) return;
-    const uint64_t e = s_e;
-    const int64_t T = p.tokens;
-    const int64_t t0 = T * b / G, t1 = T * (b + 1) / G;
-
-    /* ---- count ---- */
-    for (int64_t i = t0 * K + tid; i < t1 * K; i += NT) {
-        const int v = p.idx[i];
-        if (v < -1 || v >= E) atomicMin(&s_bad, (int)i);
-        else if (v >= 0) atomicAdd(&hist[v], 1);
-    }
-    for (int64_t t = t0 + tid; t < t1; t += NT) {
-        unsigned m = 0;
-        for (int j = 0; j < K; j++) {
-            const int v = p.idx[t * K + j];
-            if (v >= 0 && v < E) m |= 1u << (v / EL);
-        }
-        for (; m; m &= m - 1) atomicAdd(&s_dcur[__ffs(m) - 1], 1);
-    }
-    __syncthreads();
-    {
-        int32_t *mine = p.scratch + (size_t)b * RW;
-        for (int i = tid; i < E; i += NT) mine[i] = hist[i];
-        if (tid < MKI_MAXLOCAL) mine[E + tid] = tid < P ? s_dcur[tid] : 0;
-        if (tid == 0) mine[E + MKI_MAXLOCAL] = s_bad == INT32_MAX ? 0 : s_bad + 1;
-    }
-    if (!grid_barrier(p, &ctl->dbar, (uint64_t)G, e, &s_quit)) return;
-
-    /* ---- record: CTA 0 sums the CTAs' and stores it in every rank ---- */
-    if (b == 0) {
-        if (tid == 0)
-            for (int q = 0; q < P; q++)
-                if (q != me &&
-                    !wait_geq(p.rt, &ctl->peer_unpacked[q], e - 1, wait_site{q, 0, -1, 0}, e, &s_quit))
-                    break;
-        __syncthreads();
-        if (s_quit) return;
-        for (int i = tid; i < RW; i += NT) {
-            int32_t v = 0;
-            if (i < E + MKI_MAXLOCAL) {
-                for (int c = 0; c < G; c++) v += __ldcg(p.scratch + (size_t)c * RW + i);
-            } else if (i == E + MKI_MAXLOCAL) { /* the first bad slot: the first CTA's */
-                for (int c = 0; c < G && v == 0; c++) v = __ldcg(p.scratch + (size_t)c * RW + i);
-            } else if (i == E + MKI_MAXLOCAL + 1) {
-                v = (int32_t)T;
-            }
-            for (int q = 0; q < P; q++) p.rec[q][(size_t)me * RW + i] = v;
-        }
-        __syncthreads();
-        if (tid == 0) {
-            __threadfence_system();
-            for (int q = 0; q < P; q++) st_release_sys(&p.ctl[q]->rec_tag[me], e);
-        }
-    }
-
-    /* ---- verdict: every rank's record is here ---- */
-    if (tid == 0)
-        for (int s = 0; s < P; s++)
-            if (!wait_geq(p.rt, &ctl->rec_tag[s], e, wait_site{s, b, -1, 1}, e, &s_quit)) break;
-    __syncthreads();
-    if (s_quit) return;
-    const int32_t *R = p.rec[me];
-    for (int i = tid; i < E; i += NT) {
-        int32_t c = 0;
-        for (int s = 0; s < P; s++) c += R[(size_t)s * RW + i];
-        hist[i] = c;                        /* rows of expert i, all sources */
-    }
-    if (tid < MKI_MAXLOCAL) s_rows_of[tid] = 0;
-    __syncthreads();
-    for (int i = tid; i < E; i += NT) atomicAdd(&s_rows_of[i / EL], hist[i]);
-    __syncthreads();
-    if (tid == 0) {
-        int kind = 0, peer = -1, chunk = -1;
-        uint64_t need = 0, have = 0;
-        for (int s = 0; s < P && !kind; s++) {
-            const int32_t bad = R[(size_t)s * RW + E + MKI_MAXLOCAL];
-            if (bad) kind = MKI_ERR_BADINDEX, peer = s, chunk = bad - 1;
-        }
-        for (int d = 0; d < P && !kind; d++)
-            if ((int64_t)s_rows_of[d] > p.cap)
-                kind = MKI_ERR_CAPACITY, peer = d, need = (uint64_t)s_rows_of[d],
-                have = (uint64_t)p.cap;
-        if (kind) {
-            if (b == 0) fail_input(p.rt, kind, peer, chunk, 0, need, have, e, false);
-            s_quit = 1;
-        }
-    }
-    __syncthreads();
-    if (s_quit) return;
-
-    /* ---- where this CTA's rows go ---- */
-    block_exscan(hist, E, s_tmp);           /* hist[i]: rows of all experts before i */
-    for (int i = tid; i < E; i += NT) {
-        const int d = i / EL;
-        int64_t c = hist[i] - hist[d * EL];  /* the expert's first row on rank d */
-        for (int s = 0; s < me; s++) c += R[(size_t)s * RW + i];
-        for (int q = 0; q < b; q++) c += __ldcg(p.scratch + (size_t)q * RW + i);
-        cur[i] = (int32_t)c;
-    }
-    if (tid < P) {
-        int64_t c = 0;
-        for (int s = 0; s < me; s++) c += R[(size_t)s * RW + E + tid];
-        for (int q = 0; q < b; q++) c += __ldcg(p.scratch + (size_t)q * RW + E + tid);
-        s_dcur[tid] = (int32_t)c;
-    }
-    if (b == 0)
-        for (int i = tid; i <= EL; i += NT)
-            p.off[i] = i < EL ? (int64_t)hist[me * EL + i] - hist[me * EL]
-                              : (int64_t)s_rows_of[me];
-    __syncthreads();
-
-    /* ---- send, a window of tokens at a time ---- */
-    const int64_t rb = p.row_bytes;
-    const char *x = static_cast<const char *>(p.x);
-    char *recv = static_cast<char *>(p.recv);
-    const int MW = MKI_MOE_META_WORDS(K);
-    for (int64_t w0 = t0; w0 < t1; w0 += WIN) {
-        const int nt = (int)min((int64_t)WIN, t1 - w0);
-        if (wid == 0) {
-            for (int i = 0; i < nt; i++) {
-                const int64_t t = w0 + i;
-                const int v = lane < K ? p.idx[t * K + lane] : -1;
-                const bool ok = v >= 0;
-                const unsigned lt = (1u << lane) - 1u;
-                const unsigned same = __match_any_sync(0xffffffffu, ok ? v : -2 - lane);
-                int row = -1;
-                if (ok) row = cur[v] + __popc(same & lt);
-                __syncwarp();
-                if (ok && (same & lt) == 0) cur[v] += __popc(same);
-                if (lane < K) wrows[i * K + lane] = row;
-                const int d = ok ? v / EL : -1;
-                const unsigned sd = __match_any_sync(0xffffffffu, ok ? d : -2 - lane);
-                const unsigned dm = __reduce_or_sync(0xffffffffu, ok ? 1u << d : 0u);
-                if (ok && (sd & lt) == 0) {
-                    wslot[i * MKI_MAXLOCAL + d] = s_dcur[d];
-                    s_dcur[d] += 1;
-                }
-                if (lane == 0) wmask[i] = (int)dm;
-                __syncwarp();
-            }
-        }
-        __syncthreads();
-        for (int i = tid; i < nt * K; i += NT) p.send_rows[w0 * K + i] = wrows[i];
-        for (int it = wid; it < nt * P; it += NW) {
-            const int i = it / P, d = it % P;
-            if (!((wmask[i] >> d) & 1)) continue;
-            const int64_t t = w0 + i;
-            char *dst[MKI_MOE_MAXK];
-            int n = 0;
-            const int my_j = lane < K ? (int)p.idx[t * K + lane] : -1;
-            const unsigned here = __ballot_sync(0xffffffffu, my_j >= 0 && my_j / EL == d);
-            if (d == me) {
-                for (unsigned m = here; m; m &= m - 1) {
-                    const int j = __ffs(m) - 1, row = wrows[i * K + j];
-                    dst[n++] = recv + (int64_t)row * rb;
-                }
-                warp_copy_row(dst, n, x + t * rb, rb, lane);
-                if (lane < K && ((here >> lane) & 1)) {
-                    const int row = wrows[i * K + lane];
-                    if (p.recv_src) {
-                        p.recv_src[2 * (int64_t)row] = me;
-                        p.recv_src[2 * (int64_t)row + 1] = (int32_t)(t * K + lane);
-                    }
-                    if (p.recv_w) p.recv_w[row] = p.w[t * K + lane];
-                }
-            } else {
-                const int slot = wslot[i * MKI_MAXLOCAL + d];
-                dst[0] = p.inbox[d] + (int64_t)slot * rb;
-                warp_copy_row(dst, 1, x + t * rb, rb, lane);
-                int32_t *m = p.meta[d] + (int64_t)slot * MW;
-                const int r = __popc(here & ((1u << lane) - 1u));
-                if (lane < K && ((here >> lane) & 1)) {
-                    m[2 + r] = wrows[i * K + lane];
-                    m[2 + K + r] = lane;
-                    m[2 + 2 * K + r] = p.w ? __float_as_int(p.w[t * K + lane]) : 0;
-                }
-                if (lane == 0) {
-                    m[0] = (int32_t)t;
-                    m[1] = __popc(here);
-                }
-                /* the row and metadata (each lane fences its own stores),
-                 * then the slot's tag */
-                __threadfence_system();
-                __syncwarp();
-                if (lane == 0)
-                    st_release_sys(reinterpret_cast<uint64_t *>(m + MW - 2), MKI_MOE_TAG(p.tag_hi, e));
-            }
-        }
-        __syncthreads();
-    }
-
-    /* ---- unpack every source's slots ---- */
-    int64_t base = 0;
-    for (int k = 1; k < P && !s_quit; k++) {
-        const int s = (me + k) % P;
-        base = 0;
-        for (int q = 0; q < s; q++) base += R[(size_t)q * RW + E + me];
-        const int64_t n_s = R[(size_t)s * RW + E + me];
-        for (int64_t i = (int64_t)b * NW + wid; i < n_s; i += (int64_t)G * NW) {
-            const int64_t slot = base + i;
-            const int32_t *m = p.meta[me] + slot * MW;
-            if (!warp_wait_tag(p.rt, reinterpret_cast<const uint64_t *>(m + MW - 2),
-                               MKI_MOE_TAG(p.tag_hi, e), s,
-                               (int)slot, &s_quit))
-                break;
-            const int t = __ldcg(m), n = __ldcg(m + 1);
-            char *dst[MKI_MOE_MAXK];
-            for (int r = 0; r < n; r++) dst[r] = recv + (int64_t)__ldcg(m + 2 + r) * rb;
-            warp_copy_row(dst, n, p.inbox[me] + slot * rb, rb, lane);
-            if (lane < n) {
-                const int row = __ldcg(m + 2 + lane);
-                if (p.recv_src) {
-                    p.recv_src[2 * (int64_t)row] = s;
-                    p.recv_src[2 * (int64_t)row + 1] = t * K + __ldcg(m + 2 + K + lane);
-                }
-                if (p.recv_w) p.recv_w[row] = __int_as_float(__ldcg(m + 2 + 2 * K + lane));
-            }
-        }
-    }
-
-    /* ---- finish ---- */
-    __syncthreads();
-    if (s_quit) return;
-    if (tid == 0 && last_out(&ctl->dexit)) {
-        ctl->dbar = 0;
-        ctl->dsent = 0;
-        ctl->dexit = 0;
-        *reinterpret_cast<volatile uint64_t *>(&ctl->dcalls) = e;
-        __threadfence_system();
-        for (int q = 0; q < P; q++) st_release_sys(&p.ctl[q]->peer_unpacked[me], e);
-    }
+    __shared__ dispatch_out out;
+    (void)dispatch_cta<NT, false>(p, (int)gridDim.x, (int)blockIdx.x, dyn, &out, nullptr);
 }
 
 template <typename T> __device__ __forceinline__ float to_f(T v);
@@ -471,7 +82,7 @@ __global__ void __launch_bounds__(NT, 1) moe_combine_kernel(const __grid_constan
         uint4 *dst = reinterpret_cast<uint4 *>(p.stage[me]);
         for (int64_t i = (int64_t)b * NT + tid; i < v; i += (int64_t)G * NT) dst[i] = __ldcs(src + i);
         __syncthreads();
-        if (tid == 0 && last_out(&ctl->cstaged))
+        if (tid == 0 && last_out(&ctl->cstaged, G))
             for (int q = 0; q < P; q++)
                 if (q != me) st_release_sys(&p.ctl[q]->peer_staged[me], c);
     }
@@ -529,7 +140,7 @@ __global__ void __launch_bounds__(NT, 1) moe_combine_kernel(const __grid_constan
     }
     __syncthreads();
     if (s_quit) return;
-    if (tid == 0 && last_out(&ctl->cexit)) {
+    if (tid == 0 && last_out(&ctl->cexit, G)) {
         ctl->cstaged = 0;
         ctl->cexit = 0;
         *reinterpret_cast<volatile uint64_t *>(&ctl->ccalls) = c;
@@ -546,6 +157,226 @@ const void *combine_for(int dtype)
     case MKI_F16: return (const void *)moe_combine_kernel<__half>;
     default: return (const void *)moe_combine_kernel<float>;
     }
+}
+
+/* ---- mkMoEDispatchGemm in one kernel (moe.h) ------------------------- */
+
+using mki::gemm::GemmParams;
+using mki::gemm::GroupedHooks;
+using mki::gemm::TileCoord;
+using mki::gemm::EpiTarget;
+
+__device__ __forceinline__ void st_release_gpu(uint64_t *p, uint64_t v)
+{
+    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+/* The compute side's shared state: the first failed wait of the CTA, the
+ * call number, whether the GEMM runs. */
+struct MoeGemmCta {
+    cta_note note;
+    uint64_t e;
+    int go;
+    int past;    /* the producer took a unit past the last */
+    int poster;  /* this CTA's producer takes the cluster's units */
+    int ncl, cl; /* clusters, this CTA's */
+    int units;   /* the GEMM's units (after the table) */
+};
+__shared__ MoeGemmCta mg;
+
+/* The grouped GEMM's hooks, plus: a tile waits for its expert's rows, and
+ * units go to clusters as they ask (tile()). */
+struct MoeGemmHooks {
+    static constexpr bool kWaitA = true;
+    static constexpr bool kSignal = false;
+    static constexpr bool kBRow = true;
+    static constexpr bool kBSplit = true;
+    static constexpr bool kASrc = true;
+    GroupedHooks g;
+    int dcl; /* clusters that dispatch first */
+    mki_moe_params mp;
+    unsigned long long *gnext; /* the next unit of the schedule (zeroed by the dispatch) */
+    uint64_t *gslot;           /* [clusters x 8]: a cluster's k-th unit, tagged */
+    uint64_t *gend;            /* [clusters]: the cluster's first iteration past the units */
+
+    /* Units are handed out in the schedule's order as clusters ask (a CTA
+     * that dispatched first joins when it is done, a CTA slowed by a wait
+     * takes fewer): the producer of the cluster's first CTA takes the next
+     * with one atomic and posts it, tagged with the call and the iteration
+     * k, in the cluster's slot k % 8; its consumers and the other CTA's
+     * threads read it there (the producer is at most a unit or so ahead of
+     * any of them: it waits for their stages, except past the last unit,
+     * where it posts gend once and every later iteration reads as past).
+     * Tags: call e (24 bits), k (16 bits), the unit (24 bits). */
+    __device__ __forceinline__ TileCoord tile(const GemmParams &p, int i) const
+    {
+        /* the CTA's constants in shared memory (the producer has 40
+         * registers) */
+        const int cl = mg.cl, k = i / mg.ncl;
+        const uint64_t e = mg.e & 0xffffffull;
+        const uint64_t tag = e << 40 | (uint64_t)(k & 0xffff) << 24;
+        uint64_t *slot = gslot + (size_t)cl * 8 + (k & 7);
+        int u;
+        if (threadIdx.x == 0 && mg.poster) {
+            if (mg.past) return g.tile(p, 1 << 30);
+            u = (int)atomicAdd(gnext, 1ull);
+            if (u >= mg.units) {
+                mg.past = 1;
+                st_release_gpu(gend + cl, e << 40 | (uint64_t)(k & 0xffff) << 24 | 1);
+                return g.tile(p, 1 << 30);
+            }
+            st_release_gpu(slot, tag | (uint64_t)u);
+            return g.tile(p, u);
+        }
+        const uint64_t t0 = globaltimer();
+        for (uint32_t n = 1;; n++) {
+            const uint64_t v = ld_acquire_gpu(slot);
+            if ((v >> 24) == (tag >> 24)) {
+                u = (int)(v & 0xffffff);
+                break;
+            }
+            const uint64_t w = ld_acquire_gpu(gend + cl);
+            if ((w >> 40) == e && (int)((w >> 24) & 0xffff) <= k) return g.tile(p, 1 << 30);
+            if ((n & 1023) == 0 && globaltimer() - t0 > mp.rt.timeout_ns) {
+                note_fail(mg.note, MKI_ERR_TIMEOUT, mp.rt.rank, k, 7, tag, v);
+                return g.tile(p, 1 << 30);
+            }
+        }
+        return g.tile(p, u);
+    }
+    __device__ __forceinline__ const CUtensorMap *a_src(const GemmParams &p, int m_blk,
+                                                         int *row) const
+    {
+        return g.a_src(p, m_blk, row);
+    }
+    __device__ __forceinline__ int b_row(const GemmParams &p, TileCoord t) const
+    {
+        return g.b_row(p, t);
+    }
+    __device__ __forceinline__ bool b_split(const GemmParams &p, TileCoord u) const
+    {
+        return g.b_split(p, u);
+    }
+    /* before a tile's first loads: every row of its expert is in place
+     * (polled with a pause: a hundred producers polling the one counter
+     * that every row of a skewed expert adds to slowed the dispatch five
+     * times, bench/NOTES.md) */
+    __device__ __forceinline__ void wait_a(const GemmParams &, TileCoord t, int kb) const
+    {
+        if (kb != t.kb0 || !*(volatile int *)&mg.go || t.m_blk >= __ldg(g.table)) return;
+        const int x = g.group_of(t.m_blk);
+        const uint64_t need = (uint64_t)(__ldg(g.off + x + 1) - __ldg(g.off + x));
+        (void)wait_noted(mp.rt, mg.note, mp.ready + x, need, mp.rt.rank, x, 5, pause_backoff(),
+                         load_gpu());
+    }
+    /* a tile whose rows did not all come (a wait failed), or of a CTA
+     * without the call's table, is dropped */
+    __device__ __forceinline__ EpiTarget target(const GemmParams &p, TileCoord t) const
+    {
+        EpiTarget e = g.target(p, t);
+        if (*(volatile int *)&mg.note.quit || !*(volatile int *)&mg.go)
+            e.mode = mki::gemm::EPI_NONE;
+        return e;
+    }
+};
+
+/* Compute CTAs: the call's table (gemm_ready), one thread; false: no GEMM. */
+__device__ bool wait_table(const MoeGemmHooks &h, uint64_t e)
+{
+    mki_moe_ctl *ctl = h.mp.ctl[h.mp.me];
+    const uint64_t t0 = globaltimer();
+    for (uint32_t n = 1;; n++) {
+        const uint64_t v = ld_acquire_sys(&ctl->gemm_ready);
+        if (v == e) return true;
+        if (v == (e | MKI_MOE_GEMM_FAILED)) return false;
+        if (n & 31) continue;
+        const uint64_t w = stop_value(h.mp.rt, hstop_due(n, t0));
+        if (w || globaltimer() - t0 > h.mp.rt.timeout_ns) {
+            note_fail(mg.note, w ? MKI_ERR_REMOTE : MKI_ERR_TIMEOUT, w ? (int)w - 1 : h.mp.rt.rank,
+                      -1, 6, e, v);
+            return false;
+        }
+    }
+}
+
+/* One thread, after the CTA's GEMM: its first failed wait reported, and
+ * the kernel's last CTA out moves the call number (moe.h). */
+__device__ __noinline__ void moe_gemm_exit(const MoeGemmHooks &h)
+{
+    mki_moe_ctl *ctl = h.mp.ctl[h.mp.me];
+    note_report(h.mp.rt, mg.note, mg.e);
+    __threadfence();
+    if (atomicAdd(reinterpret_cast<unsigned long long *>(&ctl->gexit), 1ull) ==
+        (unsigned long long)gridDim.x - 1) {
+        ctl->gexit = 0;
+        if (ld_vol(&ctl->dok) == mg.e) *reinterpret_cast<volatile uint64_t *>(&ctl->dcalls) = mg.e;
+        __threadfence_system();
+    }
+}
+
+template <bool kF16, bool kTransB, int kCM>
+__global__ void __launch_bounds__(mki::gemm::kThreads, 1)
+    moe_gemm_kernel(const __grid_constant__ GemmParams p, const __grid_constant__ MoeGemmHooks h)
+{
+    extern __shared__ __align__(1024) char smem[];
+    __shared__ dispatch_out dout;
+    const mki_moe_params &mp = h.mp;
+    mki_moe_ctl *ctl = mp.ctl[mp.me];
+    const int D = h.dcl * kCM;
+    if (threadIdx.x == 0) {
+        mg.note = cta_note{};
+        mg.e = ld_vol(&ctl->dcalls) + 1;
+        mg.go = 1;
+        mg.past = 0;
+    }
+    __syncthreads();
+    if ((int)blockIdx.x < D) {
+        const bool ok = dispatch_cta<mki::gemm::kThreads, true>(
+            mp, D, (int)blockIdx.x, reinterpret_cast<int32_t *>(smem), &dout, &mg.note);
+        __syncthreads();
+        if (threadIdx.x == 0 && !ok) {
+            mg.go = 0;
+            if (blockIdx.x == 0 && !dout.table_set) {
+                /* no table for this call: the other CTAs compute nothing */
+                mp.table[0] = 0;
+                mp.table[1] = 2;
+                __threadfence();
+                st_release_sys(&ctl->gemm_ready, mg.e | MKI_MOE_GEMM_FAILED);
+            }
+        }
+    }
+    /* the table, built by CTA 0 (a dispatch CTA may finish before it) */
+    if (threadIdx.x == 0) {
+        if (mg.go) mg.go = wait_table(h, mg.e) ? 1 : 0;
+        mg.ncl = (int)gridDim.x / kCM;
+        mg.cl = (int)blockIdx.x / kCM;
+        mg.poster = kCM == 1 || mki::gemm::cluster_ctarank() == 0;
+        /* the table's tiles (the last call's where the call stopped) */
+        mg.units = (int)((__ldg(h.g.table) + kCM - 1) / kCM * p.num_n_blk);
+    }
+    __syncthreads();
+    /* Every CTA runs the engine on the same units whatever happened (a
+     * cluster's two CTAs meet in its barriers and share B): a CTA without
+     * the call's table (mg.go == 0: an error; the table is then the last
+     * call's, or none: its tiles past the end) waits for nothing and stores
+     * nothing. */
+    mki::gemm::run_cta<kF16, kTransB, kCM, MoeGemmHooks>(p, h, blockIdx.x, gridDim.x, smem);
+    __syncwarp();
+    __syncthreads();
+    if (threadIdx.x == 0) moe_gemm_exit(h);
+}
+
+template <bool kF16, bool kTransB>
+const void *moe_gemm_kernel_for(int cm)
+{
+    return cm == 2 ? (const void *)moe_gemm_kernel<kF16, kTransB, 2>
+                   : (const void *)moe_gemm_kernel<kF16, kTransB, 1>;
+}
+
+const void *moe_gemm_kernel_of(bool f16, bool tb, int cm)
+{
+    return f16 ? (tb ? moe_gemm_kernel_for<true, true>(cm) : moe_gemm_kernel_for<true, false>(cm))
+               : (tb ? moe_gemm_kernel_for<false, true>(cm) : moe_gemm_kernel_for<false, false>(cm));
 }
 
 } // namespace
@@ -567,16 +398,77 @@ extern "C" int mki_moe_describe(const struct mki_moe_params *p, int combine, int
     return 0;
 }
 
+extern "C" int mki_moe_gemm_describe(const struct mki_moe_params *mp,
+                                     const mki_gemm_grouped_args *ga, int dctas_max,
+                                     struct mki_launch_desc *d, int *dctas, char *msg,
+                                     size_t len)
+{
+    GemmParams gp;
+    GroupedHooks gh;
+    int grid = 0;
+    memset(d, 0, offsetof(struct mki_launch_desc, param));
+    *dctas = 0;
+    const int r = mki::gemm::grouped_params(ga, &gp, &gh, &grid, msg, len);
+    if (r) return r;
+    const int cm = gp.cluster_m;
+    int D = (dctas_max + cm - 1) / cm * cm;
+    if (D > MKI_MOE_FUSED_MAXD) D = MKI_MOE_FUSED_MAXD / cm * cm;
+    if (grid < D + 2 * cm) return 1; /* too few CTAs to split */
+    if (mki::moe::fused_smem(mp->experts, mp->topk, mp->el, mki::gemm::kThreads) >
+        (size_t)mki::gemm::kSmemBytes) {
+        snprintf(msg, len, "mkMoEDispatchGemm: %d experts and top-%d need more shared memory "
+                 "than the GEMM's CTAs have", mp->experts, mp->topk);
+        return MKI_GEMM_ERR_UNSUPPORTED;
+    }
+    MoeGemmHooks h;
+    h.g = gh;
+    h.mp = *mp;
+    h.dcl = D / cm;
+    /* mp->ready: [el] row counts, the unit counter, then the clusters'
+     * slots and ends (mki_moe_gemm_sched_words) */
+    h.gnext = reinterpret_cast<unsigned long long *>(mp->ready + mp->el);
+    h.gslot = mp->ready + mp->el + 1;
+    h.gend = h.gslot + (size_t)(grid / cm) * 8;
+    /* every cluster iterates over num_units / clusters units at most:
+     * enough for all when one cluster would take them all */
+    const long long n = (long long)gp.num_units + grid / cm;
+    if (n > (1ll << 24)) {
+        snprintf(msg, len, "mkMoEDispatchGemm: %lld work units (at most 2^24)", n);
+        return MKI_GEMM_ERR_INVALID;
+    }
+    gp.num_units = (int)n;
+    d->fn = moe_gemm_kernel_of(ga->in_type == MKI_DT_F16, ga->trans_b != 0, cm);
+    d->grid = (unsigned)grid;
+    d->block = mki::gemm::kThreads;
+    d->cluster = (unsigned)cm;
+    d->smem = mki::gemm::kSmemBytes;
+    d->exact = 1; /* every CTA spins, and the split counts them */
+    if (mki_launch_arg(d, &gp, sizeof(gp)) || mki_launch_arg(d, &h, sizeof(h))) {
+        snprintf(msg, len, "mkMoEDispatchGemm: kernel parameters of %zu bytes do not fit",
+                 sizeof(gp) + sizeof(h));
+        return MKI_GEMM_ERR_INVALID;
+    }
+    *dctas = D;
+    return 0;
+}
+
 extern "C" int mki_moe_preload(char *msg, size_t len)
 {
     const void *k[] = {(const void *)moe_dispatch_kernel, combine_for(MKI_BF16),
-                       combine_for(MKI_F16), combine_for(MKI_F32)};
+                       combine_for(MKI_F16), combine_for(MKI_F32),
+                       moe_gemm_kernel_of(false, false, 1), moe_gemm_kernel_of(false, true, 1),
+                       moe_gemm_kernel_of(true, false, 1), moe_gemm_kernel_of(true, true, 1),
+                       moe_gemm_kernel_of(false, false, 2), moe_gemm_kernel_of(false, true, 2),
+                       moe_gemm_kernel_of(true, false, 2), moe_gemm_kernel_of(true, true, 2)};
     for (unsigned i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
         cudaFuncAttributes a;
         cudaError_t err = cudaFuncGetAttributes(&a, k[i]);
         if (err == cudaSuccess && i == 0)
             err = cudaFuncSetAttribute(k[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)dispatch_smem(MKI_MOE_MAXE, MKI_MOE_MAXK));
+        if (err == cudaSuccess && i >= 4)
+            err = cudaFuncSetAttribute(k[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       mki::gemm::kSmemBytes);
         if (err != cudaSuccess) {
             snprintf(msg, len, "loading the MoE kernels: %s", cudaGetErrorString(err));
             return (int)err;

@@ -49,6 +49,19 @@
  * (its own y directly); the last CTA out stores peer_pulled[me] = c in
  * every rank.  The signals are single-writer words in the reader's
  * control block, so every wait spins on local memory.
+ *
+ * mkMoEDispatchGemm, one kernel (moe_dispatch.cuh says what the dispatch
+ * does differently there): its first dctas CTAs dispatch, CTA 0 of them
+ * raising gemm_ready = e once the grouped GEMM's table is built
+ * (e | MKI_MOE_GEMM_FAILED when the call stopped before: no GEMM); the
+ * other CTAs wait for it and start the GEMM, each tile once its expert's
+ * rows are all in place (ready[el], counted as rows land); the dispatch
+ * CTAs join the GEMM when the dispatch is done; the GEMM's units go to the
+ * clusters as they ask for them (one counter, zeroed by the dispatch).
+ * The dispatch's last CTA out sets dok = e (instead of dcalls); the
+ * kernel's last CTA out (gexit) sets dcalls = e when dok == e, so that
+ * every CTA of the launch reads the same call number at entry.  The records carry each sender CTA's pair count per
+ * destination (MKI_MOE_REC_WORDS_FUSED), for the unpack's order.
  */
 #ifndef MKI_OPS_MOE_H
 #define MKI_OPS_MOE_H
@@ -56,6 +69,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gemm/gemm.h"
 #include "rt/launch.h"
 #include "rt/rt.h"
 
@@ -66,6 +80,13 @@
 /* 32-bit words of one rank's record: rows per expert [E], tokens per
  * destination [8], first bad slot + 1 (0: none), tokens, 2 spare. */
 #define MKI_MOE_REC_WORDS(E) ((E) + MKI_MAXLOCAL + 4)
+/* mkMoEDispatchGemm's records: word E + 10 holds the rank's dispatch CTAs
+ * D, then come the (token, rank) pairs per destination [8] of each of
+ * MKI_MOE_FUSED_MAXD CTAs (those past D: 0); the same stride on every
+ * rank. */
+#define MKI_MOE_FUSED_MAXD 64  /* dispatch CTAs of mkMoEDispatchGemm, at most */
+#define MKI_MOE_REC_WORDS_FUSED(E, D) (MKI_MOE_REC_WORDS(E) + (D) * MKI_MAXLOCAL)
+#define MKI_MOE_GEMM_FAILED (1ull << 63) /* gemm_ready: the call stopped */
 /* 32-bit words of an inbox slot's metadata: t, rows, then topk rows,
  * topk j's and topk weights (fp32 bits), padded to an even count, then
  * the slot's 64-bit tag: the dispatch call number that filled it in the low
@@ -82,7 +103,8 @@ struct mki_moe_ctl {
     uint64_t dcalls, ccalls;            /* calls completed here */
     uint64_t dbar, dsent, dexit;        /* dispatch: CTAs at the barrier, sent, out */
     uint64_t cstaged, cexit;            /* combine: CTAs done staging, out */
-    uint64_t spare;
+    uint64_t gemm_ready;                /* mkMoEDispatchGemm: the table of call n built */
+    uint64_t dok, gexit;                /* mkMoEDispatchGemm: dispatch done, CTAs out */
     uint64_t rec_tag[MKI_MAXLOCAL];     /* call number of rank s's record here */
     uint64_t arrive[MKI_MAXLOCAL];      /* unused (the inbox slots carry tags) */
     uint64_t peer_unpacked[MKI_MAXLOCAL]; /* rank q finished dispatch call n */
@@ -108,6 +130,10 @@ struct mki_moe_params {
     int32_t *recv_src;                     /* may be NULL */
     int64_t *off;                          /* expert_offsets */
     int32_t *send_rows;
+    /* mkMoEDispatchGemm */
+    uint64_t *ready;                       /* [el]: rows of each local expert in place */
+    int32_t *order;                        /* [tokens * P]: each CTA's pairs, sorted */
+    int32_t *table;                        /* the grouped GEMM's table of tiles */
     /* combine */
     const void *y;
     void *out;
@@ -128,6 +154,33 @@ extern "C" {
  * plan gives (the launch may shrink it to what is co-resident). */
 int mki_moe_describe(const struct mki_moe_params *p, int combine, int grid,
                      struct mki_launch_desc *d, char *msg, size_t len);
+/* mkMoEDispatchGemm's one launch (the GEMM engine's grid: the plan of
+ * mki_gemm_grouped for ga, whose offsets and table are p->off and
+ * p->table); the first *dctas CTAs dispatch (at most dctas_max, whole
+ * clusters), the others start the GEMM, and the dispatch CTAs join it when
+ * they are done (units are handed out as CTAs ask).  p->scratch holds
+ * MKI_MOE_FUSED_MAXD records of MKI_MOE_REC_WORDS_FUSED(experts,
+ * MKI_MOE_FUSED_MAXD) words; p->ready mki_moe_gemm_sched_words(el, grid)
+ * 64-bit words.  0; 1 when the grid is too small to split (run the two
+ * launches); or an MKI_GEMM_ERR_* with msg set. */
+int mki_moe_gemm_describe(const struct mki_moe_params *p, const mki_gemm_grouped_args *ga,
+                          int dctas_max, struct mki_launch_desc *d, int *dctas, char *msg,
+                          size_t len);
+/* Words of p->ready for a launch of at most ctas CTAs: the row count of
+ * each local expert, the schedule's next unit, 8 slots and an end word per
+ * cluster. */
+static inline size_t mki_moe_gemm_sched_words(int el, int ctas)
+{
+    return (size_t)el + 1 + 9 * (size_t)ctas;
+}
+/* The dispatch CTAs of mkMoEDispatchGemm's launch of grid CTAs: a quarter,
+ * even, 2 .. MKI_MOE_FUSED_MAXD (the plan's and mkinfo's rule). */
+static inline int mki_moe_gemm_dctas(int grid)
+{
+    int d = grid / 4;
+    d += d & 1;
+    return d < 2 ? 2 : d > MKI_MOE_FUSED_MAXD ? MKI_MOE_FUSED_MAXD : d;
+}
 /* Load the kernels now; 0 or an error with msg set. */
 int mki_moe_preload(char *msg, size_t len);
 #ifdef __cplusplus

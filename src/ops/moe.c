@@ -32,7 +32,7 @@
 struct moe_state {
     struct mki_shape_cache shapes;
     struct mki_heap_blk ctl;        /* struct mki_moe_ctl */
-    struct mki_heap_blk rec;        /* P records of MKI_MOE_REC_WORDS(MKI_MOE_MAXE) */
+    struct mki_heap_blk rec;        /* P records of MKI_MOE_REC_WORDS_FUSED(MAXE, MAXD) */
     struct mki_heap_blk inbox;      /* rows, then metadata */
     struct mki_heap_blk stage;      /* the combine's rows */
     int nretired_inbox, nretired_stage;
@@ -42,6 +42,11 @@ struct moe_state {
     size_t rows_bytes;
     void *table;                    /* mkMoEDispatchGemm: the grouped GEMM's table */
     size_t table_bytes;
+    void *table_set;                /* the table whose first words were cleared */
+    void *ready;                    /* mkMoEDispatchGemm: rows in place per local expert */
+    size_t ready_bytes;
+    void *order;                    /* mkMoEDispatchGemm: the dispatch CTAs' sorted pairs */
+    size_t order_bytes;
     struct mki_op_bufs bufs;
 };
 
@@ -54,8 +59,9 @@ static mkResult_t moe_create(struct mkComm *comm, void **state)
     MKI_CHECK(mki_heap_alloc(comm, 0, sizeof(struct mki_moe_ctl), 1,
                              "the MoE calls' control block", &g->ctl));
     return mki_heap_alloc(comm, 0,
-                          (uint64_t)comm->dev->nlocal * MKI_MOE_REC_WORDS(MKI_MOE_MAXE) * 4u, 0,
-                          "the MoE calls' count records", &g->rec);
+                          (uint64_t)comm->dev->nlocal *
+                              MKI_MOE_REC_WORDS_FUSED(MKI_MOE_MAXE, MKI_MOE_FUSED_MAXD) * 4u,
+                          0, "the MoE calls' count records", &g->rec);
 }
 
 static void moe_destroy(struct mkComm *comm, void *state)
@@ -66,6 +72,8 @@ static void moe_destroy(struct mkComm *comm, void *state)
         if (g->scratch) (void)cudaFree(g->scratch);
         if (g->rows) (void)cudaFree(g->rows);
         if (g->table) (void)cudaFree(g->table);
+        if (g->ready) (void)cudaFree(g->ready);
+        if (g->order) (void)cudaFree(g->order);
         mki_op_bufs_free(&g->bufs);
     }
     free(g); /* its heap blocks go with the heap */
@@ -304,6 +312,29 @@ static mkResult_t wait_pulled(struct mki_call *k, struct moe_state *g)
     }
 }
 
+/* The grouped GEMM of mkMoEDispatchGemm: every local expert's received
+ * rows (the private buffer, expert_offsets) times its matrix of W into y,
+ * within the rank's SMs. */
+static void grouped_args(const struct mkComm *comm, const struct moe_state *g,
+                         const struct moe_call *c, const struct mki_op_plan *pl,
+                         mki_gemm_grouped_args *ga)
+{
+    memset(ga, 0, sizeof(*ga));
+    ga->rows = c->cap;
+    ga->n = c->n;
+    ga->k = c->hidden;
+    ga->groups = c->experts / comm->nranks;
+    ga->a = g->rows;
+    ga->b = c->w_mat;
+    ga->d = c->y_out;
+    ga->offsets = c->off;
+    ga->table = g->table;
+    ga->in_type = (mki_dtype_t)c->dtype;
+    ga->out_type = (mki_dtype_t)c->dtype;
+    ga->trans_b = c->trans_w;
+    ga->num_ctas = pl->sm_budget > 0 ? pl->sm_budget : 0;
+}
+
 /* mkMoEDispatchGemm's second launch: every local expert's rows (as the
  * dispatch laid them out and wrote expert_offsets) times its weights, one
  * grouped GEMM on the engine within the rank's SMs. */
@@ -318,24 +349,11 @@ static mkResult_t run_gemm(struct mki_call *k, struct moe_state *g, const struct
                              (size_t)MKI_GEMM_GROUP_TABLE(rows, c->experts / comm->nranks),
                          "the MoE GEMM's table of groups"));
     mki_gemm_grouped_args ga;
-    memset(&ga, 0, sizeof(ga));
-    ga.rows = rows;
-    ga.n = c->n;
-    ga.k = c->hidden;
-    ga.groups = c->experts / comm->nranks;
-    ga.a = g->rows;
-    ga.b = c->w_mat;
-    ga.d = c->y_out;
-    ga.offsets = c->off;
-    ga.table = g->table;
-    ga.in_type = (mki_dtype_t)c->dtype;
-    ga.out_type = (mki_dtype_t)c->dtype;
-    ga.trans_b = c->trans_w;
+    grouped_args(comm, g, c, pl, &ga);
     /* this rank's abort and claim words: after a dispatch that stopped
      * (capacity, bad ids, a peer), expert_offsets are stale: no GEMM */
     ga.halt = (const uint64_t *)(comm->dev->heap.seg[0].base + MKI_CTL_ABORT);
     _Static_assert(MKI_CTL_CLAIM == MKI_CTL_ABORT + 8, "halt: the abort word, then the claim");
-    ga.num_ctas = pl->sm_budget > 0 ? pl->sm_budget : 0;
     struct mki_launch_desc dt, dg;
     char msg[512];
     const int rc = mki_gemm_grouped_describe(&ga, &dt, &dg, msg, sizeof(msg));
@@ -346,6 +364,62 @@ static mkResult_t run_gemm(struct mki_call *k, struct moe_state *g, const struct
     if (!dt.fn) return mkSuccess;
     MKI_CHECK(mki_launch(k, &dt));
     return mki_launch(k, &dg);
+}
+
+/* mkMoEDispatchGemm in one launch (moe.h): the GEMM engine's grid, its
+ * first CTAs dispatching.  Returns mkSuccess with *done = 0 when the grid
+ * is too small to split (the caller then makes the two launches). */
+static mkResult_t run_fused(struct mki_call *k, struct moe_state *g, const struct moe_call *c,
+                            const struct mki_op_plan *pl, struct mki_moe_params *p, int *done)
+{
+    struct mkComm *comm = k->comm;
+    const int P = comm->dev->nlocal, EL = (int)(c->experts / comm->nranks);
+    *done = 0;
+    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->table, &g->table_bytes,
+                         sizeof(int32_t) * (size_t)MKI_GEMM_GROUP_TABLE(c->cap, EL),
+                         "the MoE GEMM's table of groups"));
+    if (g->table_set != g->table) {
+        /* a new table reads as no tiles until a call builds it */
+        cudaError_t e = cudaMemsetAsync(g->table, 0, 2 * sizeof(int32_t), k->stream);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            return mki_error(comm, mkErrCuda, "%s: clearing the GEMM's table: %s", c->func,
+                             cudaGetErrorString(e));
+        }
+        g->table_set = g->table;
+    }
+    const int ctas = pl->sm_budget > 0 ? pl->sm_budget : comm->dev->sm_count;
+    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->ready, &g->ready_bytes,
+                         sizeof(uint64_t) * mki_moe_gemm_sched_words(EL, ctas),
+                         "the MoE GEMM's row counts and schedule"));
+    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->order, &g->order_bytes,
+                         sizeof(int32_t) * (size_t)(c->tokens > 0 ? c->tokens : 1) * (size_t)P,
+                         "the MoE dispatch's order of pairs"));
+    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->scratch, &g->scratch_bytes,
+                         (size_t)MKI_MOE_FUSED_MAXD *
+                             MKI_MOE_REC_WORDS_FUSED(c->experts, MKI_MOE_FUSED_MAXD) * 4u,
+                         "the MoE dispatch's per-CTA counts"));
+    p->scratch = g->scratch;
+    p->ready = g->ready;
+    p->order = g->order;
+    p->table = g->table;
+    mki_gemm_grouped_args ga;
+    grouped_args(comm, g, c, pl, &ga);
+    struct mki_launch_desc d;
+    char msg[512];
+    int dctas = 0;
+    /* the plan's dispatch CTAs (a quarter of the SMs, or MK_SM_SPLIT's
+     * intra count) */
+    const int rc = mki_moe_gemm_describe(p, &ga, pl->split.intra > 0 ? pl->split.intra : 2, &d,
+                                         &dctas, msg, sizeof(msg));
+    if (rc == 1) return mkSuccess;
+    if (rc != 0)
+        return mki_error(comm, rc == MKI_GEMM_ERR_INVALID ? mkErrInvalidArgument
+                         : rc == MKI_GEMM_ERR_UNSUPPORTED ? mkErrUnsupported : mkErrCuda,
+                         "%s: %s", c->func, msg);
+    MKI_CHECK(mki_launch(k, &d));
+    *done = 1;
+    return mkSuccess;
 }
 
 static mkResult_t run(struct mki_call *k, struct moe_state *g, struct moe_call *c)
@@ -416,6 +490,11 @@ static mkResult_t run(struct mki_call *k, struct moe_state *g, struct moe_call *
         MKI_CHECK(mki_op_buf(k, &g->bufs, &g->rows, &g->rows_bytes, (size_t)(cap * rb),
                              "the MoE GEMM's received rows"));
         p.recv = g->rows;
+        if (c->cap > 0) {
+            int done = 0;
+            MKI_CHECK(run_fused(k, g, c, &pl, &p, &done));
+            if (done) return mkSuccess;
+        }
     }
     struct mki_launch_desc d;
     char msg[512];

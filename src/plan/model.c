@@ -35,6 +35,7 @@
 #include "mki.h"
 #include "ops/attn.h"
 #include "ops/gemm_rs.h"
+#include "ops/moe.h"
 #include "plan/plan.h"
 
 /* Movers each op's kernels may use: the copy engine cannot add, so the
@@ -774,12 +775,22 @@ mkResult_t mki_plan_model_attn(const struct mki_model *md,
          * unpack; stage, pull): all the SMs of the rank, or MK_SM_SPLIT's
          * intra count */
         memset(&p.split, 0, sizeof(p.split));
-        p.split.intra = o && (o->set & MKI_OVR_INTRA) && o->split.intra > 0 ? o->split.intra
-                                                                            : budget;
+        const int ovr = o && (o->set & MKI_OVR_INTRA) && o->split.intra > 0;
+        p.split.intra = ovr ? o->split.intra : budget;
         p.ctas = p.split.intra;
+        if (op == MKI_OP_MOE_DISPATCH_GEMM) {
+            /* the GEMM engine's launch on the rank's SMs, its first CTAs
+             * dispatching (kernels/ops/moe.h) */
+            p.split.intra = ovr ? (o->split.intra < MKI_MOE_FUSED_MAXD ? o->split.intra
+                                                                       : MKI_MOE_FUSED_MAXD)
+                                : mki_moe_gemm_dctas(budget);
+            p.split.compute = budget > p.split.intra ? budget - p.split.intra : 0;
+            p.ctas = budget;
+        }
         p.mover = MKI_MOVER_REG;
         p.fused = 1;
-        snprintf(p.reason, sizeof(p.reason), "one persistent kernel on %d SMs%s", p.ctas,
+        snprintf(p.reason, sizeof(p.reason), "one persistent kernel on %d SMs%s%s", p.ctas,
+                 op == MKI_OP_MOE_DISPATCH_GEMM ? " (the dispatch's CTAs first)" : "",
                  c->nnodes > 1 ? "; one node only in this version (mkErrUnsupported across "
                                  "nodes)" : "");
     }

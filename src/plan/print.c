@@ -210,9 +210,14 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
                       "the counts, send each token once per destination rank (16-byte register "
                       "stores into its inbox), unpack into recv by expert\n", p->ctas,
                       MKI_MOE_THREADS);
-    if (p->op == MKI_OP_MOE_DISPATCH_GEMM)
-        mki_sb_printf(sb, "  kernel    %d CTAs of %d threads: the dispatch, then one grouped GEMM "
-                      "(the engine) over the local experts' rows\n", p->ctas, MKI_MOE_THREADS);
+    if (p->op == MKI_OP_MOE_DISPATCH_GEMM) {
+        mki_sb_printf(sb, "  kernel    one launch of the GEMM engine (up to %d CTAs of 384 "
+                      "threads): the first %d dispatch (each CTA's tokens sent in the order of "
+                      "their first expert on the destination), the others start each local "
+                      "expert's tiles once all its rows are in place; the dispatch CTAs then "
+                      "join the GEMM (two launches, the dispatch then the GEMM, where the grid "
+                      "is too small to split)\n", p->ctas, p->split.intra);
+    }
     if (p->op == MKI_OP_RING_ATTN) ring_attn_print(sb, c, p);
     if (p->op == MKI_OP_MOE_COMBINE)
         mki_sb_printf(sb, "  kernel    %d CTAs of %d threads: stage y for the peers, then a warp "

@@ -68,6 +68,7 @@ int fuzz_one(const uint8_t *d, size_t n)
     close(sv[0]);
     pthread_mutex_destroy(&c.elock);
     free(pe.pend);
+    free(k.ra); /* the connection's read-ahead (sk_close frees it in the library) */
     for (int i = 0; i < 2; i++) free(c.base[i]);
     mki_thread_error_clear();
     return 0;

@@ -352,8 +352,8 @@ MK_API mkResult_t mkMoECombine(const void *y, const int64_t *expert_offsets,
  * recv_weights and send_rows as it writes them), so that
  * mkMoECombine(y, expert_offsets, ..., n, ...) brings the outputs back.
  * bf16 or fp16 (fp32: mkErrUnsupported); n a multiple of 8; one node.
- * This version runs the dispatch kernel and then one grouped GEMM on
- * stream.
+ * One persistent kernel on stream: its first CTAs dispatch, the others
+ * compute each expert's tiles as soon as all its rows have landed.
  */
 MK_API mkResult_t mkMoEDispatchGemm(const void *x, const int32_t *topk_idx,
                                     const float *topk_weights, const void *W,

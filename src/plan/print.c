@@ -234,6 +234,10 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
     mki_sb_printf(sb, "  model     compute %.0f us, intra %.0f us, inter %.0f "
                   "us; fused %.0f us, unfused %.0f us\n", p->t_compute_us,
                   p->t_intra_us, p->t_inter_us, p->t_fused_us, p->t_unfused_us);
+    if (p->op == MKI_OP_MOE_DISPATCH_GEMM)
+        mki_sb_printf(sb, "            (the dispatch only: the experts' GEMM is not in the "
+                      "model, its n and the rows per expert are not part of the plan's "
+                      "shape)\n");
     if (p->overridden)
         mki_sb_printf(sb, "  overrides from MK_SM_SPLIT: 0x%x\n", p->overridden);
 }

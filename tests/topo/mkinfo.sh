@@ -52,6 +52,7 @@ out=$("$mkinfo" --op moe_combine --m 4096 --n 7168 --k 8 2>&1)
 expect "--op moe_combine" "sums them in fp32" "$out"
 out=$("$mkinfo" --op moe_dispatch_gemm --m 4096 --n 7168 --k 8 2>&1)
 expect "--op moe_dispatch_gemm" "the others start each local" "$out"
+expect "--op moe_dispatch_gemm" "the experts' GEMM is not in the model" "$out"
 out=$("$mkinfo" --op gemm_rs --m 16 --n 8192 --k 8192 2>&1)
 expect "gemm_rs m=16" "decode-sized m (<= 128)" "$out"
 expect "gemm_rs m=16" "(the rows' owner) as LL lines" "$out"

@@ -166,11 +166,6 @@ using mki::gemm::GroupedHooks;
 using mki::gemm::TileCoord;
 using mki::gemm::EpiTarget;
 
-__device__ __forceinline__ void st_release_gpu(uint64_t *p, uint64_t v)
-{
-    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-
 /* The compute side's shared state: the first failed wait of the CTA, the
  * call number, whether the GEMM runs. */
 struct MoeGemmCta {

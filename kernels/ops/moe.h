@@ -60,8 +60,9 @@
  * clusters as they ask for them (one counter, zeroed by the dispatch).
  * The dispatch's last CTA out sets dok = e (instead of dcalls); the
  * kernel's last CTA out (gexit) sets dcalls = e when dok == e, so that
- * every CTA of the launch reads the same call number at entry.  The records carry each sender CTA's pair count per
- * destination (MKI_MOE_REC_WORDS_FUSED), for the unpack's order.
+ * every CTA of the launch reads the same call number at entry.  The
+ * records carry each sender CTA's pair count per destination
+ * (MKI_MOE_REC_WORDS_FUSED), for the unpack's order.
  */
 #ifndef MKI_OPS_MOE_H
 #define MKI_OPS_MOE_H

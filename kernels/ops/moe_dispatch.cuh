@@ -296,7 +296,6 @@ __device__ __forceinline__ bool heavy_expert(const int32_t *scan, int E, int64_t
 
 /* Per-CTA state of the dispatch kept for the caller (the fused kernel). */
 struct dispatch_out {
-    uint64_t e;    /* the call number */
     int table_set; /* CTA 0: gemm_ready was raised (either way) */
 };
 
@@ -335,7 +334,6 @@ __device__ __forceinline__ bool dispatch_cta(const mki_moe_params &p, int G, int
         s_e = ld_vol(&ctl->dcalls) + 1;
         s_quit = enter<kFused>(p.rt, b, s_e, note) ? 0 : 1;
         s_bad = INT32_MAX;
-        out->e = s_e;
         out->table_set = 0;
     }
     for (int i = tid; i < E; i += NT) hist[i] = 0;

@@ -395,11 +395,6 @@ static mkResult_t run_fused(struct mki_call *k, struct moe_state *g, const struc
     MKI_CHECK(mki_op_buf(k, &g->bufs, &g->order, &g->order_bytes,
                          sizeof(int32_t) * (size_t)(c->tokens > 0 ? c->tokens : 1) * (size_t)P,
                          "the MoE dispatch's order of pairs"));
-    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->scratch, &g->scratch_bytes,
-                         (size_t)MKI_MOE_FUSED_MAXD *
-                             MKI_MOE_REC_WORDS_FUSED(c->experts, MKI_MOE_FUSED_MAXD) * 4u,
-                         "the MoE dispatch's per-CTA counts"));
-    p->scratch = g->scratch;
     p->ready = g->ready;
     p->order = g->order;
     p->table = g->table;
@@ -443,8 +438,14 @@ static mkResult_t run(struct mki_call *k, struct moe_state *g, struct moe_call *
     if (!c->combine) {
         MKI_CHECK(mki_op_bank(k, &g->inbox, meta_off + cap * MKI_MOE_META_WORDS(c->topk) * 4u,
                               &g->nretired_inbox, "the MoE dispatch's inbox"));
-        MKI_CHECK(mki_op_buf(k, &g->bufs, &g->scratch, &g->scratch_bytes,
-                             (size_t)grid * MKI_MOE_REC_WORDS(c->experts) * 4u,
+        /* a record per CTA: the dispatch kernel's grid, or
+         * mkMoEDispatchGemm's MKI_MOE_FUSED_MAXD of the fused stride (the
+         * one kernel, or the two where the grid is too small to split) */
+        size_t rec = (size_t)grid * MKI_MOE_REC_WORDS(c->experts);
+        const size_t fused = (size_t)MKI_MOE_FUSED_MAXD *
+                             MKI_MOE_REC_WORDS_FUSED(c->experts, MKI_MOE_FUSED_MAXD);
+        if (c->gemm && fused > rec) rec = fused;
+        MKI_CHECK(mki_op_buf(k, &g->bufs, &g->scratch, &g->scratch_bytes, rec * 4u,
                              "the MoE dispatch's per-CTA counts"));
     } else {
         if (g->stage.bytes < cap * rb) MKI_CHECK(wait_pulled(k, g));

@@ -234,14 +234,24 @@ __global__ void __launch_bounds__(1024) group_table_kernel(const GroupTableArgs 
 /* Checks, plans, and fills the GEMM's parameters (B: every group's matrix,
  * stacked) and hooks; 0 or an error with msg set; *noop when nothing to
  * compute. */
+template <class H>
 static int grouped_prepare(const mki_gemm_grouped_args *g, mki_gemm_plan *plan, GemmParams *p,
-                           GroupedHooks *h, char *msg, size_t len)
+                           H *h, char *msg, size_t len)
 {
     if (!g || g->groups < 1 || g->groups > MKI_GEMM_MAX_GROUPS || g->rows < 0 ||
         g->rows > (1ll << 30) || !g->offsets || !g->table) {
         snprintf(msg, len, "gemm grouped: groups (%lld) must be 1 .. %d, rows (%lld) 0 .. 2^30, "
                  "offsets and table device memory", g ? (long long)g->groups : 0LL,
                  MKI_GEMM_MAX_GROUPS, g ? (long long)g->rows : 0LL);
+        return MKI_GEMM_ERR_INVALID;
+    }
+    if (g->glu < 0 || (g->glu > 0 && (g->glu % 8 != 0 || g->n != 2 * g->glu))) {
+        snprintf(msg, len, "gemm grouped: glu = %lld, n = %lld: a gated unit needs glu a "
+                 "positive multiple of 8 and n = 2 glu", (long long)g->glu, (long long)g->n);
+        return MKI_GEMM_ERR_INVALID;
+    }
+    if ((g->glu > 0) != H::kGlu) {
+        snprintf(msg, len, "gemm grouped: glu = %lld with the wrong kernel", (long long)g->glu);
         return MKI_GEMM_ERR_INVALID;
     }
     if (!g->trans_b && g->k % BK != 0) {
@@ -260,7 +270,7 @@ static int grouped_prepare(const mki_gemm_grouped_args *g, mki_gemm_plan *plan, 
     mki_gemm_args a;
     memset(&a, 0, sizeof(a));
     a.m = g->rows;
-    a.n = g->n;
+    a.n = g->glu > 0 ? g->glu : g->n; /* D's columns (a gated unit's: glu) */
     a.k = g->k;
     a.a = g->a;
     a.b = g->b;
@@ -286,6 +296,12 @@ static int grouped_prepare(const mki_gemm_grouped_args *g, mki_gemm_plan *plan, 
         r = encode_2d(&p->tm_b, g->b, g->in_type, (uint64_t)g->n, (uint64_t)(g->groups * g->k),
                       (uint64_t)g->n, 64, BK, msg, len);
     if (r) return r;
+    if (g->glu > 0) {
+        /* planned with D's glu columns (p->n, its map and ld); a tile's BN
+         * columns of B give BN / 2 of D */
+        p->num_n_blk = (int)((g->n + BN - 1) / BN);
+        h->glu = (int)g->glu;
+    }
     /* tiles are numbered over the groups: at most one partial tile each */
     p->num_m_blk = (int)(g->rows / BM + g->groups);
     p->m = p->num_m_blk * BM; /* the direct epilogue's row bound: never reached */
@@ -297,26 +313,28 @@ static int grouped_prepare(const mki_gemm_grouped_args *g, mki_gemm_plan *plan, 
     return MKI_GEMM_OK;
 }
 
-template <bool kF16, bool kTransB>
+template <bool kF16, bool kTransB, class H>
 static const void *grouped_kernel_for(int cm)
 {
-    return cm == 2 ? (const void *)gemm_kernel<kF16, kTransB, 2, GroupedHooks>
-                   : (const void *)gemm_kernel<kF16, kTransB, 1, GroupedHooks>;
+    return cm == 2 ? (const void *)gemm_kernel<kF16, kTransB, 2, H>
+                   : (const void *)gemm_kernel<kF16, kTransB, 1, H>;
 }
 
+template <class H>
 static const void *grouped_kernel(bool f16, bool tb, int cm)
 {
-    return f16 ? (tb ? grouped_kernel_for<true, true>(cm) : grouped_kernel_for<true, false>(cm))
-               : (tb ? grouped_kernel_for<false, true>(cm) : grouped_kernel_for<false, false>(cm));
+    return f16 ? (tb ? grouped_kernel_for<true, true, H>(cm) : grouped_kernel_for<true, false, H>(cm))
+               : (tb ? grouped_kernel_for<false, true, H>(cm)
+                     : grouped_kernel_for<false, false, H>(cm));
 }
 
-extern "C" int mki_gemm_grouped_describe(const mki_gemm_grouped_args *g,
-                                         struct mki_launch_desc *table,
-                                         struct mki_launch_desc *gemm, char *msg, size_t len)
+template <class H>
+static int grouped_describe(const mki_gemm_grouped_args *g, struct mki_launch_desc *table,
+                            struct mki_launch_desc *gemm, char *msg, size_t len)
 {
     mki_gemm_plan plan;
     GemmParams p;
-    GroupedHooks h;
+    H h;
     memset(table, 0, offsetof(struct mki_launch_desc, param));
     memset(gemm, 0, offsetof(struct mki_launch_desc, param));
     int r = grouped_prepare(g, &plan, &p, &h, msg, len);
@@ -327,7 +345,7 @@ extern "C" int mki_gemm_grouped_describe(const mki_gemm_grouped_args *g,
     table->block = 1024;
     table->cluster = 1;
     table->exact = 1;
-    gemm->fn = grouped_kernel(g->in_type == MKI_DT_F16, g->trans_b != 0, p.cluster_m);
+    gemm->fn = grouped_kernel<H>(g->in_type == MKI_DT_F16, g->trans_b != 0, p.cluster_m);
     gemm->grid = (unsigned)plan.grid;
     gemm->block = kThreads;
     gemm->cluster = (unsigned)p.cluster_m;
@@ -340,24 +358,44 @@ extern "C" int mki_gemm_grouped_describe(const mki_gemm_grouped_args *g,
     return MKI_GEMM_OK;
 }
 
+extern "C" int mki_gemm_grouped_describe(const mki_gemm_grouped_args *g,
+                                         struct mki_launch_desc *table,
+                                         struct mki_launch_desc *gemm, char *msg, size_t len)
+{
+    return g && g->glu > 0 ? grouped_describe<GroupedGluHooks>(g, table, gemm, msg, len)
+                           : grouped_describe<GroupedHooks>(g, table, gemm, msg, len);
+}
+
 namespace mki {
 namespace gemm {
-int grouped_params(const mki_gemm_grouped_args *g, GemmParams *p, GroupedHooks *h, int *grid,
-                   char *msg, size_t len)
+template <class H>
+static int grouped_params_of(const mki_gemm_grouped_args *g, GemmParams *p, H *h, int *grid,
+                             char *msg, size_t len)
 {
     mki_gemm_plan plan;
     const int r = grouped_prepare(g, &plan, p, h, msg, len);
     *grid = r || plan.noop ? 0 : plan.grid;
     return r;
 }
+int grouped_params(const mki_gemm_grouped_args *g, GemmParams *p, GroupedHooks *h, int *grid,
+                   char *msg, size_t len)
+{
+    return grouped_params_of(g, p, h, grid, msg, len);
+}
+int grouped_params(const mki_gemm_grouped_args *g, GemmParams *p, GroupedGluHooks *h, int *grid,
+                   char *msg, size_t len)
+{
+    return grouped_params_of(g, p, h, grid, msg, len);
+}
 } // namespace gemm
 } // namespace mki
 
-extern "C" int mki_gemm_grouped(const mki_gemm_grouped_args *g, char *msg, size_t len)
+template <class H>
+static int grouped_run(const mki_gemm_grouped_args *g, char *msg, size_t len)
 {
     mki_gemm_plan plan;
     GemmParams p;
-    GroupedHooks h;
+    H h;
     int r = grouped_prepare(g, &plan, &p, &h, msg, len);
     if (r || plan.noop) return r;
     cudaStream_t s = (cudaStream_t)g->stream;
@@ -371,6 +409,12 @@ extern "C" int mki_gemm_grouped(const mki_gemm_grouped_args *g, char *msg, size_
                           : launch<true, false>(p, h, plan.grid, p.cluster_m, s, msg, len);
     return g->trans_b ? launch<false, true>(p, h, plan.grid, p.cluster_m, s, msg, len)
                       : launch<false, false>(p, h, plan.grid, p.cluster_m, s, msg, len);
+}
+
+extern "C" int mki_gemm_grouped(const mki_gemm_grouped_args *g, char *msg, size_t len)
+{
+    return g && g->glu > 0 ? grouped_run<GroupedGluHooks>(g, msg, len)
+                           : grouped_run<GroupedHooks>(g, msg, len);
 }
 
 template <bool kF16, bool kTransB, int kCM, class Hooks>
@@ -391,6 +435,8 @@ static cudaError_t preload_one()
     if (e == cudaSuccess) e = preload_cm<kF16, kTransB, 2, DefaultHooks>();
     if (e == cudaSuccess) e = preload_cm<kF16, kTransB, 1, GroupedHooks>();
     if (e == cudaSuccess) e = preload_cm<kF16, kTransB, 2, GroupedHooks>();
+    if (e == cudaSuccess) e = preload_cm<kF16, kTransB, 1, GroupedGluHooks>();
+    if (e == cudaSuccess) e = preload_cm<kF16, kTransB, 2, GroupedGluHooks>();
     if (e == cudaSuccess) {
         cudaFuncAttributes at;
         e = cudaFuncGetAttributes(&at, group_table_kernel);

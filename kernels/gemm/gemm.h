@@ -101,7 +101,11 @@ int mki_gemm(const mki_gemm_args *args, char *msg, size_t msg_len);
  * table: device scratch of MKI_GEMM_GROUP_TABLE(rows, groups) int32,
  * written by a one-CTA kernel before the GEMM (the group and the block of
  * every tile); offsets that break the rules make it compute nothing and
- * set table[1] = 1.  Asynchronous on args->stream. */
+ * set table[1] = 1.  glu > 0: a gated linear unit (SwiGLU) on each
+ * group's products: B's columns [0, glu) of a group are the gate's,
+ * [glu, 2 glu) the up projection's (n = 2 glu), and D (rows x glu) gets
+ * silu(x gate) * (x up), glu a multiple of 8.  Asynchronous on
+ * args->stream. */
 #define MKI_GEMM_MAX_GROUPS 4096
 #define MKI_GEMM_GROUP_TABLE(rows, groups) (2 + 2 * ((rows) / 128 + (groups)))
 typedef struct {
@@ -116,6 +120,7 @@ typedef struct {
     int32_t *table;                /* device scratch */
     mki_dtype_t in_type, out_type;
     int trans_b;
+    int64_t glu;                   /* 0, or the gated unit's columns */
     int num_ctas;                  /* 0: one per SM */
     void *stream;                  /* cudaStream_t */
 } mki_gemm_grouped_args;

@@ -97,6 +97,15 @@
  *                        registers (see side_work): a word in shared
  *                        memory at most, e.g. for side work timed by the
  *                        mainloop's progress.
+ *   glu                  kGlu hooks only (optional member, int): a gated
+ *                        linear unit in the epilogue (SwiGLU): column c of
+ *                        a tile (c < BN / 2) is silu(gate) * up of the
+ *                        products with B's columns n_blk * BN / 2 + c (the
+ *                        gate) and glu + n_blk * BN / 2 + c (the up
+ *                        projection), one output tile BN / 2 wide whose
+ *                        first column is target()'s col0; p.n is the
+ *                        output's columns (glu), p.num_n_blk the tiles
+ *                        over them.
  *   done(p, th)          kDone hooks only (optional member): the 256
  *                        consumer threads, with their registers, once their
  *                        last tile is stored and signalled (a last phase).
@@ -265,6 +274,7 @@ MKI_HOOK_FLAG(HooksHaveProgress, kProgress)
 MKI_HOOK_FLAG(HooksWideSideWork, kWideSideWork)
 MKI_HOOK_FLAG(HooksWiderSideWork, kWiderSideWork)
 MKI_HOOK_FLAG(HooksEarlySignal, kEarlySignal)
+MKI_HOOK_FLAG(HooksHaveGlu, kGlu)
 #undef MKI_HOOK_FLAG
 
 struct DefaultHooks {
@@ -465,12 +475,23 @@ __device__ __forceinline__ void epilogue(float (&acc)[128], const GemmParams &p,
         apply_alpha_beta<OT>(acc, p, row, col);
     if constexpr (HooksHaveCombine<Hooks>::value)
         h.combine(acc, p, tc, wg, t, wrow, q, bufs);
-    constexpr int kChunks = OT == MKI_DT_F32 ? 8 : 4;
+    constexpr bool kGlu = HooksHaveGlu<Hooks>::value;
+    if constexpr (kGlu) {
+        /* columns 8j + q (+1) for j < 16 are the gate's, j + 16 the up
+         * projection's of the same output column */
+#pragma unroll
+        for (int i = 0; i < 64; ++i) {
+            const float g = acc[i];
+            acc[i] = g / (1.0f + __expf(-g)) * acc[i + 64];
+        }
+    }
+    constexpr int kChunks = (OT == MKI_DT_F32 ? 8 : 4) / (kGlu ? 2 : 1);
     if (e.mode == EPI_DIRECT) {
         /* The TMA chunks' stores may still read the buffers (previous tile). */
         if (t == 0)
             bulk_wait_read<0>();
-        direct_chunks<OT>(acc, p, e, bufs, wg, t, wrow, q, tc.m_blk * BM, tc.n_blk * BN,
+        direct_chunks<OT>(acc, p, e, bufs, wg, t, wrow, q, tc.m_blk * BM,
+                          tc.n_blk * (kGlu ? BN / 2 : BN),
                           std::make_integer_sequence<int, kChunks>{});
     } else {
         tma_chunks<OT>(acc, e, bufs, wg, t, wrow, q, std::make_integer_sequence<int, kChunks>{});
@@ -556,19 +577,33 @@ __device__ __forceinline__ TileCoord my_tile(TileCoord unit, uint32_t crank)
     return t;
 }
 
+/* B's column (n) of column c of tile column n_blk (c a multiple of 64):
+ * with kGlu hooks the tile's halves are the gate's and the up
+ * projection's columns. */
+template <typename Hooks>
+__device__ __forceinline__ int b_col(const Hooks &h, int n_blk, int c)
+{
+    if constexpr (HooksHaveGlu<Hooks>::value)
+        return n_blk * (BN / 2) + (c & (BN / 2 - 1)) + (c >= BN / 2 ? h.glu : 0);
+    else
+        return n_blk * BN + c;
+}
+
 /* The whole B tile of k-block kb into this CTA's stage (no multicast). */
-__device__ __forceinline__ void load_b_whole(char *sb, const GemmParams &p, bool trans_b, int kb,
-                                             int n_blk, int bn, int bk, uint64_t *bar)
+template <typename Hooks>
+__device__ __forceinline__ void load_b_whole(char *sb, const GemmParams &p, const Hooks &h,
+                                             bool trans_b, int kb, int n_blk, int bn, int bk,
+                                             uint64_t *bar)
 {
     if (trans_b) {
 #pragma unroll
         for (int j = 0; j < 2; ++j)
-            tma_load_2d(sb + j * (kBBytes / 2), &p.tm_b, kb * BK, bn + n_blk * BN + j * (BN / 2),
+            tma_load_2d(sb + j * (kBBytes / 2), &p.tm_b, kb * BK, bn + b_col(h, n_blk, j * (BN / 2)),
                         bar);
     } else {
 #pragma unroll
         for (int j = 0; j < BN / 64; ++j)
-            tma_load_2d(sb + j * 8192, &p.tm_b, n_blk * BN + j * 64, bk + kb * BK, bar);
+            tma_load_2d(sb + j * 8192, &p.tm_b, b_col(h, n_blk, j * 64), bk + kb * BK, bar);
     }
 }
 
@@ -612,17 +647,17 @@ __device__ __forceinline__ void producer(const GemmParams &p, const Hooks &h, in
             mbar_expect_tx(&full[stage], kStageBytes);
             tma_load_2d(sa, amap, kb * BK, arow, &full[stage]);
             if (kCM == 1 || split) {
-                load_b_whole(sb, p, trans_b, kb, tc.n_blk, bn, bk, &full[stage]);
+                load_b_whole(sb, p, h, trans_b, kb, tc.n_blk, bn, bk, &full[stage]);
             } else {
                 /* this CTA's half of B, to both CTAs */
                 if (trans_b) {
                     tma_load_2d_mc(sb + crank * (kBBytes / 2), &p.tm_b, kb * BK,
-                                   bn + tc.n_blk * BN + crank * (BN / 2), &full[stage], 0x3);
+                                   bn + b_col(h, tc.n_blk, crank * (BN / 2)), &full[stage], 0x3);
                 } else {
 #pragma unroll
                     for (int jj = 0; jj < 2; ++jj) {
                         const int j = 2 * crank + jj;
-                        tma_load_2d_mc(sb + j * 8192, &p.tm_b, tc.n_blk * BN + j * 64,
+                        tma_load_2d_mc(sb + j * 8192, &p.tm_b, b_col(h, tc.n_blk, j * 64),
                                        bk + kb * BK, &full[stage], 0x3);
                     }
                 }

@@ -92,8 +92,12 @@ __device__ __forceinline__ void group_table_build(const int64_t *off, int G, int
  * straddle two groups loads each CTA's own (b_split).  A tile's A rows
  * start at its group's first row plus 128 per block, its B tile is its
  * group's, and the group's last tile is stored row by row up to the
- * group's end. */
-struct GroupedHooks {
+ * group's end.  kGluT: the groups' products pass a gated linear unit
+ * (SwiGLU; the engine's kGlu): B holds each group's gate columns [0, glu)
+ * and up-projection columns [glu, 2 glu) (n = 2 glu), D glu columns. */
+template <bool kGluT>
+struct GroupedHooksT {
+    static constexpr bool kGlu = kGluT;
     static constexpr bool kWaitA = false;
     static constexpr bool kSignal = false;
     static constexpr bool kBRow = true;
@@ -103,6 +107,7 @@ struct GroupedHooks {
     const int64_t *off;
     int brows; /* rows of B per group: n (transB) or k */
     int cm;    /* CTAs per cluster: 1 or 2 */
+    int glu;   /* kGluT: the up projection's first column of B */
     __device__ __forceinline__ TileCoord tile(const GemmParams &p, int i) const
     {
         const int tiles = __ldg(table);
@@ -141,7 +146,7 @@ struct GroupedHooks {
     __device__ __forceinline__ EpiTarget target(const GemmParams &p, TileCoord t) const
     {
         EpiTarget e;
-        e.col0 = t.n_blk * BN;
+        e.col0 = t.n_blk * (kGluT ? BN / 2 : BN);
         e.ptr = p.d;
         e.ld = p.ldd;
         e.tmap = &p.tm_d;
@@ -160,12 +165,16 @@ struct GroupedHooks {
     }
     __device__ __forceinline__ void after_store(const GemmParams &, TileCoord) const {}
 };
+typedef GroupedHooksT<false> GroupedHooks;
+typedef GroupedHooksT<true> GroupedGluHooks;
 
 /* The parameters and hooks of mki_gemm_grouped for a kernel that runs the
  * engine with them (mkMoEDispatchGemm; gemm.cu): the same checks and plan;
  * *grid: the plan's co-resident CTAs (whole clusters of p->cluster_m), 0
  * when there is nothing to compute.  0 or an MKI_GEMM_ERR_* with msg set. */
 int grouped_params(const mki_gemm_grouped_args *g, GemmParams *p, GroupedHooks *h, int *grid,
+                   char *msg, size_t len);
+int grouped_params(const mki_gemm_grouped_args *g, GemmParams *p, GroupedGluHooks *h, int *grid,
                    char *msg, size_t len);
 
 } // namespace gemm

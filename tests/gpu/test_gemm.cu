@@ -690,10 +690,14 @@ static void test_bank_add(void)
  * B stacked; every group's rows against its own reference product (a
  * group's last tile must not write into the next group: its rows are
  * checked too); the rows past the last group untouched (poison); then
- * offsets that break the rules: nothing written, table[1] = 1. */
+ * offsets that break the rules: nothing written, table[1] = 1.  glu > 0:
+ * the gated unit (SwiGLU; n = 2 glu): each group's B holds its gate
+ * columns [0, glu) then its up columns, D (ld glu) must be silu(x gate) *
+ * (x up) of the fp64 products, rounded once, and n != 2 glu is refused. */
 static void test_grouped_case(int groups, long long n, long long k, int trans_b, mki_dtype_t it,
-                              mki_dtype_t ot, int num_ctas)
+                              mki_dtype_t ot, int num_ctas, long long glu = 0)
 {
+    const long long dn = glu > 0 ? glu : n; /* D's columns */
     const long long A = 128;
     std::vector<long long> rows(groups), off(groups + 1, 0);
     unsigned long long h = g_seed ^ (0x9e37ull * (unsigned)groups) ^ (unsigned long long)n;
@@ -712,18 +716,19 @@ static void test_grouped_case(int groups, long long n, long long k, int trans_b,
     const long long brows = (trans_b ? n : k) * groups, bcols = trans_b ? k : n;
     CK(cudaMalloc(&da, (size_t)(cap * k) * ie));
     CK(cudaMalloc(&db, (size_t)(brows * bcols) * ie));
-    CK(cudaMalloc(&dd, (size_t)(cap * n) * oe));
+    CK(cudaMalloc(&dd, (size_t)(cap * dn) * oe));
     CK(cudaMalloc(&doff, sizeof(int64_t) * (groups + 1)));
     CK(cudaMalloc(&tab, sizeof(int32_t) * MKI_GEMM_GROUP_TABLE(cap, groups)));
     fill(da, it, cap, k, k);
     fill(db, it, brows, bcols, bcols);
     std::vector<int64_t> hoff(off.begin(), off.end());
     CK(cudaMemcpy(doff, hoff.data(), sizeof(int64_t) * (groups + 1), cudaMemcpyHostToDevice));
-    CK(cudaMemset(dd, 0xff, (size_t)(cap * n) * oe));
+    CK(cudaMemset(dd, 0xff, (size_t)(cap * dn) * oe));
     mki_gemm_grouped_args g;
     memset(&g, 0, sizeof g);
     g.rows = cap;
     g.n = n;
+    g.glu = glu;
     g.k = k;
     g.groups = groups;
     g.a = da;
@@ -748,16 +753,26 @@ static void test_grouped_case(int groups, long long n, long long k, int trans_b,
         const char *a = (const char *)da + (size_t)(off[q] * k) * ie;
         const char *b = (const char *)db + (size_t)(q * (trans_b ? n : k) * bcols) * ie;
         std::vector<double> ref = make_ref(a, b, rows[q], n, k, k, bcols, trans_b, it);
+        if (glu > 0) {
+            std::vector<double> h((size_t)(rows[q] * glu));
+            for (long long r = 0; r < rows[q]; ++r)
+                for (long long c = 0; c < glu; ++c) {
+                    const double gt = ref[(size_t)(r * n + c)], up = ref[(size_t)(r * n + glu + c)];
+                    h[(size_t)(r * glu + c)] = gt / (1.0 + exp(-gt)) * up;
+                }
+            ref.swap(h);
+        }
         char name[160];
-        snprintf(name, sizeof name, "grouped %d/%d: %lld x %lld x %lld tb%d %s->%s ctas %d", q,
-                 groups, rows[q], n, k, trans_b, dtname(it), dtname(ot), num_ctas);
-        all &= compare(name, (const char *)dd + (size_t)(off[q] * n) * oe, ot, rows[q], n, n, ref,
-                       tolerance(ot));
+        snprintf(name, sizeof name, "grouped%s %d/%d: %lld x %lld x %lld tb%d %s->%s ctas %d",
+                 glu > 0 ? " glu" : "", q, groups, rows[q], n, k, trans_b, dtname(it), dtname(ot),
+                 num_ctas);
+        all &= compare(name, (const char *)dd + (size_t)(off[q] * dn) * oe, ot, rows[q], dn, dn,
+                       ref, tolerance(ot));
     }
     /* the spare block past the last group: never written */
     {
-        std::vector<unsigned char> tail((size_t)(77 * n) * oe);
-        CK(cudaMemcpy(tail.data(), (const char *)dd + (size_t)(off[groups] * n) * oe, tail.size(),
+        std::vector<unsigned char> tail((size_t)(77 * dn) * oe);
+        CK(cudaMemcpy(tail.data(), (const char *)dd + (size_t)(off[groups] * dn) * oe, tail.size(),
                       cudaMemcpyDeviceToHost));
         long long touched = 0;
         for (unsigned char c : tail) touched += c != 0xff;
@@ -767,17 +782,22 @@ static void test_grouped_case(int groups, long long n, long long k, int trans_b,
     {
         hoff[groups] = -1;
         CK(cudaMemcpy(doff, hoff.data(), sizeof(int64_t) * (groups + 1), cudaMemcpyHostToDevice));
-        CK(cudaMemset(dd, 0xff, (size_t)(cap * n) * oe));
+        CK(cudaMemset(dd, 0xff, (size_t)(cap * dn) * oe));
         int r = mki_gemm_grouped(&g, msg, sizeof msg);
         CK(cudaDeviceSynchronize());
         int32_t t2[2];
         CK(cudaMemcpy(t2, tab, sizeof t2, cudaMemcpyDeviceToHost));
-        std::vector<unsigned char> all_d((size_t)(cap * n) * oe);
+        std::vector<unsigned char> all_d((size_t)(cap * dn) * oe);
         CK(cudaMemcpy(all_d.data(), dd, all_d.size(), cudaMemcpyDeviceToHost));
         long long touched = 0;
         for (unsigned char c : all_d) touched += c != 0xff;
         report("grouped: bad offsets compute nothing", r == MKI_GEMM_OK && t2[0] == 0 &&
                t2[1] == 1 && touched == 0, 0, 0, 0, touched);
+    }
+    if (glu > 0) {
+        g.n = n + 8; /* not 2 glu */
+        report("grouped glu: n != 2 glu refused",
+               mki_gemm_grouped(&g, msg, sizeof msg) == MKI_GEMM_ERR_INVALID, 0, 0, 0, 0);
     }
     (void)all;
     CK(cudaFree(da));
@@ -800,6 +820,12 @@ static void test_grouped(bool quick)
     test_grouped_case(16, 264, 512, 0, BF, BF, 4);
     test_grouped_case(1, 512, 256, 1, BF, BF, 0);
     if (!quick) test_grouped_case(32, 2048, 2048, 1, BF, BF, 0);
+    /* SwiGLU: glu a multiple of 128 and not (the gate's last block reads
+     * into the up columns), both B layouts, pairs and single CTAs */
+    test_grouped_case(8, 512, 512, 1, BF, BF, 0, 256);
+    test_grouped_case(6, 400, 264, 1, F16, F16, 0, 200);
+    test_grouped_case(5, 384, 512, 0, BF, BF, 7, 192);
+    test_grouped_case(12, 272, 256, 0, BF, BF, 4, 136);
     /* rules the host checks */
     mki_gemm_grouped_args g;
     memset(&g, 0, sizeof g);

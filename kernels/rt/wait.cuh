@@ -223,6 +223,25 @@ __device__ __forceinline__ bool wait_geq(const mki_rt_dev &rt, const uint64_t *a
     return wait_geq_spin(rt, addr, target, w, epoch, quit);
 }
 
+/* wait_geq with a pause between polls: for a wait that may last
+ * milliseconds (a peer still computing) by many threads, whose polls
+ * would otherwise take the memory system from the work of ranks that
+ * share the GPU (bench/NOTES.md, twenty-eighth session). */
+static __device__ __noinline__ bool wait_geq_paused(const mki_rt_dev &rt, const uint64_t *addr,
+                                                    uint64_t target, const wait_site &w,
+                                                    uint64_t epoch, volatile int *quit)
+{
+    if (*quit) return false;
+    if (ld_acquire_sys(addr) >= target) return true;
+    uint64_t seen = 0, why = 0;
+    const int r = spin_geq(addr, target, stops_of(rt), nullptr, rt.timeout_ns, &seen, &why,
+                           pause_backoff());
+    if (r == SPIN_OK) return true;
+    fail_spin(rt, r, w, target, seen, why, epoch);
+    *quit = 1;
+    return false;
+}
+
 /* Noted waits, for threads with few registers (a GEMM's producer) or
  * that must not stop at the first failure (a GEMM's consumers still owe
  * their barriers): the first failure of a CTA is noted in shared memory

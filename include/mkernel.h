@@ -365,6 +365,49 @@ MK_API mkResult_t mkMoEDispatchGemm(const void *x, const int32_t *topk_idx,
                                     mkDataType_t dtype, mkComm_t comm,
                                     cudaStream_t stream);
 
+/*
+ * mkMoEDispatchFfnCombine: the whole expert layer in one call.  For this
+ * rank's token t (topk_idx, topk_weights and the experts' placement as in
+ * mkMoEDispatch):
+ *   out[t] = sum over j with e = topk_idx[t * topk + j] >= 0 of
+ *            topk_weights[t * topk + j] * FFN_e(x[t]),
+ *   FFN_e(x) = (silu(x Wg_e^T) * (x Wu_e^T)) Wd_e^T   (SwiGLU; silu(g) =
+ *            g / (1 + exp(-g))),
+ * the gate and up projections Wg_e, Wu_e (inter x hidden) and the down
+ * projection Wd_e (hidden x inter) of expert e.  W13 and W2 hold this
+ * rank's El = experts / nranks experts one after the other:
+ *   transW = 1 (stored Linear weights): W13 El x (2 inter x hidden), rows
+ *            [0, inter) Wg_e and [inter, 2 inter) Wu_e; W2 El x (hidden x
+ *            inter) = Wd_e;
+ *   transW = 0: W13 El x (hidden x 2 inter), columns [0, inter) Wg_e^T and
+ *            [inter, 2 inter) Wu_e^T; W2 El x (inter x hidden) = Wd_e^T
+ *            (hidden and inter then multiples of 64).
+ * The GEMMs accumulate in fp32; silu(g) * u is taken from the fp32 sums
+ * and rounded once to dtype (the intermediate rows), each expert's output
+ * row is rounded to dtype, and the weighted sum is taken in fp32, j in
+ * order, rounded once (topk_weights NULL: weights 1; a token with no
+ * expert gets zeros).  recv_capacity: the rows any rank may receive (as
+ * mkMoEDispatch; the same on every rank; a call that needs more writes
+ * nothing and every rank reports mkErrInvalidArgument).  The received
+ * rows, the intermediate rows and the experts' outputs stay inside the
+ * library (recv_capacity x (hidden + inter + hidden) elements, kept
+ * between calls).  bf16 or fp16 (fp32: mkErrUnsupported); hidden and
+ * inter multiples of 8 up to 2^24; x, out, W13 and W2 16-byte aligned
+ * device memory, out not overlapping any other argument; x, topk_idx,
+ * topk_weights and out may be NULL where tokens = 0; topk_weights NULL on
+ * every rank or on none; one node.  In this version three launches on
+ * stream: mkMoEDispatchGemm's kernel with W13 and SwiGLU in its epilogue,
+ * the grouped down projection, mkMoECombine's kernel.  Stream-ordered and
+ * asynchronous.
+ */
+MK_API mkResult_t mkMoEDispatchFfnCombine(const void *x, const int32_t *topk_idx,
+                                          const float *topk_weights, const void *W13,
+                                          const void *W2, void *out, int64_t tokens,
+                                          int64_t hidden, int64_t inter, int64_t topk,
+                                          int64_t experts, int64_t recv_capacity, int transW,
+                                          mkDataType_t dtype, mkComm_t comm,
+                                          cudaStream_t stream);
+
 /* ------------------------------------------------------------------ */
 /* Sequence-parallel attention: mkRingAttention                        */
 /* ------------------------------------------------------------------ */
@@ -420,7 +463,7 @@ MK_API mkResult_t mkRingAttention(const void *q, const void *k, const void *v, v
  * nodes, every rank's node, GPU and path from this rank, and, when op is
  * not NULL ("allgather", "reducescatter", "allreduce", "alltoall",
  * "ag_gemm", "gemm_rs", "gemm_ar", "moe_dispatch", "moe_combine",
- * "moe_dispatch_gemm", "ring_attn"), the
+ * "moe_dispatch_gemm", "ring_attn", "moe_layer"), the
  * plan of that operation for the global shape m x n x k of datatype (the
  * MoE calls: tokens x hidden x top-k; ring_attn: seq_local x (heads x
  * head_dim) x (kv_heads x head_dim), one batch element).  With buf ==

@@ -314,7 +314,7 @@ static int plan_option(int argc, char **argv, int *i, struct plan_args *pa)
         if (!v || mki_op_from_name(v) < 0) {
             fprintf(stderr, "mkinfo: --op takes allgather, reducescatter, "
                     "allreduce, alltoall, ag_gemm, gemm_rs, gemm_ar, moe_dispatch,\n"
-                    "         moe_combine, moe_dispatch_gemm or ring_attn\n");
+                    "         moe_combine, moe_dispatch_gemm, ring_attn or moe_layer\n");
             return -1;
         }
         pa->op = v;

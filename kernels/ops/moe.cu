@@ -48,13 +48,24 @@ __global__ void __launch_bounds__(NT, 1) moe_combine_kernel(const __grid_constan
     __shared__ uint64_t s_c;
     __shared__ volatile int s_quit;
     __shared__ int64_t s_rows;
+    /* peer d's stage: 1 seen by this CTA, 2 its wait failed; s_poll[d]: one
+     * thread of the CTA polls for it, the others read s_staged */
+    __shared__ volatile int s_staged[MKI_MAXLOCAL];
+    __shared__ int s_poll[MKI_MAXLOCAL];
     const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
     const int G = gridDim.x, b = blockIdx.x;
     const int P = p.P, me = p.me, E = p.experts, EL = p.el, K = p.topk;
     mki_moe_ctl *ctl = p.ctl[me];
+    if (tid < MKI_MAXLOCAL) s_staged[tid] = s_poll[tid] = 0;
     if (tid == 0) {
         s_c = ld_vol(&ctl->ccalls) + 1;
         s_quit = enter_ok(p.rt, b, s_c) ? 0 : 1;
+        /* an error already recorded on this rank (the dispatch this
+         * combine answers stopped: capacity, expert ids; every rank found
+         * it): nothing to sum, nothing written */
+        if (!s_quit && ld_relaxed_sys(reinterpret_cast<const uint64_t *>(
+                           p.rt.heap[p.rt.local] + MKI_CTL_CLAIM)) != 0)
+            s_quit = 1;
         s_rows = p.off[EL];
         if (!s_quit && (s_rows < 0 || s_rows > p.cap || (s_rows > 0 && !p.y))) {
             if (b == 0)
@@ -104,11 +115,27 @@ __global__ void __launch_bounds__(NT, 1) moe_combine_kernel(const __grid_constan
             s_quit = 1;
             break;
         }
-        /* wait for the stages this token reads */
+        /* wait for the stages this token reads: one thread of the CTA
+         * polls a peer's flag, with pauses (a peer may still be computing
+         * for milliseconds: a thousand threads polling the flag took the
+         * memory system from the ranks that share the GPU, bench/NOTES.md),
+         * the others watch shared memory */
         const int d = v >= 0 ? v / EL : -1;
         const bool remote = v >= 0 && d != me;
-        if (remote && !wait_geq(p.rt, &ctl->peer_staged[d], c, wait_site{d, b, (int)t, 3}, c, &s_quit))
-            row = -1;
+        if (remote && s_staged[d] == 0) {
+            if (atomicCAS(&s_poll[d], 0, 1) == 0) {
+                const bool ok = wait_geq_paused(p.rt, &ctl->peer_staged[d], c,
+                                                wait_site{d, b, (int)t, 3}, c, &s_quit);
+                __threadfence_block(); /* the system-scope acquire, passed on */
+                s_staged[d] = ok ? 1 : 2;
+            } else {
+                while (s_staged[d] == 0) __nanosleep(64);
+            }
+        }
+        if (remote) {
+            if (s_staged[d] == 1) __threadfence_block(); /* acquire, CTA scope */
+            else row = -1;
+        }
         if (__any_sync(0xffffffffu, s_quit != 0)) break;
         const char *srcj = v >= 0 ? (d == me ? static_cast<const char *>(p.y) : p.stage[d]) + (int64_t)row * rb
                                   : nullptr;
@@ -162,7 +189,7 @@ const void *combine_for(int dtype)
 /* ---- mkMoEDispatchGemm in one kernel (moe.h) ------------------------- */
 
 using mki::gemm::GemmParams;
-using mki::gemm::GroupedHooks;
+using mki::gemm::GroupedHooksT;
 using mki::gemm::TileCoord;
 using mki::gemm::EpiTarget;
 
@@ -180,14 +207,18 @@ struct MoeGemmCta {
 __shared__ MoeGemmCta mg;
 
 /* The grouped GEMM's hooks, plus: a tile waits for its expert's rows, and
- * units go to clusters as they ask (tile()). */
+ * units go to clusters as they ask (tile()).  kGluT: SwiGLU in the
+ * epilogue (mkMoEDispatchFfnCombine's gate and up projections). */
+template <bool kGluT>
 struct MoeGemmHooks {
+    static constexpr bool kGlu = kGluT;
     static constexpr bool kWaitA = true;
     static constexpr bool kSignal = false;
     static constexpr bool kBRow = true;
     static constexpr bool kBSplit = true;
     static constexpr bool kASrc = true;
-    GroupedHooks g;
+    GroupedHooksT<kGluT> g;
+    int glu; /* kGluT: g.glu */
     int dcl; /* clusters that dispatch first */
     mki_moe_params mp;
     unsigned long long *gnext; /* the next unit of the schedule (zeroed by the dispatch) */
@@ -276,7 +307,8 @@ struct MoeGemmHooks {
 };
 
 /* Compute CTAs: the call's table (gemm_ready), one thread; false: no GEMM. */
-__device__ bool wait_table(const MoeGemmHooks &h, uint64_t e)
+template <class H>
+__device__ bool wait_table(const H &h, uint64_t e)
 {
     mki_moe_ctl *ctl = h.mp.ctl[h.mp.me];
     const uint64_t t0 = globaltimer();
@@ -296,7 +328,8 @@ __device__ bool wait_table(const MoeGemmHooks &h, uint64_t e)
 
 /* One thread, after the CTA's GEMM: its first failed wait reported, and
  * the kernel's last CTA out moves the call number (moe.h). */
-__device__ __noinline__ void moe_gemm_exit(const MoeGemmHooks &h)
+template <class H>
+__device__ __noinline__ void moe_gemm_exit(const H &h)
 {
     mki_moe_ctl *ctl = h.mp.ctl[h.mp.me];
     note_report(h.mp.rt, mg.note, mg.e);
@@ -309,9 +342,10 @@ __device__ __noinline__ void moe_gemm_exit(const MoeGemmHooks &h)
     }
 }
 
-template <bool kF16, bool kTransB, int kCM>
+template <bool kF16, bool kTransB, int kCM, bool kGlu>
 __global__ void __launch_bounds__(mki::gemm::kThreads, 1)
-    moe_gemm_kernel(const __grid_constant__ GemmParams p, const __grid_constant__ MoeGemmHooks h)
+    moe_gemm_kernel(const __grid_constant__ GemmParams p,
+                    const __grid_constant__ MoeGemmHooks<kGlu> h)
 {
     extern __shared__ __align__(1024) char smem[];
     __shared__ dispatch_out dout;
@@ -355,23 +389,26 @@ __global__ void __launch_bounds__(mki::gemm::kThreads, 1)
      * the call's table (mg.go == 0: an error; the table is then the last
      * call's, or none: its tiles past the end) waits for nothing and stores
      * nothing. */
-    mki::gemm::run_cta<kF16, kTransB, kCM, MoeGemmHooks>(p, h, blockIdx.x, gridDim.x, smem);
+    mki::gemm::run_cta<kF16, kTransB, kCM, MoeGemmHooks<kGlu>>(p, h, blockIdx.x, gridDim.x, smem);
     __syncwarp();
     __syncthreads();
     if (threadIdx.x == 0) moe_gemm_exit(h);
 }
 
-template <bool kF16, bool kTransB>
+template <bool kF16, bool kTransB, bool kGlu>
 const void *moe_gemm_kernel_for(int cm)
 {
-    return cm == 2 ? (const void *)moe_gemm_kernel<kF16, kTransB, 2>
-                   : (const void *)moe_gemm_kernel<kF16, kTransB, 1>;
+    return cm == 2 ? (const void *)moe_gemm_kernel<kF16, kTransB, 2, kGlu>
+                   : (const void *)moe_gemm_kernel<kF16, kTransB, 1, kGlu>;
 }
 
+template <bool kGlu>
 const void *moe_gemm_kernel_of(bool f16, bool tb, int cm)
 {
-    return f16 ? (tb ? moe_gemm_kernel_for<true, true>(cm) : moe_gemm_kernel_for<true, false>(cm))
-               : (tb ? moe_gemm_kernel_for<false, true>(cm) : moe_gemm_kernel_for<false, false>(cm));
+    return f16 ? (tb ? moe_gemm_kernel_for<true, true, kGlu>(cm)
+                     : moe_gemm_kernel_for<true, false, kGlu>(cm))
+               : (tb ? moe_gemm_kernel_for<false, true, kGlu>(cm)
+                     : moe_gemm_kernel_for<false, false, kGlu>(cm));
 }
 
 } // namespace
@@ -393,13 +430,13 @@ extern "C" int mki_moe_describe(const struct mki_moe_params *p, int combine, int
     return 0;
 }
 
-extern "C" int mki_moe_gemm_describe(const struct mki_moe_params *mp,
-                                     const mki_gemm_grouped_args *ga, int dctas_max,
-                                     struct mki_launch_desc *d, int *dctas, char *msg,
-                                     size_t len)
+template <bool kGlu>
+static int moe_gemm_describe(const struct mki_moe_params *mp, const mki_gemm_grouped_args *ga,
+                             int dctas_max, struct mki_launch_desc *d, int *dctas, char *msg,
+                             size_t len)
 {
     GemmParams gp;
-    GroupedHooks gh;
+    GroupedHooksT<kGlu> gh;
     int grid = 0;
     memset(d, 0, offsetof(struct mki_launch_desc, param));
     *dctas = 0;
@@ -415,8 +452,9 @@ extern "C" int mki_moe_gemm_describe(const struct mki_moe_params *mp,
                  "than the GEMM's CTAs have", mp->experts, mp->topk);
         return MKI_GEMM_ERR_UNSUPPORTED;
     }
-    MoeGemmHooks h;
+    MoeGemmHooks<kGlu> h;
     h.g = gh;
+    h.glu = gh.glu;
     h.mp = *mp;
     h.dcl = D / cm;
     /* mp->ready: [el] row counts, the unit counter, then the clusters'
@@ -432,7 +470,7 @@ extern "C" int mki_moe_gemm_describe(const struct mki_moe_params *mp,
         return MKI_GEMM_ERR_INVALID;
     }
     gp.num_units = (int)n;
-    d->fn = moe_gemm_kernel_of(ga->in_type == MKI_DT_F16, ga->trans_b != 0, cm);
+    d->fn = moe_gemm_kernel_of<kGlu>(ga->in_type == MKI_DT_F16, ga->trans_b != 0, cm);
     d->grid = (unsigned)grid;
     d->block = mki::gemm::kThreads;
     d->cluster = (unsigned)cm;
@@ -447,14 +485,35 @@ extern "C" int mki_moe_gemm_describe(const struct mki_moe_params *mp,
     return 0;
 }
 
+extern "C" int mki_moe_gemm_describe(const struct mki_moe_params *mp,
+                                     const mki_gemm_grouped_args *ga, int dctas_max,
+                                     struct mki_launch_desc *d, int *dctas, char *msg,
+                                     size_t len)
+{
+    return ga->glu > 0 ? moe_gemm_describe<true>(mp, ga, dctas_max, d, dctas, msg, len)
+                       : moe_gemm_describe<false>(mp, ga, dctas_max, d, dctas, msg, len);
+}
+
 extern "C" int mki_moe_preload(char *msg, size_t len)
 {
     const void *k[] = {(const void *)moe_dispatch_kernel, combine_for(MKI_BF16),
                        combine_for(MKI_F16), combine_for(MKI_F32),
-                       moe_gemm_kernel_of(false, false, 1), moe_gemm_kernel_of(false, true, 1),
-                       moe_gemm_kernel_of(true, false, 1), moe_gemm_kernel_of(true, true, 1),
-                       moe_gemm_kernel_of(false, false, 2), moe_gemm_kernel_of(false, true, 2),
-                       moe_gemm_kernel_of(true, false, 2), moe_gemm_kernel_of(true, true, 2)};
+                       moe_gemm_kernel_of<false>(false, false, 1),
+                       moe_gemm_kernel_of<false>(false, true, 1),
+                       moe_gemm_kernel_of<false>(true, false, 1),
+                       moe_gemm_kernel_of<false>(true, true, 1),
+                       moe_gemm_kernel_of<false>(false, false, 2),
+                       moe_gemm_kernel_of<false>(false, true, 2),
+                       moe_gemm_kernel_of<false>(true, false, 2),
+                       moe_gemm_kernel_of<false>(true, true, 2),
+                       moe_gemm_kernel_of<true>(false, false, 1),
+                       moe_gemm_kernel_of<true>(false, true, 1),
+                       moe_gemm_kernel_of<true>(true, false, 1),
+                       moe_gemm_kernel_of<true>(true, true, 1),
+                       moe_gemm_kernel_of<true>(false, false, 2),
+                       moe_gemm_kernel_of<true>(false, true, 2),
+                       moe_gemm_kernel_of<true>(true, false, 2),
+                       moe_gemm_kernel_of<true>(true, true, 2)};
     for (unsigned i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
         cudaFuncAttributes a;
         cudaError_t err = cudaFuncGetAttributes(&a, k[i]);

@@ -52,6 +52,7 @@ enum mki_op {
     MKI_OP_MOE_COMBINE,
     MKI_OP_MOE_DISPATCH_GEMM,
     MKI_OP_RING_ATTN,
+    MKI_OP_MOE_LAYER,
     MKI_OP_COUNT
 };
 /* "allgather", "ag_gemm", ... (MK_SM_SPLIT, mkinfo --op); "?" when unknown */

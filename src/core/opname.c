@@ -18,6 +18,7 @@ static const char *const names[MKI_OP_COUNT][2] = {
     [MKI_OP_MOE_COMBINE] = {"moe_combine", "mkMoECombine"},
     [MKI_OP_MOE_DISPATCH_GEMM] = {"moe_dispatch_gemm", "mkMoEDispatchGemm"},
     [MKI_OP_RING_ATTN] = {"ring_attn", "mkRingAttention"},
+    [MKI_OP_MOE_LAYER] = {"moe_layer", "mkMoEDispatchFfnCombine"},
 };
 
 const char *mki_op_name(enum mki_op op)

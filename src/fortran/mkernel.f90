@@ -115,7 +115,8 @@ module mkernel
     public :: mkMemAlloc, mkMemFree, mkCommRegister, mkCommDeregister
     public :: mkAllGather, mkReduceScatter, mkAllReduce, mkAllToAll
     public :: mkAllGatherGemm, mkGemmReduceScatter, mkGemmAllReduce, mkCommGetInfo
-    public :: mkMoEDispatch, mkMoECombine, mkMoEDispatchGemm, mkRingAttention
+    public :: mkMoEDispatch, mkMoECombine, mkMoEDispatchGemm, mkMoEDispatchFfnCombine
+    public :: mkRingAttention
     public :: mk_config_initializer, mk_error_string, mk_last_error, mk_comm_info
 
 
@@ -380,6 +381,24 @@ module mkernel
             type(c_ptr), value :: send_rows, out
             integer(c_int64_t), value :: tokens, hidden, topk, experts, recv_capacity
             integer(c_int), value :: dtype
+            type(mk_comm), value :: comm
+            type(c_ptr), value :: stream
+        end function
+
+        ! The whole expert layer: mkMoEDispatch, each local expert's SwiGLU
+        ! network (W13: gate and up projections, El x (2 inter x hidden)
+        ! with transW = 1, El x (hidden x 2 inter) with transW = 0; W2: down
+        ! projections, El x (hidden x inter) or El x (inter x hidden)), and
+        ! mkMoECombine into out (tokens x hidden of dtype).  topk_weights
+        ! c_null_ptr: weights of 1.  bf16 or fp16 only; one node only in
+        ! this version.
+        integer(c_int) function mkMoEDispatchFfnCombine(x, topk_idx, topk_weights, &
+                W13, W2, out, tokens, hidden, inter, topk, experts, recv_capacity, &
+                transW, dtype, comm, stream) bind(C, name="mkMoEDispatchFfnCombine")
+            import :: mk_comm, c_int, c_int64_t, c_ptr
+            type(c_ptr), value :: x, topk_idx, topk_weights, W13, W2, out
+            integer(c_int64_t), value :: tokens, hidden, inter, topk, experts, recv_capacity
+            integer(c_int), value :: transW, dtype
             type(mk_comm), value :: comm
             type(c_ptr), value :: stream
         end function

@@ -70,6 +70,10 @@ program test_bindings
                c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, 8_c_int64_t, 64_c_int64_t, &
                8_c_int64_t, 2_c_int64_t, 8_c_int64_t, 512_c_int64_t, 1, mkBfloat16, none, &
                c_null_ptr) == mkErrInvalidArgument, 'mkMoEDispatchGemm, null comm')
+    call check(mkMoEDispatchFfnCombine(c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, &
+               c_null_ptr, c_null_ptr, 8_c_int64_t, 64_c_int64_t, 64_c_int64_t, 2_c_int64_t, &
+               8_c_int64_t, 512_c_int64_t, 1, mkBfloat16, none, c_null_ptr) &
+               == mkErrInvalidArgument, 'mkMoEDispatchFfnCombine, null comm')
     call check(mkRingAttention(c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, &
                1_c_int64_t, 128_c_int64_t, 8_c_int64_t, 8_c_int64_t, 128_c_int64_t, mkAttnBSHD, &
                mkAttnFull, 0.088_c_float, mkBfloat16, none, c_null_ptr) &
@@ -201,6 +205,13 @@ contains
         call check(r == mkErrInvalidArgument .or. (dev < 0 .and. r == mkErrUnsupported), &
                    'mkMoEDispatchGemm of null buffers: ' // mk_error_string(r) // ': ' // &
                    mk_last_error(c))
+        r = mkMoEDispatchFfnCombine(c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, &
+                                    c_null_ptr, c_null_ptr, 8_c_int64_t, 64_c_int64_t, &
+                                    64_c_int64_t, 2_c_int64_t, 4_c_int64_t, 512_c_int64_t, 1, &
+                                    mkFloat16, c, c_null_ptr)
+        call check(r == mkErrInvalidArgument .or. (dev < 0 .and. r == mkErrUnsupported), &
+                   'mkMoEDispatchFfnCombine of null buffers: ' // mk_error_string(r) // ': ' // &
+                   mk_last_error(c))
         call moe_bad(c, 7_c_int64_t, 2_c_int64_t, 4_c_int64_t, mkBfloat16, 'hidden = 7')
         call moe_bad(c, 8_c_int64_t, 0_c_int64_t, 4_c_int64_t, mkBfloat16, 'topk = 0')
         call moe_bad(c, 8_c_int64_t, int(MK_MOE_MAX_TOPK, c_int64_t) + 1, 4_c_int64_t, &
@@ -221,6 +232,20 @@ contains
                       'transW = 0')
         call gemm_bad(c, dev, 64_c_int64_t, 8_c_int64_t, 1, mkFloat32, mkErrUnsupported, &
                       'mkFloat32')
+        ! mkMoEDispatchFfnCombine's own rules (no tokens: x, topk_idx,
+        ! topk_weights and out may be NULL)
+        call ffn_bad(c, dev, 64_c_int64_t, 7_c_int64_t, 1, mkBfloat16, mkErrInvalidArgument, &
+                     'inter = 7')
+        call ffn_bad(c, dev, 64_c_int64_t, 0_c_int64_t, 1, mkBfloat16, mkErrInvalidArgument, &
+                     'inter = 0')
+        call ffn_bad(c, dev, 64_c_int64_t, 64_c_int64_t, 2, mkBfloat16, mkErrInvalidArgument, &
+                     'transW = 2')
+        call ffn_bad(c, dev, 8_c_int64_t, 64_c_int64_t, 0, mkBfloat16, mkErrInvalidArgument, &
+                     'transW = 0')
+        call ffn_bad(c, dev, 64_c_int64_t, 8_c_int64_t, 0, mkFloat16, mkErrInvalidArgument, &
+                     'transW = 0')
+        call ffn_bad(c, dev, 64_c_int64_t, 64_c_int64_t, 1, mkFloat32, mkErrUnsupported, &
+                     'mkFloat32')
     end subroutine moe_calls
 
     ! mkRingAttention on one rank: each argument reaches the C call in its
@@ -285,6 +310,11 @@ contains
                               c_null_ptr)
         call check(r /= mkSuccess, 'mkMoEDispatchGemm with ' // what // ': ' // &
                    mk_error_string(r))
+        r = mkMoEDispatchFfnCombine(c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, &
+                                    c_null_ptr, c_null_ptr, 8_c_int64_t, hidden, 8_c_int64_t, &
+                                    topk, experts, 512_c_int64_t, 1, dtype, c, c_null_ptr)
+        call check(r /= mkSuccess, 'mkMoEDispatchFfnCombine with ' // what // ': ' // &
+                   mk_error_string(r))
     end subroutine moe_bad
 
     ! One bad n, transW or dtype of mkMoEDispatchGemm: refused with code
@@ -307,6 +337,26 @@ contains
                    'mkMoEDispatchGemm with ' // key // ': ' // mk_error_string(r) // ': ' // &
                    mk_last_error(c))
     end subroutine gemm_bad
+
+    ! One bad inter, transW or dtype of mkMoEDispatchFfnCombine: refused with
+    ! code want, the detail naming it (key), or, without a GPU, for the GPU.
+    subroutine ffn_bad(c, dev, hidden, inter, transW, dtype, want, key)
+        type(mk_comm), intent(in) :: c
+        integer, intent(in) :: dev
+        integer(c_int64_t), intent(in) :: hidden, inter
+        integer, intent(in) :: transW, dtype, want
+        character(len=*), intent(in) :: key
+        integer :: r
+        r = mkMoEDispatchFfnCombine(c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, &
+                                    c_null_ptr, c_null_ptr, 0_c_int64_t, hidden, inter, &
+                                    2_c_int64_t, 4_c_int64_t, 512_c_int64_t, transW, dtype, c, &
+                                    c_null_ptr)
+        call check((r == want .and. index(mk_last_error(c), key) > 0) .or. &
+                   (dev < 0 .and. r == mkErrUnsupported .and. &
+                    index(mk_last_error(c), 'GPU') > 0), &
+                   'mkMoEDispatchFfnCombine with ' // key // ': ' // mk_error_string(r) // &
+                   ': ' // mk_last_error(c))
+    end subroutine ffn_bad
 
     subroutine queries(c)
         type(mk_comm), intent(in) :: c

@@ -28,6 +28,7 @@
 #define DISPATCH_FUNC "mkMoEDispatch"
 #define COMBINE_FUNC "mkMoECombine"
 #define DGEMM_FUNC "mkMoEDispatchGemm"
+#define LAYER_FUNC "mkMoEDispatchFfnCombine"
 
 struct moe_state {
     struct mki_shape_cache shapes;
@@ -47,6 +48,10 @@ struct moe_state {
     size_t ready_bytes;
     void *order;                    /* mkMoEDispatchGemm: the dispatch CTAs' sorted pairs */
     size_t order_bytes;
+    /* mkMoEDispatchFfnCombine: the intermediate rows, the experts' output
+     * rows, the down projection's table, and the dispatch's layout */
+    void *hrows, *yrows, *table2, *loff, *lsend;
+    size_t hrows_bytes, yrows_bytes, table2_bytes, loff_bytes, lsend_bytes;
     struct mki_op_bufs bufs;
 };
 
@@ -74,6 +79,9 @@ static void moe_destroy(struct mkComm *comm, void *state)
         if (g->table) (void)cudaFree(g->table);
         if (g->ready) (void)cudaFree(g->ready);
         if (g->order) (void)cudaFree(g->order);
+        void *own[] = {g->hrows, g->yrows, g->table2, g->loff, g->lsend};
+        for (unsigned i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+            if (own[i]) (void)cudaFree(own[i]);
         mki_op_bufs_free(&g->bufs);
     }
     free(g); /* its heap blocks go with the heap */
@@ -90,8 +98,13 @@ const struct mki_op_desc mki_op_moe = {
 struct moe_call {
     int combine;
     int gemm;                       /* mkMoEDispatchGemm */
-    const void *w_mat;              /* its weights */
-    int64_t n;                      /* its output columns */
+    int layer;                      /* mkMoEDispatchFfnCombine */
+    int of_layer;                   /* a launch of it: its plan and its name in errors */
+    const void *w_mat;              /* its weights (the layer's W13) */
+    const void *w2;                 /* the layer's W2 */
+    int64_t n;                      /* its output columns (the layer's inter) */
+    int64_t glu;                    /* the GEMM's gated unit: its columns (0: none) */
+    const void *a_in;               /* the GEMM's A when not the received rows */
     void *y_out;                    /* its output (y, as the caller gave it) */
     int trans_w;
     const char *func;
@@ -112,6 +125,44 @@ struct moe_shape {
     int32_t ok, dtype, has_w, trans_w;
     int64_t hidden, topk, experts, cap, n;
 };
+
+/* mkMoEDispatchFfnCombine's own arguments (n: inter). */
+static mkResult_t check_layer(struct mkComm *comm, const struct moe_call *c)
+{
+    const char *f = c->func;
+    const int64_t T = c->tokens, el = c->experts / comm->nranks;
+    if (T > 0 && (!c->x || !c->idx || !c->out))
+        return mki_error(comm, mkErrInvalidArgument, "%s: %s is NULL; pass device memory", f,
+                         !c->x ? "x" : !c->idx ? "topk_idx" : "out");
+    if (c->n <= 0 || c->n % 8 != 0 || c->n > (1ll << 24))
+        return mki_error(comm, mkErrInvalidArgument, "%s: inter = %lld; give a positive "
+                         "multiple of 8 up to 2^24 (the intermediate rows are stored in 16-byte "
+                         "pieces)", f, (long long)c->n);
+    if (c->trans_w != 0 && c->trans_w != 1)
+        return mki_error(comm, mkErrInvalidArgument, "%s: transW = %d; give 1 (W13 holds 2 "
+                         "inter x hidden and W2 hidden x inter per expert) or 0 (their "
+                         "transposes)", f, c->trans_w);
+    if (!c->trans_w && (c->hidden % 64 != 0 || c->n % 64 != 0))
+        return mki_error(comm, mkErrInvalidArgument, "%s: hidden = %lld and inter = %lld with "
+                         "transW = 0 must be multiples of 64 (pass the weights as stored "
+                         "Linear weights, transW = 1)", f, (long long)c->hidden,
+                         (long long)c->n);
+    if (c->dtype == mkFloat32)
+        return mki_error(comm, mkErrUnsupported, "%s: dtype mkFloat32: the GEMMs take "
+                         "mkBfloat16 or mkFloat16", f);
+    if ((double)el * 2.0 * (double)c->n * (double)c->hidden * c->es > (double)(1ull << 40) ||
+        (double)c->cap * (double)(2 * c->hidden + c->n) * c->es > (double)(1ull << 40) ||
+        (double)el * 2.0 * (double)(c->trans_w ? c->n : c->hidden) > 2147483647.0 ||
+        (double)el * (double)(c->trans_w ? c->hidden : c->n) > 2147483647.0)
+        return mki_error(comm, mkErrInvalidArgument, "%s: %lld experts of hidden %lld and "
+                         "inter %lld, or %lld rows, is too large; split the call", f,
+                         (long long)el, (long long)c->hidden, (long long)c->n,
+                         (long long)c->cap);
+    if (!c->w_mat || !c->w2)
+        return mki_error(comm, mkErrInvalidArgument, "%s: %s is NULL; pass the local experts' "
+                         "weights", f, !c->w_mat ? "W13" : "W2");
+    return mkSuccess;
+}
 
 static mkResult_t check_sizes(struct mkComm *comm, struct moe_call *c)
 {
@@ -151,6 +202,7 @@ static mkResult_t check_sizes(struct mkComm *comm, struct moe_call *c)
                          (long long)(c->cap > c->tokens ? c->cap : c->tokens),
                          (long long)c->hidden);
     const int64_t T = c->tokens;
+    if (c->layer) return check_layer(comm, c);
     const struct { const char *name; const void *p; int need; } req[] = {
         {"x", c->x, !c->combine && T > 0},
         {"topk_idx", c->idx, T > 0},
@@ -214,7 +266,9 @@ static mkResult_t check_device(struct mkComm *comm, const struct moe_call *c)
          (el + 1) * 8, 8, !c->combine},
         {"send_rows", c->send_rows, T * K * 4, 4, !c->combine},
         {"y", c->y, c->gemm ? cap * (size_t)c->n * (size_t)c->es : 16, 16, c->gemm},
-        {"W", c->w_mat, (size_t)(c->experts / comm->nranks) * (size_t)c->n * rb, 16, 0},
+        {c->layer ? "W13" : "W", c->w_mat,
+         el * (size_t)c->n * (c->layer ? 2u : 1u) * rb, 16, 0},
+        {"W2", c->w2, el * (size_t)c->n * rb, 16, 0},
         {"out", c->out, T * rb, 16, 1}};
     const int n = sizeof(a) / sizeof(a[0]);
     for (int i = 0; i < n; i++)
@@ -243,7 +297,8 @@ static mkResult_t compare_shapes(struct mkComm *comm, const void *records, size_
                            : s->cap != me->cap ? "recv_capacity"
                            : s->dtype != me->dtype ? "dtype"
                            : s->has_w != me->has_w ? "topk_weights (NULL on some ranks only)"
-                           : s->n != me->n ? "n"
+                           : s->n != me->n ? (strcmp((const char *)ctx, LAYER_FUNC) ? "n"
+                                                                                   : "inter")
                            : s->trans_w != me->trans_w ? "transW"
                            : NULL;
         if (what)
@@ -263,9 +318,9 @@ static mkResult_t agree(struct mkComm *comm, struct moe_state *g, const struct m
                         mkResult_t local)
 {
     uint64_t h = 1469598103934665603ull;
-    const int64_t v[10] = {c->hidden, c->topk, c->experts, c->cap, c->dtype, c->w != NULL,
-                           c->combine, c->gemm, c->n, c->trans_w};
-    for (int i = 0; i < 10; i++) h = mki_hash64(h, (uint64_t)v[i]);
+    const int64_t v[11] = {c->hidden, c->topk, c->experts, c->cap, c->dtype, c->w != NULL,
+                           c->combine, c->gemm, c->n, c->trans_w, c->layer};
+    for (int i = 0; i < 11; i++) h = mki_hash64(h, (uint64_t)v[i]);
     struct moe_shape *all = calloc((size_t)comm->nranks, sizeof(*all));
     if (!all) return mki_error(comm, mkErrNoMemory, "%s: out of host memory", c->func);
     all[comm->rank] = (struct moe_shape){0, (int32_t)c->dtype, c->w != NULL, c->trans_w,
@@ -323,12 +378,13 @@ static void grouped_args(const struct mkComm *comm, const struct moe_state *g,
     ga->rows = c->cap;
     ga->n = c->n;
     ga->k = c->hidden;
+    ga->glu = c->glu;
     ga->groups = c->experts / comm->nranks;
-    ga->a = g->rows;
+    ga->a = c->a_in ? c->a_in : g->rows;
     ga->b = c->w_mat;
     ga->d = c->y_out;
     ga->offsets = c->off;
-    ga->table = g->table;
+    ga->table = c->a_in ? g->table2 : g->table;
     ga->in_type = (mki_dtype_t)c->dtype;
     ga->out_type = (mki_dtype_t)c->dtype;
     ga->trans_b = c->trans_w;
@@ -344,10 +400,13 @@ static mkResult_t run_gemm(struct mki_call *k, struct moe_state *g, const struct
     struct mkComm *comm = k->comm;
     const int64_t rows = c->cap;
     if (rows == 0) return mkSuccess; /* nothing can be received */
-    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->table, &g->table_bytes,
-                         sizeof(int32_t) *
-                             (size_t)MKI_GEMM_GROUP_TABLE(rows, c->experts / comm->nranks),
-                         "the MoE GEMM's table of groups"));
+    const size_t tb = sizeof(int32_t) * (size_t)MKI_GEMM_GROUP_TABLE(rows, c->experts / comm->nranks);
+    if (c->a_in)
+        MKI_CHECK(mki_op_buf(k, &g->bufs, &g->table2, &g->table2_bytes, tb,
+                             "the MoE down projection's table of groups"));
+    else
+        MKI_CHECK(mki_op_buf(k, &g->bufs, &g->table, &g->table_bytes, tb,
+                             "the MoE GEMM's table of groups"));
     mki_gemm_grouped_args ga;
     grouped_args(comm, g, c, pl, &ga);
     /* this rank's abort and claim words: after a dispatch that stopped
@@ -426,7 +485,8 @@ static mkResult_t run(struct mki_call *k, struct moe_state *g, struct moe_call *
     const uint64_t cap = (uint64_t)c->cap ? (uint64_t)c->cap : 1;
     struct mki_op_plan pl;
     memset(&pl, 0, sizeof(pl));
-    const enum mki_op op = c->combine ? MKI_OP_MOE_COMBINE
+    const enum mki_op op = c->of_layer ? MKI_OP_MOE_LAYER
+                           : c->combine ? MKI_OP_MOE_COMBINE
                            : c->gemm  ? MKI_OP_MOE_DISPATCH_GEMM : MKI_OP_MOE_DISPATCH;
     MKI_CHECK(mki_plan_op(comm, op, c->tokens > 0 ? c->tokens : 1, c->hidden, c->topk, c->es,
                           &pl));
@@ -506,6 +566,62 @@ static mkResult_t run(struct mki_call *k, struct moe_state *g, struct moe_call *
     return run_gemm(k, g, c, &pl);
 }
 
+/* mkMoEDispatchFfnCombine, in this version three launches on the stream:
+ * mkMoEDispatchGemm's kernel with W13 and SwiGLU in its epilogue (into the
+ * intermediate rows), the grouped GEMM of the intermediate rows with W2
+ * (into the experts' output rows), and mkMoECombine's kernel; the layout
+ * (expert_offsets, send_rows) stays here. */
+static mkResult_t run_layer(struct mki_call *k, struct moe_state *g, const struct moe_call *c)
+{
+    struct mkComm *comm = k->comm;
+    const int64_t el = c->experts / comm->nranks, I = c->n, H = c->hidden;
+    const size_t cap = (size_t)(c->cap ? c->cap : 1), es = (size_t)c->es;
+    const size_t slots = (size_t)(c->tokens > 0 ? c->tokens : 1) * (size_t)c->topk;
+    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->hrows, &g->hrows_bytes, cap * (size_t)I * es,
+                         "the MoE layer's intermediate rows"));
+    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->yrows, &g->yrows_bytes, cap * (size_t)H * es,
+                         "the MoE layer's expert outputs"));
+    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->loff, &g->loff_bytes, sizeof(int64_t) * (size_t)(el + 1),
+                         "the MoE layer's expert offsets"));
+    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->lsend, &g->lsend_bytes, sizeof(int32_t) * slots,
+                         "the MoE layer's send rows"));
+    /* 1: dispatch + gate and up projections, SwiGLU */
+    struct moe_call d = *c;
+    d.layer = 0;
+    d.of_layer = 1;
+    d.gemm = 1;
+    d.n = 2 * I;
+    d.glu = I;
+    d.y = d.y_out = g->hrows;
+    d.off = g->loff;
+    d.send_rows = g->lsend;
+    d.recv_w = NULL;
+    d.recv_src = NULL;
+    MKI_CHECK(run(k, g, &d));
+    /* 2: the down projection, within the rank's SMs like the first GEMM */
+    struct moe_call e = d;
+    e.glu = 0;
+    e.n = H;
+    e.hidden = I; /* the GEMM's k */
+    e.a_in = g->hrows;
+    e.w_mat = c->w2;
+    e.y_out = g->yrows;
+    struct mki_op_plan pl;
+    memset(&pl, 0, sizeof(pl));
+    MKI_CHECK(mki_plan_op(comm, MKI_OP_MOE_LAYER, c->tokens > 0 ? c->tokens : 1, H, c->topk,
+                          c->es, &pl));
+    MKI_CHECK(run_gemm(k, g, &e, &pl));
+    /* 3: the combine */
+    struct moe_call m = *c;
+    m.layer = 0;
+    m.of_layer = 1;
+    m.combine = 1;
+    m.y = g->yrows;
+    m.off_in = g->loff;
+    m.send_rows = g->lsend;
+    return run(k, g, &m);
+}
+
 static mkResult_t call_run(struct mki_call *k, struct moe_call *c)
 {
     struct mkComm *comm = k->comm;
@@ -527,7 +643,7 @@ static mkResult_t call_run(struct mki_call *k, struct moe_call *c)
     /* Every rank takes part in the shape check, even after a local error,
      * so that no rank is left waiting in it. */
     MKI_CHECK(agree(comm, g, c, local));
-    return run(k, g, c);
+    return c->layer ? run_layer(k, g, c) : run(k, g, c);
 }
 
 /* Every entry point: the handle, the call, the device back. */
@@ -582,4 +698,20 @@ MK_API mkResult_t mkMoEDispatchGemm(const void *x, const int32_t *topk_idx,
                          .topk = topk, .experts = experts, .cap = recv_capacity,
                          .trans_w = transW, .dtype = dtype};
     return moe_api(comm, stream, MKI_OP_MOE_DISPATCH_GEMM, &c);
+}
+
+MK_API mkResult_t mkMoEDispatchFfnCombine(const void *x, const int32_t *topk_idx,
+                                          const float *topk_weights, const void *W13,
+                                          const void *W2, void *out, int64_t tokens,
+                                          int64_t hidden, int64_t inter, int64_t topk,
+                                          int64_t experts, int64_t recv_capacity, int transW,
+                                          mkDataType_t dtype, mkComm_t comm,
+                                          cudaStream_t stream)
+{
+    struct moe_call c = {.layer = 1, .func = LAYER_FUNC, .x = x, .idx = topk_idx,
+                         .w = topk_weights, .w_mat = W13, .w2 = W2, .out = out,
+                         .tokens = tokens, .hidden = hidden, .n = inter, .topk = topk,
+                         .experts = experts, .cap = recv_capacity, .trans_w = transW,
+                         .dtype = dtype};
+    return moe_api(comm, stream, MKI_OP_MOE_LAYER, &c);
 }

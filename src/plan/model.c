@@ -56,6 +56,7 @@ static const unsigned op_movers[MKI_OP_COUNT] = {
     [MKI_OP_MOE_COMBINE] = MV(MKI_MOVER_REG),
     [MKI_OP_MOE_DISPATCH_GEMM] = MV(MKI_MOVER_REG),
     [MKI_OP_RING_ATTN] = MV(MKI_MOVER_CE),
+    [MKI_OP_MOE_LAYER] = MV(MKI_MOVER_REG),
 };
 
 unsigned mki_plan_movers(enum mki_op op)
@@ -138,14 +139,17 @@ static void work_of(const struct mki_model *md, const struct mki_plan_ctx *c,
     case MKI_OP_ALLTOALL: coll_bytes(c, mn * e, 1, &intra, &inter); break;
     case MKI_OP_MOE_DISPATCH:
     case MKI_OP_MOE_DISPATCH_GEMM:
+    case MKI_OP_MOE_LAYER:
     case MKI_OP_MOE_COMBINE: {
         /* k: top-k.  Dispatch: a token once to each rank of its experts,
          * k experts picked uniformly: L (1 - (1 - 1/L)^k) ranks, the share
-         * (L - 1) / L of them peers; combine: k rows back per token. */
+         * (L - 1) / L of them peers; combine: k rows back per token; the
+         * layer both. */
         double L = c->local_size, miss = 1;
         for (int64_t i = 0; i < k && L > 1; i++) miss *= 1 - 1 / L;
-        const double peers = L > 1 ? (op != MKI_OP_MOE_COMBINE ? L * (1 - miss) : (double)k) *
-                                         (L - 1) / L : 0;
+        const double to = op == MKI_OP_MOE_COMBINE ? 0 : L * (1 - miss);
+        const double back = op == MKI_OP_MOE_COMBINE || op == MKI_OP_MOE_LAYER ? (double)k : 0;
+        const double peers = L > 1 ? (to + back) * (L - 1) / L : 0;
         intra = mn * e * peers;
         break;
     }
@@ -770,7 +774,8 @@ mkResult_t mki_plan_model_attn(const struct mki_model *md,
         p.t_fused_us += dmax(p.t_compute_us, p.t_intra_us / md->epi_link_eff_wide) -
                         dmax(p.t_compute_us, p.t_intra_us / md->epi_link_eff);
     }
-    if (op == MKI_OP_MOE_DISPATCH || op == MKI_OP_MOE_COMBINE || op == MKI_OP_MOE_DISPATCH_GEMM) {
+    if (op == MKI_OP_MOE_DISPATCH || op == MKI_OP_MOE_COMBINE || op == MKI_OP_MOE_DISPATCH_GEMM ||
+        op == MKI_OP_MOE_LAYER) {
         /* one kernel whose CTAs take every role in turn (count, send,
          * unpack; stage, pull): all the SMs of the rank, or MK_SM_SPLIT's
          * intra count */
@@ -778,9 +783,9 @@ mkResult_t mki_plan_model_attn(const struct mki_model *md,
         const int ovr = o && (o->set & MKI_OVR_INTRA) && o->split.intra > 0;
         p.split.intra = ovr ? o->split.intra : budget;
         p.ctas = p.split.intra;
-        if (op == MKI_OP_MOE_DISPATCH_GEMM) {
+        if (op == MKI_OP_MOE_DISPATCH_GEMM || op == MKI_OP_MOE_LAYER) {
             /* the GEMM engine's launch on the rank's SMs, its first CTAs
-             * dispatching (kernels/ops/moe.h) */
+             * dispatching (kernels/ops/moe.h); the layer's first kernel */
             p.split.intra = ovr ? (o->split.intra < MKI_MOE_FUSED_MAXD ? o->split.intra
                                                                        : MKI_MOE_FUSED_MAXD)
                                 : mki_moe_gemm_dctas(budget);
@@ -790,7 +795,9 @@ mkResult_t mki_plan_model_attn(const struct mki_model *md,
         p.mover = MKI_MOVER_REG;
         p.fused = 1;
         snprintf(p.reason, sizeof(p.reason), "one persistent kernel on %d SMs%s%s", p.ctas,
-                 op == MKI_OP_MOE_DISPATCH_GEMM ? " (the dispatch's CTAs first)" : "",
+                 op == MKI_OP_MOE_DISPATCH_GEMM ? " (the dispatch's CTAs first)"
+                 : op == MKI_OP_MOE_LAYER ? " (the first of three launches, the dispatch's CTAs "
+                                            "first)" : "",
                  c->nnodes > 1 ? "; one node only in this version (mkErrUnsupported across "
                                  "nodes)" : "");
     }

@@ -158,7 +158,7 @@ static mkResult_t split_pass(const char *spec, const char *what,
                 return split_bad(what, spec, item, "names an unknown op (use "
                                  "allgather, reducescatter, allreduce, "
                                  "alltoall, ag_gemm, gemm_rs, gemm_ar, moe_dispatch, moe_combine, "
-                                 "moe_dispatch_gemm or ring_attn)");
+                                 "moe_dispatch_gemm, ring_attn or moe_layer)");
             t = colon + 1;
         }
         if ((op >= 0) != scoped_pass) continue;

@@ -218,6 +218,13 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
                       "join the GEMM (two launches, the dispatch then the GEMM, where the grid "
                       "is too small to split)\n", p->ctas, p->split.intra);
     }
+    if (p->op == MKI_OP_MOE_LAYER)
+        mki_sb_printf(sb, "  kernels   three launches: the GEMM engine (up to %d CTAs of 384 "
+                      "threads), its first %d dispatching, the others computing each local "
+                      "expert's gate and up projections once its rows are in place, SwiGLU in "
+                      "the epilogue; the grouped down projection on the same SMs; the combine "
+                      "(%d threads a CTA: stage, then a warp per token sums its top-k rows in "
+                      "fp32)\n", p->ctas, p->split.intra, MKI_MOE_THREADS);
     if (p->op == MKI_OP_RING_ATTN) ring_attn_print(sb, c, p);
     if (p->op == MKI_OP_MOE_COMBINE)
         mki_sb_printf(sb, "  kernel    %d CTAs of %d threads: stage y for the peers, then a warp "
@@ -225,7 +232,7 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
                       MKI_MOE_THREADS);
     if (p->op != MKI_OP_GEMM_RS && p->op != MKI_OP_GEMM_AR && p->op != MKI_OP_MOE_DISPATCH &&
         p->op != MKI_OP_MOE_COMBINE && p->op != MKI_OP_MOE_DISPATCH_GEMM &&
-        p->op != MKI_OP_RING_ATTN)
+        p->op != MKI_OP_MOE_LAYER && p->op != MKI_OP_RING_ATTN)
         mki_sb_printf(sb, "  chunk     %" PRId64 " rows, %zu bytes\n",
                       p->chunk_rows, p->chunk_bytes);
     mki_sb_printf(sb, "  traffic   %.1f MiB intra, %.1f MiB inter per rank; "
@@ -238,6 +245,10 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
         mki_sb_printf(sb, "            (the dispatch only: the experts' GEMM is not in the "
                       "model, its n and the rows per expert are not part of the plan's "
                       "shape)\n");
+    if (p->op == MKI_OP_MOE_LAYER)
+        mki_sb_printf(sb, "            (the dispatch and the combine only: the experts' GEMMs "
+                      "are not in the model, inter and the rows per expert are not part of "
+                      "the plan's shape)\n");
     if (p->overridden)
         mki_sb_printf(sb, "  overrides from MK_SM_SPLIT: 0x%x\n", p->overridden);
 }
@@ -303,7 +314,7 @@ static mkResult_t info_text(mkComm_t comm, const char *op, int64_t m, int64_t n,
         return mki_error(comm, mkErrInvalidArgument, "mkCommGetInfo: op \"%s\""
                          " is not one of allgather, reducescatter, allreduce, "
                          "alltoall, ag_gemm, gemm_rs, gemm_ar, moe_dispatch, moe_combine, "
-                         "moe_dispatch_gemm, ring_attn", op);
+                         "moe_dispatch_gemm, ring_attn, moe_layer", op);
     struct mki_op_plan p;
     MKI_CHECK(mki_plan_op(comm, (enum mki_op)id, m, n, k, elem, &p));
     mki_plan_print(sb, mki_plan_context(comm), &p);

@@ -381,7 +381,7 @@ mkResult_t mki_plan_op_attn(struct mkComm *comm, enum mki_op op, int64_t m, int6
         return mki_error(comm, mkErrInternal, "plan asked before the "
                          "communicator's plan was set up");
     if (!mki_op_has_gemm(op) && op != MKI_OP_MOE_DISPATCH && op != MKI_OP_MOE_COMBINE &&
-        op != MKI_OP_MOE_DISPATCH_GEMM && op != MKI_OP_RING_ATTN)
+        op != MKI_OP_MOE_DISPATCH_GEMM && op != MKI_OP_MOE_LAYER && op != MKI_OP_RING_ATTN)
         k = 1; /* k: the GEMM's; the MoE calls' top-k; a row of k (ring_attn) */
     /* the cache's key: what the model planned for (mki_plan_model_attn) */
     const int hd = op == MKI_OP_RING_ATTN ? (attn ? attn->head_dim : 128) : 0;

@@ -1,6 +1,6 @@
 /*
- * test_moe_args.c - mkMoEDispatch, mkMoECombine and mkMoEDispatchGemm
- * without a GPU: every
+ * test_moe_args.c - mkMoEDispatch, mkMoECombine, mkMoEDispatchGemm and
+ * mkMoEDispatchFfnCombine without a GPU: every
  * argument check on one rank (the error, its code, a message naming the
  * call and the argument; nothing launched), the control block's layout,
  * and the first-call shape check across real processes (fork + TCP
@@ -159,6 +159,45 @@ static void test_one_rank(void)
     CHECK_CONTAINS(mkGetLastError(comm), "y is NULL");
     CHECK_RES(mkMoEDispatchGemm(P, PI, PF, P, P, PF, PI, PL, PI, 4, 64, 64, 2, 8, 512, 1,
                                 mkBfloat16, NULL, 0), mkErrInvalidArgument);
+    /* mkMoEDispatchFfnCombine: its own arguments (inter in n's place) */
+    struct {
+        int64_t hidden, inter;
+        int transw, dt, want;
+        const char *msg;
+    } lbad[] = {
+        {64, 0, 1, 0, mkErrInvalidArgument, "inter = 0"},
+        {64, 12, 1, 0, mkErrInvalidArgument, "multiple of 8"},
+        {64, 64, 3, 0, mkErrInvalidArgument, "transW = 3"},
+        {72, 64, 0, 0, mkErrInvalidArgument, "multiples of 64"},
+        {64, 72, 0, 0, mkErrInvalidArgument, "multiples of 64"},
+        {64, 64, 1, 2, mkErrUnsupported, "mkFloat32"},
+        {60, 64, 1, 0, mkErrInvalidArgument, "hidden = 60"},
+    };
+    for (unsigned i = 0; i < sizeof(lbad) / sizeof(lbad[0]); i++) {
+        CHECK_RES(mkMoEDispatchFfnCombine(P, PI, PF, P, P, P, 4, lbad[i].hidden, lbad[i].inter, 2,
+                                          8, 512, lbad[i].transw, (mkDataType_t)lbad[i].dt,
+                                          comm, 0),
+                  lbad[i].want);
+        CHECK_CONTAINS(mkGetLastError(comm), "mkMoEDispatchFfnCombine");
+        CHECK_CONTAINS(mkGetLastError(comm), lbad[i].msg);
+    }
+    CHECK_RES(mkMoEDispatchFfnCombine(P, PI, PF, NULL, P, P, 4, 64, 64, 2, 8, 512, 1,
+                                      mkBfloat16, comm, 0), mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "W13 is NULL");
+    CHECK_RES(mkMoEDispatchFfnCombine(P, PI, PF, P, NULL, P, 4, 64, 64, 2, 8, 512, 1,
+                                      mkBfloat16, comm, 0), mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "W2 is NULL");
+    CHECK_RES(mkMoEDispatchFfnCombine(P, PI, PF, P, P, NULL, 4, 64, 64, 2, 8, 512, 1,
+                                      mkBfloat16, comm, 0), mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "out is NULL");
+    CHECK_RES(mkMoEDispatchFfnCombine(NULL, PI, PF, P, P, P, 4, 64, 64, 2, 8, 512, 1,
+                                      mkBfloat16, comm, 0), mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "x is NULL");
+    CHECK_RES(mkMoEDispatchFfnCombine(P, PI, PF, P, P, P, 4, 64, 64, 2, 0, 512, 1,
+                                      mkBfloat16, comm, 0), mkErrInvalidArgument);
+    CHECK_CONTAINS(mkGetLastError(comm), "experts = 0");
+    CHECK_RES(mkMoEDispatchFfnCombine(P, PI, PF, P, P, P, 4, 64, 64, 2, 8, 512, 1,
+                                      mkBfloat16, NULL, 0), mkErrInvalidArgument);
     /* host memory: never launched (no GPU here, or not device memory) */
     CHECK(dispatch(comm, P, PI, PF, P, PF, PI, PL, PI, 4, 64, 2, 8, 64, mkBfloat16) != mkSuccess);
     CHECK_RES(mkCommDestroy(comm), mkSuccess);
@@ -221,6 +260,20 @@ static int mismatched_n(int rank, int nranks, mkUniqueId id)
     return 0;
 }
 
+/* mkMoEDispatchFfnCombine: rank 1 passes another inter. */
+static int mismatched_inter(int rank, int nranks, mkUniqueId id)
+{
+    mkComm_t comm = NULL;
+    EXPECT(mkCommInitRank(&comm, nranks, id, rank, NULL) == mkSuccess);
+    mkResult_t r = mkMoEDispatchFfnCombine(P, PI, PF, P, P, P, 4, 64, rank == 1 ? 128 : 64, 2, 2,
+                                           512, 1, mkBfloat16, comm, 0);
+    EXPECT(r == mkErrInvalidArgument);
+    EXPECT(strstr(mkGetLastError(comm), "inter differs") != NULL);
+    EXPECT(strstr(mkGetLastError(comm), "mkMoEDispatchFfnCombine") != NULL);
+    mkCommDestroy(comm);
+    return 0;
+}
+
 /* Shapes agree, tokens differ: every rank is rejected for the same local
  * reason (no GPU here), none for the shape. */
 static int matching(int rank, int nranks, mkUniqueId id)
@@ -247,6 +300,7 @@ int main(void)
     CHECK(run_ranks(2, 2, new_id(), mismatched_weights) == 0);
     CHECK(run_ranks(2, 2, new_id(), matching) == 0);
     CHECK(run_ranks(2, 2, new_id(), mismatched_n) == 0);
+    CHECK(run_ranks(2, 2, new_id(), mismatched_inter) == 0);
     test_one_rank();
     TEST_DONE();
 }

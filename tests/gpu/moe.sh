@@ -1,7 +1,9 @@
 #!/bin/bash
-# mkMoEDispatch, mkMoECombine and mkMoEDispatchGemm on the GPU machine:
-# correctness on 2 GPUs and on 1 GPU with 2, 4 and 8 ranks under MPS (the
-# dispatch + GEMM cases on 2 GPUs and on 1 GPU with 2 and 4 ranks), 100
+# mkMoEDispatch, mkMoECombine, mkMoEDispatchGemm and mkMoEDispatchFfnCombine
+# on the GPU machine: correctness on 2 GPUs and on 1 GPU with 2, 4 and 8
+# ranks under MPS (the dispatch + GEMM cases and the whole expert layer on
+# 2 GPUs and on 1 GPU with 2 and 4 ranks; the layer's CUDA graph and
+# device-found errors on 1 GPU with 2 ranks too), 100
 # back-to-back pairs, a CUDA graph replayed, errors found on the device
 # (capacity, expert ids) and on the host, the timeout of a rank that never
 # calls, virtual nodes (mkErrUnsupported), and the benchmark (mkbench moe
@@ -69,6 +71,10 @@ if [ $tests = 1 ] && [ "$ngpu" -ge 2 ]; then
     step "2gpu CUDA graph x20" 90 2 $B/test_moe graph
     step "2gpu overflow, bad expert ids" 60 2 $B/test_moe overflow
     step "2gpu bad input" 40 2 $B/test_moe badinput
+    step "2gpu layer (13 cases x dtype x transW x 4)" 240 2 $B/test_moe layer
+    step "2gpu layer CUDA graph x20" 90 2 $B/test_moe layergraph
+    step "2gpu layer overflow, bad expert ids" 60 2 $B/test_moe layeroverflow
+    step "2gpu layer bad input" 40 2 $B/test_moe layerbad
     MK_TIMEOUT_MS=3000 step "2gpu nocall -> timeout" 40 2 $B/test_moe nocall
     MK_NODE_SIZE=1 MK_TRANSPORT=socket \
         step "2gpu 2 nodes (MK_NODE_SIZE=1) unsupported" 40 2 $B/test_moe multinode
@@ -78,6 +84,7 @@ if [ $tests = 1 ] && [ "$ngpu" -ge 2 ]; then
         export CUDA_VISIBLE_DEVICES
         step "${np}gpu correct" 240 $np $B/test_moe correct
         step "${np}gpu stress 100 pairs" 120 $np $B/test_moe stress
+        step "${np}gpu layer" 240 $np $B/test_moe layer
     done
 fi
 if [ $tests = 1 ]; then
@@ -88,12 +95,18 @@ if [ $tests = 1 ]; then
         step "1gpu x2 MPS dispatch+gemm" 240 2 $B/test_moe gemm
         step "1gpu x4 MPS correct" 300 4 $B/test_moe correct
         step "1gpu x4 MPS dispatch+gemm" 300 4 $B/test_moe gemm
+        step "1gpu x2 MPS layer" 240 2 $B/test_moe layer
+        step "1gpu x4 MPS layer" 300 4 $B/test_moe layer
+        # one GPU's ranks share its SMs: the layer's kernels side by side
+        step "1gpu x2 MPS layer CUDA graph x20" 90 2 $B/test_moe layergraph
+        step "1gpu x2 MPS layer overflow, bad ids" 60 2 $B/test_moe layeroverflow
         step "1gpu x8 MPS correct (cases 0-3,5,7-9,11-13)" 400 8 $B/test_moe correct 0,1,2,3,5,7,8,9,11,12,13
         if [ "$ngpu" -lt 2 ]; then # what the 2-GPU steps would cover
             step "1gpu x2 MPS stress 100 pairs" 120 2 $B/test_moe stress
             step "1gpu x2 MPS CUDA graph x20" 90 2 $B/test_moe graph
             step "1gpu x2 MPS overflow, bad expert ids" 60 2 $B/test_moe overflow
             step "1gpu x2 MPS bad input" 40 2 $B/test_moe badinput
+            step "1gpu x2 MPS layer bad input" 40 2 $B/test_moe layerbad
             MK_TIMEOUT_MS=3000 step "1gpu x2 MPS nocall -> timeout" 40 2 $B/test_moe nocall
             MK_NODE_SIZE=1 MK_TRANSPORT=socket \
                 step "1gpu x2 MPS 2 nodes (MK_NODE_SIZE=1) unsupported" 40 2 $B/test_moe multinode

@@ -38,6 +38,35 @@
  *   test_moe multinode       virtual nodes (MK_NODE_SIZE=1): the three
  *                            calls return mkErrUnsupported, nothing
  *                            written, the communicator still healthy
+ *   test_moe layer [LIST]    mkMoEDispatchFfnCombine (the whole expert
+ *                            layer): 13 cases (g_lcases: hidden 136 to
+ *                            1024, odd ones 200 and 264 with transW 1,
+ *                            inter 64 to 328; 2 to 4 and 16 or 32 experts
+ *                            per rank; top-1, 2, 4, 8; random, skewed, all
+ *                            tokens to one expert, experts with no token,
+ *                            slots of -1, an expert named twice, nothing
+ *                            routed; tokens differing per rank with a rank
+ *                            of 0; topk_weights given and NULL; capacity
+ *                            with slack, exact, 0; and hidden 2048, inter
+ *                            1024, 64 experts, top-8, 2048 tokens, 49 of
+ *                            them checked) x bf16, fp16 x transW 1 and 0
+ *                            (where hidden and inter allow it), each built
+ *                            once and called 4 times, out poisoned before
+ *                            each call
+ *   test_moe layergraph      three such calls captured in a CUDA graph,
+ *                            replayed 20 times with fresh x and routing,
+ *                            every replay checked
+ *   test_moe layeroverflow   as overflow, for mkMoEDispatchFfnCombine: out
+ *                            untouched on every rank; then a good call on
+ *                            the first communicator
+ *   test_moe layerbad        its arguments the host refuses (fp32:
+ *                            mkErrUnsupported; inter or hidden not a
+ *                            multiple of 8, transW 0 with hidden or inter
+ *                            not of 64, transW 2, W13, W2 or out NULL, out
+ *                            overlapping x or W2, x or out misaligned,
+ *                            topk 0, capacity -1: mkErrInvalidArgument):
+ *                            nothing written, the communicator healthy,
+ *                            then a good call
  *   test_moe time [TxHxExK]  dispatch and combine alone, per-call medians
  *                            (default 4096x7168x256x8: tokens per rank,
  *                            hidden, experts, top-k; mkbench moe is the
@@ -74,6 +103,17 @@
  * host's weighted sum in double of the host's y, within the combine's
  * tolerance above (of the sum of |w| (|y| + y's tolerance)) plus the sum
  * of |w| times y's tolerance.
+ *
+ * layer: W13 and W2 (El experts each, in the layout transW says) from two
+ * more streams of the hash, of (seed, rank, the call's number), scaled by
+ * a power of two near 2 / sqrt(fan in) (x in [-1, 1)), so that every value
+ * is O(1) and every rank rebuilds any expert.  The host's reference, in
+ * double, rounds where the call does: h = silu(g) u to dtype, each
+ * expert's output row to dtype, then the weighted sum; out against it on
+ * every element of every token (at most 512 a rank; past that 49 spread
+ * evenly), within a few ulps of dtype at the row's magnitude (lcheck says
+ * why); every token's row free of poison, a token with no expert exactly
+ * 0.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -392,11 +432,15 @@ struct Call {
     int64_t hidden = 0, topk = 0, experts = 0, cap = 0;
     int use_w = 1, use_src = 1, recv_null = 0;
     int64_t n = 0;  /* mkMoEDispatchGemm: y's columns (0: a dispatch + combine call) */
-    int transW = 1; /* mkMoEDispatchGemm: W's layout */
+    int transW = 1; /* mkMoEDispatchGemm, mkMoEDispatchFfnCombine: the weights' layout */
+    int64_t inter = 0; /* mkMoEDispatchFfnCombine: the experts' intermediate size */
+    int wcall = 0;     /* mkMoEDispatchFfnCombine: the call number its weights come from */
     std::vector<Route> rt; /* every rank's */
     Expect ex;
     void *x = nullptr, *recv = nullptr, *y = nullptr, *out = nullptr;
-    void *W = nullptr; /* mkMoEDispatchGemm: this rank's El stacked weights */
+    void *W = nullptr; /* mkMoEDispatchGemm: this rank's El stacked weights (and
+                          mkMoEDispatchFfnCombine's W13) */
+    void *W2 = nullptr; /* mkMoEDispatchFfnCombine: this rank's El down projections */
     int32_t *idx = nullptr, *rsrc = nullptr, *send_rows = nullptr;
     float *w = nullptr, *rw = nullptr;
     int64_t *off = nullptr;
@@ -445,10 +489,10 @@ static void call_alloc(Call &c)
 
 static void call_free(Call &c)
 {
-    for (void *p : {c.x, c.recv, c.y, c.out, c.W, (void *)c.idx, (void *)c.w,
+    for (void *p : {c.x, c.recv, c.y, c.out, c.W, c.W2, (void *)c.idx, (void *)c.w,
                     (void *)c.send_rows, (void *)c.rw, (void *)c.rsrc, (void *)c.off})
         if (p) CK(cudaFree(p));
-    c.x = c.recv = c.y = c.out = c.W = nullptr;
+    c.x = c.recv = c.y = c.out = c.W = c.W2 = nullptr;
     c.idx = c.send_rows = c.rsrc = nullptr;
     c.w = c.rw = nullptr;
     c.off = nullptr;
@@ -1272,6 +1316,45 @@ static mkResult_t wait_async_error(mkComm_t comm)
     return ae;
 }
 
+/* After a call that every rank must refuse on the device (capacity, bad
+ * expert ids; the stream synchronized): it returned mkSuccess and the
+ * communicator's async error is mkErrInvalidArgument (sub 0, capacity: the
+ * message names the rank and the rows it needed), a later call (again())
+ * is refused, the communicator is destroyed.  The failures, counted. */
+template <typename Again>
+static int refused_on_device(mkComm_t comm, mkResult_t r, const char *what, int sub,
+                             int hot_rank, long long needed, Again again)
+{
+    int bad = 0;
+    const mkResult_t ae = r == mkSuccess ? wait_async_error(comm) : r;
+    const char *msg = mkGetLastError(comm);
+    bool ok = r == mkSuccess && ae == mkErrInvalidArgument;
+    if (ok && sub == 0) { /* the message names the rank and the rows it needed */
+        char rk[32], rows[32];
+        snprintf(rk, sizeof rk, "rank %d", hot_rank);
+        snprintf(rows, sizeof rows, "%lld", needed);
+        ok = strstr(msg, rk) != NULL && strstr(msg, rows) != NULL;
+    }
+    printf("rank %d %s: returned %s, async error %s: \"%s\"  %s\n", g_rank, what,
+           mkGetErrorString(r), mkGetErrorString(ae), msg, ok ? "ok" : "FAIL");
+    bad += !ok;
+    /* a later call reports the error */
+    const mkResult_t later = again();
+    if (later != mkErrInvalidArgument) {
+        printf("rank %d %s: a later call returned %s, expected mkErrInvalidArgument  FAIL\n",
+               g_rank, what, mkGetErrorString(later));
+        bad++;
+    }
+    CK(cudaStreamSynchronize(g_st));
+    const mkResult_t d = mkCommDestroy(comm);
+    if (d != mkSuccess) {
+        printf("rank %d %s: mkCommDestroy returned %s  FAIL\n", g_rank, what,
+               mkGetErrorString(d));
+        bad++;
+    }
+    return bad;
+}
+
 static int run_overflow(void)
 {
     int bad = 0;
@@ -1309,33 +1392,9 @@ static int run_overflow(void)
         CK(cudaStreamSynchronize(g_st));
         const mkResult_t r = call_dispatch(c, comm);
         CK(cudaStreamSynchronize(g_st));
-        const mkResult_t ae = r == mkSuccess ? wait_async_error(comm) : r;
-        const char *msg = mkGetLastError(comm);
-        bool ok = r == mkSuccess && ae == mkErrInvalidArgument;
-        if (ok && sub == 0) { /* the message names the rank and the rows it needed */
-            char rk[32], rows[32];
-            snprintf(rk, sizeof rk, "rank %d", hot_rank);
-            snprintf(rows, sizeof rows, "%lld", needed);
-            ok = strstr(msg, rk) != NULL && strstr(msg, rows) != NULL;
-        }
-        printf("rank %d %s: returned %s, async error %s: \"%s\"  %s\n", g_rank, what,
-               mkGetErrorString(r), mkGetErrorString(ae), msg, ok ? "ok" : "FAIL");
-        bad += !ok;
         bad += untouched(c, what);
-        /* a later call reports the error */
-        const mkResult_t later = call_dispatch(c, comm);
-        if (later != mkErrInvalidArgument) {
-            printf("rank %d %s: a later call returned %s, expected mkErrInvalidArgument  FAIL\n",
-                   g_rank, what, mkGetErrorString(later));
-            bad++;
-        }
-        CK(cudaStreamSynchronize(g_st));
-        const mkResult_t d = mkCommDestroy(comm);
-        if (d != mkSuccess) {
-            printf("rank %d %s: mkCommDestroy returned %s  FAIL\n", g_rank, what,
-                   mkGetErrorString(d));
-            bad++;
-        }
+        bad += refused_on_device(comm, r, what, sub, hot_rank, needed,
+                                 [&] { return call_dispatch(c, comm); });
         call_free(c);
     }
     /* the first communicator was not touched by its children's errors */
@@ -1498,6 +1557,683 @@ static int run_badinput(void)
                mkGetErrorString(ae));
         bad++;
     }
+    return bad;
+}
+
+/* ---- the expert layer: mkMoEDispatchFfnCombine -------------------------- */
+
+/* The experts' weights of call number `wcall` (every rank's El experts,
+ * W13 and W2 each from a stream of the hash of (seed, rank, wcall) of its
+ * own), so that every rank rebuilds any expert's weights; x, topk_idx and
+ * topk_weights come from the call number `call` as above. */
+static uint64_t w13seed_of(int q, int wcall) { return seed_of(q, wcall) ^ 0x3c6ef372fe94f82bull; }
+static uint64_t w2seed_of(int q, int wcall) { return seed_of(q, wcall) ^ 0xa54ff53a5f1d36f1ull; }
+
+/* The weights' scale: a power of two within a factor sqrt(2) of
+ * 2 / sqrt(fan_in), so that with x in [-1, 1) the gate and up sums have
+ * a standard deviation of 0.5 to 1 (silu well away from linear), h = silu(g)
+ * u and the outputs stay O(1) (0.1 to 1), far from fp16's overflow and
+ * subnormals; a power of two so that hash * scale is exact in fp32 and the
+ * host's rounding to dtype is the device's bit for bit. */
+static float lscale(int64_t fan_in)
+{
+    return ldexpf(1.0f, -(int)lround(log2(sqrt((double)fan_in)) - 1.0));
+}
+
+/* n elements of dtype dt: round(hash(seed, i) * scale). */
+__global__ void fill_w(void *p, size_t n, uint64_t seed, float scale, int dt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        st_dt(p, i, hash_val(seed * 0x9e3779b97f4a7c15ull + i) * scale, dt);
+}
+
+static size_t lc_w13_count(const Call &c) { return (size_t)(c.el() * 2 * c.inter * c.hidden); }
+static size_t lc_w2_count(const Call &c) { return (size_t)(c.el() * c.hidden * c.inter); }
+
+static void lcall_alloc(Call &c)
+{
+    c.x = dalloc(c.x_bytes());
+    c.out = dalloc(c.x_bytes());
+    c.W = dalloc(lc_w13_count(c) * dt_bytes(c.dt));
+    c.W2 = dalloc(lc_w2_count(c) * dt_bytes(c.dt));
+    c.idx = (int32_t *)dalloc(c.slot_count() * 4);
+    c.w = (float *)dalloc(c.slot_count() * 4);
+}
+
+/* This rank's W13 and W2 (of c.wcall), on g_st. */
+static void lcall_weights(Call &c)
+{
+    fill_w<<<512, 256, 0, g_st>>>(c.W, lc_w13_count(c), w13seed_of(g_rank, c.wcall),
+                                  lscale(c.hidden), c.dt);
+    CK(cudaGetLastError());
+    fill_w<<<512, 256, 0, g_st>>>(c.W2, lc_w2_count(c), w2seed_of(g_rank, c.wcall),
+                                  lscale(c.inter), c.dt);
+    CK(cudaGetLastError());
+}
+
+static void lcall_poison(Call &c)
+{
+    CK(cudaMemsetAsync(c.out, POISON_DATA, c.x_bytes(), g_st));
+}
+
+static mkResult_t lcall_run(Call &c, mkComm_t comm)
+{
+    return mkMoEDispatchFfnCombine(c.x, c.idx, c.use_w ? c.w : NULL, c.W, c.W2, c.out,
+                                   c.tokens(), c.hidden, c.inter, c.topk, c.experts, c.cap,
+                                   c.transW, (mkDataType_t)c.dt, comm, g_st);
+}
+
+static std::vector<unsigned char> lfetch(const Call &c)
+{
+    std::vector<unsigned char> o(c.x_bytes());
+    if (!o.empty())
+        CK(cudaMemcpyAsync(o.data(), c.out, o.size(), cudaMemcpyDeviceToHost, g_st));
+    CK(cudaStreamSynchronize(g_st));
+    return o;
+}
+
+/* The host's experts: global expert g's Wg, Wu (inter x hidden each) and
+ * Wd (hidden x inter), rebuilt from its rank's hash in either layout, one
+ * after the other in one array.  keep: every expert asked stays (the
+ * graph's replays reuse them); else only the last one asked. */
+struct LWeights {
+    const Call &c;
+    bool keep;
+    std::vector<std::vector<float>> m;
+    int64_t last = -1;
+    LWeights(const Call &cc, bool k) : c(cc), keep(k), m((size_t)cc.experts) {}
+    const float *of(int64_t g)
+    {
+        std::vector<float> &M = m[(size_t)g];
+        if (M.empty()) {
+            if (!keep && last >= 0) std::vector<float>().swap(m[(size_t)last]);
+            last = g;
+            const int64_t el = c.el(), H = c.hidden, I = c.inter;
+            const int d = (int)(g / el), dt = c.dt;
+            const size_t l = (size_t)(g % el);
+            const uint64_t s13 = w13seed_of(d, c.wcall) * 0x9e3779b97f4a7c15ull;
+            const uint64_t s2 = w2seed_of(d, c.wcall) * 0x9e3779b97f4a7c15ull;
+            const float f13 = lscale(H), f2 = lscale(I);
+            const size_t b13 = l * (size_t)(2 * I * H), b2 = l * (size_t)(H * I);
+            M.resize((size_t)(3 * I * H));
+            float *Wgu = M.data(), *Wd = M.data() + 2 * I * H; /* Wu = Wg + I H */
+            if (c.transW) { /* W13: 2I x H, rows [0, I) gate, [I, 2I) up; W2: H x I */
+                for (int64_t r = 0; r < 2 * I; r++)
+                    for (int64_t k = 0; k < H; k++)
+                        Wgu[r * H + k] =
+                            round_dt(hash_val(s13 + b13 + (size_t)(r * H + k)) * f13, dt);
+                for (int64_t k = 0; k < H; k++)
+                    for (int64_t i = 0; i < I; i++)
+                        Wd[k * I + i] = round_dt(hash_val(s2 + b2 + (size_t)(k * I + i)) * f2, dt);
+            } else { /* W13: H x 2I, columns [0, I) gate, [I, 2I) up; W2: I x H */
+                for (int64_t k = 0; k < H; k++)
+                    for (int64_t r = 0; r < 2 * I; r++)
+                        Wgu[r * H + k] =
+                            round_dt(hash_val(s13 + b13 + (size_t)(k * 2 * I + r)) * f13, dt);
+                for (int64_t i = 0; i < I; i++)
+                    for (int64_t k = 0; k < H; k++)
+                        Wd[k * I + i] = round_dt(hash_val(s2 + b2 + (size_t)(i * H + k)) * f2, dt);
+            }
+        }
+        return M.data();
+    }
+};
+
+/* sum a[i] b[i] in double (four sums: the chain's latency) */
+static double dot_fd(const float *a, const float *b, int64_t n)
+{
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += (double)a[i] * b[i];
+        s1 += (double)a[i + 1] * b[i + 1];
+        s2 += (double)a[i + 2] * b[i + 2];
+        s3 += (double)a[i + 3] * b[i + 3];
+    }
+    for (; i < n; i++) s0 += (double)a[i] * b[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* y = FFN(x) of one expert (M: LWeights' matrices) as the call rounds it:
+ * g, u in double, h = silu(g) u rounded to dtype, y = h Wd^T in double
+ * rounded to dtype. */
+static void ffn_row(const float *x, const float *M, int64_t H, int64_t I, int dt, float *y,
+                    float *h)
+{
+    const float *Wg = M, *Wu = M + I * H, *Wd = M + 2 * I * H;
+    for (int64_t j = 0; j < I; j++) {
+        const double g = dot_fd(Wg + j * H, x, H), u = dot_fd(Wu + j * H, x, H);
+        h[j] = round_dt((float)(g / (1.0 + exp(-g)) * u), dt);
+    }
+    for (int64_t k = 0; k < H; k++) y[k] = round_dt((float)dot_fd(Wd + k * I, h, I), dt);
+}
+
+/* The tokens of this rank the reference covers: all of them up to
+ * LAYER_ALL_TOKENS, else LAYER_SAMPLE spread evenly and the last. */
+#define LAYER_ALL_TOKENS 512
+#define LAYER_SAMPLE 48
+
+struct LRef {
+    std::vector<int64_t> toks; /* the tokens checked */
+    std::vector<float> y;      /* toks x topk x hidden: the expert of that slot's output */
+    std::vector<double> m;     /* toks x topk: the largest |y| of that row */
+};
+
+static void lref_build(const Call &c, LWeights &W, LRef &r)
+{
+    const Route &me = c.rt[(size_t)g_rank];
+    const int64_t T = me.tokens, H = c.hidden, I = c.inter, K = c.topk;
+    r.toks.clear();
+    if (T <= LAYER_ALL_TOKENS) {
+        for (int64_t t = 0; t < T; t++) r.toks.push_back(t);
+    } else {
+        for (int64_t p = 0; p < LAYER_SAMPLE; p++) r.toks.push_back(p * T / LAYER_SAMPLE);
+        r.toks.push_back(T - 1);
+    }
+    const size_t nt = r.toks.size();
+    r.y.assign(nt * (size_t)(K * H), 0.0f);
+    r.m.assign(nt * (size_t)K, 0.0);
+    std::vector<std::vector<size_t>> by((size_t)c.experts); /* slots by expert */
+    for (size_t ti = 0; ti < nt; ti++)
+        for (int64_t j = 0; j < K; j++) {
+            const int32_t g = me.idx[(size_t)(r.toks[ti] * K + j)];
+            if (g >= 0 && g < c.experts) by[(size_t)g].push_back(ti * (size_t)K + (size_t)j);
+        }
+    std::vector<float> xr((size_t)H), h((size_t)I);
+    for (int64_t g = 0; g < c.experts; g++) {
+        if (by[(size_t)g].empty()) continue;
+        const float *M = W.of(g);
+        for (size_t s : by[(size_t)g]) {
+            const int64_t t = r.toks[s / (size_t)K];
+            for (int64_t k = 0; k < H; k++)
+                xr[(size_t)k] = round_dt(x_val(g_rank, c.call, (size_t)(t * H + k)), c.dt);
+            float *y = &r.y[s * (size_t)H];
+            ffn_row(xr.data(), M, H, I, c.dt, y, h.data());
+            double mx = 0;
+            for (int64_t k = 0; k < H; k++) mx = std::max(mx, fabs((double)y[k]));
+            r.m[s] = mx;
+        }
+    }
+}
+
+/*
+ * out of call c on this rank against the reference.  Every token: a token
+ * with no expert exactly 0 everywhere, every other row free of NaN (the
+ * poison) and Inf.  The tokens of the reference, every element: out[t][k]
+ * against ref = sum_j w_j y_jk in double, y_j the host's expert output,
+ * rounded like the call's (h and y rounded to dtype), within
+ *   tol = u |ref| + sum_j |w_j| (2u |y_jk| + u m_j) + (K + 2) 2^-24 S
+ *         (+ (K + 1) 2^-24 in fp16),   S = sum_j |w_j| |y_jk|,
+ * u the dtype's unit roundoff (2^-8 bf16, 2^-11 fp16), m_j the largest
+ * |y_j| of that expert's row.  Why: the host rounds h and y where the call
+ * does, so its h and y are the call's except where the call's fp32 sum
+ * (or its fp32 silu) and the host's exact one fall on either side of a
+ * rounding boundary: rare (the two differ by ~1e-6 relative, an ulp is
+ * 2^-7 / 2^-10), and then by one ulp.  u |ref|: the final rounding of out
+ * (half an ulp); 2u |y_jk|: a y element rounded the other way (one ulp of
+ * it, at most 2u |y|), in every term at once; u m_j: the pre-rounding
+ * difference of y_j (an h element rounded the other way moves y by
+ * ulp(h_i) |Wd_ki| <= 2u |h_i| |Wd_ki|, well under half an ulp of the
+ * row's largest element, ~3 sqrt(inter) |h| |Wd| typical, with inter >=
+ * 64; plus the fp32 sums' error, ~sqrt(n) 2^-24 of their terms); (K + 2)
+ * 2^-24 S: the weighted sum's fp32 products and sum; fp16's subnormal
+ * step per term.  So the tolerance is a few ulps of dtype at the row's
+ * magnitude, about twice the typical error (the final half ulp); a wrong
+ * expert, weight, slot, layout, missing silu or gate/up swapped is off by
+ * the row's magnitude.
+ */
+static int lcheck(const Call &c, const LRef &ref, const std::vector<unsigned char> &out,
+                  const char *what)
+{
+    const Route &me = c.rt[(size_t)g_rank];
+    const int64_t T = me.tokens, H = c.hidden, K = c.topk;
+    const size_t es = dt_bytes(c.dt);
+    const double u = c.dt == 0 ? ldexp(1.0, -8) : ldexp(1.0, -11);
+    const double sub = c.dt == 1 ? (double)(K + 1) * ldexp(1.0, -24) : 0.0;
+    int shown = 0;
+    int64_t bad_zero = 0, bad_nan = 0, bad_val = 0, empty = 0;
+    for (int64_t t = 0; t < T; t++) {
+        const bool any = has_expert(me, t, K, c.experts);
+        empty += !any;
+        for (int64_t k = 0; k < H; k++) {
+            const double o = bits_to_double(&out[((size_t)t * H + k) * es], c.dt);
+            if (!any && o != 0.0) {
+                bad_zero++;
+                note(shown, what, "out[%lld][%lld] = %g for a token with no expert, expected 0",
+                     (long long)t, (long long)k, o);
+                break;
+            }
+            if (any && !isfinite(o)) {
+                bad_nan++;
+                note(shown, what, "out[%lld][%lld] = %g (not written?)", (long long)t,
+                     (long long)k, o);
+                break;
+            }
+        }
+    }
+    double worst = 0;
+    int64_t checked = 0;
+    for (size_t ti = 0; ti < ref.toks.size(); ti++) {
+        const int64_t t = ref.toks[ti];
+        if (!has_expert(me, t, K, c.experts)) continue; /* zeros, checked above */
+        checked++;
+        for (int64_t k = 0; k < H; k++) {
+            double s = 0, S = 0, Y = 0, Mg = 0;
+            for (int64_t j = 0; j < K; j++) {
+                const int32_t g = me.idx[(size_t)(t * K + j)];
+                if (g < 0 || g >= c.experts) continue;
+                const size_t slot = ti * (size_t)K + (size_t)j;
+                const double wv = c.use_w ? (double)me.w[(size_t)(t * K + j)] : 1.0;
+                const double yv = ref.y[slot * (size_t)H + (size_t)k];
+                s += wv * yv;
+                S += fabs(wv * yv);
+                Y += fabs(wv) * 2 * u * fabs(yv);
+                Mg += fabs(wv) * u * ref.m[slot];
+            }
+            const double o = bits_to_double(&out[((size_t)t * H + k) * es], c.dt);
+            const double tol = u * fabs(s) + Y + Mg + (double)(K + 2) * ldexp(1.0, -24) * S + sub;
+            const double err = fabs(o - s);
+            if (!(err <= tol)) {
+                bad_val++;
+                note(shown, what, "out[%lld][%lld] = %.7g, expected %.7g (tolerance %.3g)",
+                     (long long)t, (long long)k, o, s, tol);
+            } else if (err / tol > worst) {
+                worst = err / tol;
+            }
+        }
+    }
+    const bool ok = !bad_zero && !bad_nan && !bad_val;
+    printf("rank %d %-64s %s transW %d rows %lld (largest %lld, cap %lld) out %s "
+           "(%lld of %lld tokens against the reference, worst err/tol %.2f, %lld empty "
+           "tokens%s%s)  %s\n",
+           g_rank, what, dt_name(c.dt), c.transW, (long long)c.ex.rows_me,
+           (long long)c.ex.max_rows, (long long)c.cap, ok ? "ok" : "BAD", (long long)checked,
+           (long long)T, worst, (long long)empty, bad_zero ? ", NOT ZERO" : "",
+           bad_nan ? ", NaN/poison left" : "", ok ? "ok" : "FAIL");
+    return ok ? 0 : 1;
+}
+
+/* out still all poison? */
+static int lout_untouched(const Call &c, const char *what)
+{
+    const std::vector<unsigned char> o = lfetch(c);
+    const bool ok = all_bytes(o.data(), o.size(), POISON_DATA);
+    printf("rank %d %s: out %s  %s\n", g_rank, what, ok ? "untouched" : "WRITTEN",
+           ok ? "ok" : "FAIL");
+    return ok ? 0 : 1;
+}
+
+enum { TW1 = 1, TW0 = 2 }; /* LCase.tw: the layouts run */
+
+struct LCase {
+    const char *name;
+    int64_t hidden, inter, topk;
+    int64_t el;     /* experts per rank; 0: etotal experts, rounded up to a multiple of P */
+    int64_t etotal;
+    int kind;
+    int64_t tokens; /* per rank; -1: different on every rank, rank 1 none */
+    int use_w;
+    int tw;         /* TW1, TW0 or both */
+    int dts;        /* bit 0 bf16, bit 1 fp16 */
+    int64_t slack;  /* capacity = the largest rank's rows + slack; -1: a random 0 to 64 */
+};
+
+/* hidden and inter multiples of 8, of 64 where transW 0 runs too */
+static const LCase g_lcases[] = {
+    {"0 uniform top-2, 4 experts/rank, h 200, i 136", 200, 136, 2, 4, 0, UNIFORM, 256, 1, TW1, 3, -1},
+    {"1 uniform top-8, 16 experts/rank, h 512, i 256", 512, 256, 8, 16, 0, UNIFORM, 128, 1, TW1 | TW0, 3, -1},
+    {"2 skewed top-2 (one expert ~30%), 3/rank, h 264, i 328", 264, 328, 2, 3, 0, SKEW, 300, 1, TW1, 3, -1},
+    {"3 skewed top-1 (~30%), 2/rank, w NULL, h 256, i 128", 256, 128, 1, 2, 0, SKEW, 400, 0, TW1 | TW0, 3, -1},
+    {"4 all tokens to one expert, top-1, 4/rank, h 384, i 192", 384, 192, 1, 4, 0, ONE, 256, 1, TW1 | TW0, 3, -1},
+    {"5 one expert in every slot 0, top-8, 16/rank, w NULL, h 200", 200, 136, 8, 16, 0, ONE, 128, 0, TW1, 3, -1},
+    {"6 experts (rank 1) with no tokens, top-2, 4/rank, h 264, i 136", 264, 136, 2, 4, 0, SPARSE, 200, 1, TW1, 3, -1},
+    {"7 slots of -1, tokens with none, top-8, 4/rank, h 512, i 320", 512, 320, 8, 4, 0, HOLES, 160, 1, TW1 | TW0, 3, -1},
+    {"8 tokens differ, a rank with 0, top-2, w NULL, h 1024, i 256", 1024, 256, 2, 3, 0, UNIFORM, -1, 0, TW1 | TW0, 3, -1},
+    {"9 a token names an expert twice, top-2, 2/rank, h 136, i 64", 136, 64, 2, 2, 0, DUP, 300, 1, TW1, 3, -1},
+    {"10 capacity exact, top-4, 32 experts/rank, h 256, i 192", 256, 192, 4, 32, 0, UNIFORM, 128, 1, TW1 | TW0, 3, 0},
+    {"11 nothing routed (every slot -1), capacity 0, h 64, i 64", 64, 64, 4, 2, 0, NONE, 100, 1, TW1 | TW0, 3, 0},
+    {"12 h 2048, i 1024, 64 experts, top-8, 2048 tokens (49 checked)", 2048, 1024, 8, 0, 64, UNIFORM, 2048, 1, TW1 | TW0, 3, -1},
+};
+static const int g_nlcases = (int)(sizeof(g_lcases) / sizeof(g_lcases[0]));
+
+static void lcall_of_case(Call &c, const LCase &k, int dt, int transW, int call)
+{
+    c.name = k.name;
+    c.dt = dt;
+    c.call = c.wcall = call;
+    c.hidden = k.hidden;
+    c.inter = k.inter;
+    c.topk = k.topk;
+    c.experts = k.el > 0 ? k.el * g_n : (k.etotal + g_n - 1) / g_n * g_n;
+    c.use_w = k.use_w;
+    c.use_src = 0;
+    c.transW = transW;
+    const int64_t hot = (int64_t)((uint64_t)call * 7919u % (uint64_t)c.experts);
+    Rng r{seed_of(0, call) ^ 0x2545f4914f6cdd1dull}; /* the same on every rank */
+    const int64_t slack = k.slack >= 0 ? k.slack : (int64_t)r.below(65);
+    call_route(c, k.kind, tokens_of(k.tokens), hot, k.kind == NONE ? 0 : slack);
+}
+
+/* Each case (x dtype x layout) built once, called 4 times, out poisoned
+ * before each call and checked after it. */
+static int run_layer(const char *only)
+{
+    const std::vector<int> pick = parse_list(only);
+    int bad = 0;
+    for (int i = 0; i < g_nlcases; i++) {
+        if (only && std::find(pick.begin(), pick.end(), i) == pick.end()) continue;
+        const LCase &k = g_lcases[i];
+        for (int dt = 0; dt < 2; dt++)
+            for (int tw = 1; tw >= 0; tw--) {
+                if (!(k.dts >> dt & 1) || !(k.tw & (tw ? TW1 : TW0))) continue;
+                /* the large case: bf16 with transW 1, fp16 with 0 */
+                if (k.hidden >= 2048 && tw != (dt == 0)) continue;
+                Call c;
+                lcall_of_case(c, k, dt, tw, 30001 + i * 100 + dt * 10 + tw);
+                lcall_alloc(c);
+                call_inputs(c);
+                lcall_weights(c);
+                LWeights W(c, false);
+                LRef ref;
+                for (int rep = 0; rep < 4; rep++) {
+                    lcall_poison(c);
+                    MK(lcall_run(c, g_comm));
+                    if (rep == 0) lref_build(c, W, ref); /* while the GPU works */
+                    char what[112];
+                    snprintf(what, sizeof what, "layer %s #%d", k.name, rep + 1);
+                    bad += lcheck(c, ref, lfetch(c), what);
+                }
+                call_free(c);
+            }
+    }
+    return bad;
+}
+
+/* ---- the expert layer in a CUDA graph -------------------------------------- */
+
+/* Three calls of different shapes, dtypes and layouts captured in one
+ * graph, replayed 20 times with fresh x and routing (same tokens, same
+ * capacity) written into the same buffers and out poisoned before each
+ * replay; every replay's three outputs checked. */
+static int run_layergraph(void)
+{
+    const int replays = 20;
+    static const int kinds[] = {UNIFORM, SKEW, HOLES, ONE};
+    static const LCase gk[3] = {
+        {"graph A", 264, 136, 2, 4, 0, UNIFORM, -1, 1, TW1, 1, 0},
+        {"graph B", 512, 256, 4, 8, 0, UNIFORM, 64, 1, TW0, 2, 0},
+        {"graph C", 256, 192, 3, 4, 0, UNIFORM, 128, 0, TW0, 1, 0},
+    };
+    std::vector<Call> cs(3);
+    auto setup = [&](int n, int rep) { /* call n's routing of replay rep (-1: the eager call) */
+        Call &c = cs[(size_t)n];
+        const LCase &k = gk[n];
+        c.name = k.name;
+        c.dt = k.dts == 2 ? 1 : 0;
+        c.transW = k.tw == TW1 ? 1 : 0;
+        c.hidden = k.hidden;
+        c.inter = k.inter;
+        c.topk = k.topk;
+        c.experts = k.el * g_n;
+        c.use_w = k.use_w;
+        c.wcall = 40000 + n;
+        c.call = 41000 + n * 100 + rep + 1;
+        const int kind = kinds[(rep + 1 + n) % 4];
+        call_route(c, kind, tokens_of(k.tokens), (int64_t)((rep + 2) * 5 + n) % c.experts, 8);
+        return kind;
+    };
+    std::vector<int64_t> cap(3, 0);
+    for (int n = 0; n < 3; n++)
+        for (int rep = -1; rep < replays; rep++) {
+            setup(n, rep);
+            cap[(size_t)n] = std::max(cap[(size_t)n], cs[(size_t)n].cap);
+        }
+    std::vector<LWeights *> W(3);
+    int bad = 0;
+    /* one eager call of each first */
+    for (int n = 0; n < 3; n++) {
+        Call &c = cs[(size_t)n];
+        setup(n, -1);
+        c.cap = cap[(size_t)n];
+        lcall_alloc(c);
+        call_inputs(c);
+        lcall_weights(c);
+        lcall_poison(c);
+        MK(lcall_run(c, g_comm));
+        W[(size_t)n] = new LWeights(c, true);
+    }
+    for (int n = 0; n < 3; n++) {
+        LRef ref;
+        lref_build(cs[(size_t)n], *W[(size_t)n], ref);
+        char what[112];
+        snprintf(what, sizeof what, "layergraph: the eager call %s before the capture", gk[n].name);
+        bad += lcheck(cs[(size_t)n], ref, lfetch(cs[(size_t)n]), what);
+    }
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(g_st, cudaStreamCaptureModeGlobal));
+    for (int n = 0; n < 3; n++) MK(lcall_run(cs[(size_t)n], g_comm));
+    CK(cudaStreamEndCapture(g_st, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int rep = 0; rep < replays; rep++) {
+        int kind[3];
+        for (int n = 0; n < 3; n++) {
+            Call &c = cs[(size_t)n];
+            kind[n] = setup(n, rep);
+            c.cap = cap[(size_t)n];
+            call_inputs(c);
+            lcall_poison(c);
+        }
+        CK(cudaGraphLaunch(exec, g_st));
+        for (int n = 0; n < 3; n++) {
+            LRef ref;
+            lref_build(cs[(size_t)n], *W[(size_t)n], ref);
+            char what[112];
+            snprintf(what, sizeof what, "layergraph replay %d, %s (%s)", rep, gk[n].name,
+                     kind_name[kind[n]]);
+            bad += lcheck(cs[(size_t)n], ref, lfetch(cs[(size_t)n]), what);
+        }
+    }
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+    for (int n = 0; n < 3; n++) {
+        delete W[(size_t)n];
+        call_free(cs[(size_t)n]);
+    }
+    printf("rank %d layergraph: %d replays of 3 calls, %d bad\n", g_rank, replays, bad);
+    return bad;
+}
+
+/* ---- the expert layer: errors found on the device ------------------------- */
+
+/* recv_capacity one row short on the last rank, an expert id = experts,
+ * an expert id = -2: each on a fresh communicator (mkCommSplit); the call
+ * returns mkSuccess, every rank's mkCommGetAsyncError then reports
+ * mkErrInvalidArgument (for the capacity, naming the rank and the rows it
+ * needed, as mkMoEDispatch's), out untouched on every rank, a later call
+ * on that communicator refused; then the first communicator still works:
+ * the first shape with room, checked. */
+static void lcall_overflow_shape(Call &c, int sub, int call)
+{
+    c.dt = sub == 1 ? 1 : 0;
+    c.transW = sub == 0 ? 1 : 0;
+    c.call = c.wcall = call;
+    c.hidden = sub == 0 ? 264 : 256;
+    c.inter = sub == 0 ? 136 : 128;
+    c.topk = 2;
+    c.experts = 4 * (int64_t)g_n;
+    c.use_w = 1;
+    /* every token's slot 0 on the last rank: it receives the most */
+    call_route(c, ONE, tokens_of(200), c.experts - 1, 0);
+}
+
+static int run_layeroverflow(void)
+{
+    int bad = 0;
+    const int hot_rank = g_n - 1;
+    for (int sub = 0; sub < 3; sub++) {
+        mkComm_t comm = NULL;
+        MK(mkCommSplit(g_comm, 0, g_rank, &comm, NULL));
+        Call c;
+        lcall_overflow_shape(c, sub, 32000 + sub);
+        char what[128];
+        const long long needed = (long long)c.ex.rows[(size_t)hot_rank];
+        if (sub == 0) {
+            c.cap = needed - 1; /* one row short on the last rank only */
+            bool others_fit = true;
+            for (int d = 0; d < g_n; d++)
+                if (d != hot_rank && c.ex.rows[(size_t)d] > c.cap) others_fit = false;
+            snprintf(what, sizeof what, "layeroverflow: capacity %lld, rank %d needs %lld%s",
+                     (long long)c.cap, hot_rank, needed, others_fit ? "" : " (others too)");
+        } else {
+            /* rank 0's token 5, slot 1: an expert id outside [-1, experts) */
+            const int32_t badid = sub == 1 ? (int32_t)c.experts : -2;
+            if (c.rt[0].tokens > 5) c.rt[0].idx[5 * 2 + 1] = badid;
+            c.cap = c.ex.max_rows + 16;
+            snprintf(what, sizeof what, "layeroverflow: expert id %d on rank 0, %s transW %d",
+                     (int)badid, dt_name(c.dt), c.transW);
+        }
+        lcall_alloc(c);
+        call_inputs(c);
+        lcall_weights(c);
+        lcall_poison(c);
+        CK(cudaStreamSynchronize(g_st));
+        const mkResult_t r = lcall_run(c, comm);
+        CK(cudaStreamSynchronize(g_st));
+        bad += lout_untouched(c, what);
+        bad += refused_on_device(comm, r, what, sub, hot_rank, needed,
+                                 [&] { return lcall_run(c, comm); });
+        call_free(c);
+    }
+    /* the first communicator: the capacity case's shape with the rows it
+     * needs (exactly), twice */
+    Call c;
+    lcall_overflow_shape(c, 0, 32100);
+    lcall_alloc(c);
+    call_inputs(c);
+    lcall_weights(c);
+    LWeights W(c, false);
+    LRef ref;
+    for (int rep = 0; rep < 2; rep++) {
+        lcall_poison(c);
+        MK(lcall_run(c, g_comm));
+        if (rep == 0) lref_build(c, W, ref);
+        char what[112];
+        snprintf(what, sizeof what, "layeroverflow: then a good call on the first comm #%d",
+                 rep + 1);
+        bad += lcheck(c, ref, lfetch(c), what);
+    }
+    call_free(c);
+    return bad;
+}
+
+/* ---- the expert layer: errors found on the host ---------------------------- */
+
+/* Arguments the host refuses: the error, its message; nothing written (out
+ * still poison; x, W13, W2 and a buffer that out overlaps in one case
+ * unchanged); the communicator without an error; then a good call. */
+static int run_layerbad(void)
+{
+    Call c;
+    c.dt = 0;
+    c.call = c.wcall = 33000;
+    c.hidden = 1032; /* multiples of 8, not of 64: good with transW = 1 only */
+    c.inter = 136;
+    c.topk = 4;
+    c.experts = 4 * (int64_t)g_n;
+    c.use_w = 1;
+    c.transW = 1;
+    call_route(c, UNIFORM, tokens_of(64), 0, 8);
+    lcall_alloc(c);
+    call_inputs(c);
+    lcall_weights(c);
+    lcall_poison(c);
+    /* big: x's rows then as many of poison; out = its second half's start
+     * - half of x's rows overlaps x */
+    const size_t xb = c.x_bytes();
+    char *big = (char *)dalloc(2 * xb);
+    CK(cudaMemsetAsync(big, POISON_DATA, 2 * xb, g_st));
+    CK(cudaMemcpyAsync(big, c.x, xb, cudaMemcpyDeviceToDevice, g_st));
+    CK(cudaStreamSynchronize(g_st));
+    auto snap = [&](const void *p, size_t n) {
+        std::vector<unsigned char> v(n);
+        if (n) CK(cudaMemcpy(v.data(), p, n, cudaMemcpyDeviceToHost));
+        return v;
+    };
+    const size_t w13b = lc_w13_count(c) * 2, w2b = lc_w2_count(c) * 2;
+    const std::vector<unsigned char> x0 = snap(c.x, xb), w130 = snap(c.W, w13b),
+                                     w20 = snap(c.W2, w2b), big0 = snap(big, 2 * xb);
+    const int64_t T = c.tokens(), H = c.hidden, I = c.inter, K = c.topk, E = c.experts,
+                  C = c.cap;
+    char *xc = (char *)c.x, *oc = (char *)c.out;
+    auto L = [&](const void *x, const void *W13, const void *W2, void *out, int64_t h, int64_t i,
+                 int64_t k, int64_t cap, int tw, mkDataType_t d) {
+        return mkMoEDispatchFfnCombine(x, c.idx, c.w, W13, W2, out, T, h, i, k, E, cap, tw, d,
+                                       g_comm, g_st);
+    };
+    const mkDataType_t bf = mkBfloat16;
+    const mkResult_t inv = mkErrInvalidArgument;
+    struct LBad {
+        const char *what;
+        std::function<mkResult_t()> call;
+        mkResult_t want;
+    };
+    const size_t half = (xb / 2) & ~(size_t)15;
+    const std::vector<LBad> cases = {
+        {"layer: dtype fp32", [&] { return L(c.x, c.W, c.W2, c.out, H, I, K, C, 1, mkFloat32); }, mkErrUnsupported},
+        {"layer: inter 132 (not a multiple of 8)", [&] { return L(c.x, c.W, c.W2, c.out, H, 132, K, C, 1, bf); }, inv},
+        {"layer: hidden 1028 (not a multiple of 8)", [&] { return L(c.x, c.W, c.W2, c.out, 1028, I, K, C, 1, bf); }, inv},
+        {"layer: transW 0, hidden 1032 (not 64k), inter 128", [&] { return L(c.x, c.W, c.W2, c.out, H, 128, K, C, 0, bf); }, inv},
+        {"layer: transW 0, hidden 1024, inter 136 (not 64k)", [&] { return L(c.x, c.W, c.W2, c.out, 1024, I, K, C, 0, bf); }, inv},
+        {"layer: transW 2", [&] { return L(c.x, c.W, c.W2, c.out, H, I, K, C, 2, bf); }, inv},
+        {"layer: W13 NULL", [&] { return L(c.x, NULL, c.W2, c.out, H, I, K, C, 1, bf); }, inv},
+        {"layer: W2 NULL", [&] { return L(c.x, c.W, NULL, c.out, H, I, K, C, 1, bf); }, inv},
+        {"layer: out NULL, tokens > 0", [&] { return L(c.x, c.W, c.W2, NULL, H, I, K, C, 1, bf); }, inv},
+        {"layer: out = x", [&] { return L(c.x, c.W, c.W2, c.x, H, I, K, C, 1, bf); }, inv},
+        {"layer: out overlaps x (half of its rows)", [&] { return L(big, c.W, c.W2, big + half, H, I, K, C, 1, bf); }, inv},
+        {"layer: out overlaps W2 (out = W2)", [&] { return L(c.x, c.W, c.W2, c.W2, H, I, K, C, 1, bf); }, inv},
+        {"layer: x misaligned (x + 2 bytes)", [&] { return L(xc + 2, c.W, c.W2, c.out, H, I, K, C, 1, bf); }, inv},
+        {"layer: out misaligned (out + 2 bytes)", [&] { return L(c.x, c.W, c.W2, oc + 2, H, I, K, C, 1, bf); }, inv},
+        {"layer: topk 0", [&] { return L(c.x, c.W, c.W2, c.out, H, I, 0, C, 1, bf); }, inv},
+        {"layer: recv_capacity -1", [&] { return L(c.x, c.W, c.W2, c.out, H, I, K, -1, 1, bf); }, inv},
+    };
+    int bad = 0;
+    for (const LBad &b : cases) {
+        const mkResult_t r = b.call();
+        const char *msg = mkGetLastError(g_comm);
+        const bool ok = r == b.want;
+        printf("rank %d bad input, %-50s -> %s (want %s): \"%s\"  %s\n", g_rank, b.what,
+               mkGetErrorString(r), mkGetErrorString(b.want), msg, ok ? "ok" : "FAIL");
+        bad += !ok;
+    }
+    CK(cudaStreamSynchronize(g_st));
+    bad += lout_untouched(c, "layerbad: after every refused call");
+    {
+        const bool x = snap(c.x, xb) == x0, w13 = snap(c.W, w13b) == w130,
+                   w2 = snap(c.W2, w2b) == w20, bg = snap(big, 2 * xb) == big0;
+        const bool ok = x && w13 && w2 && bg;
+        printf("rank %d layerbad: x %s, W13 %s, W2 %s, the overlapped buffer %s  %s\n", g_rank,
+               x ? "unchanged" : "WRITTEN", w13 ? "unchanged" : "WRITTEN",
+               w2 ? "unchanged" : "WRITTEN", bg ? "unchanged" : "WRITTEN", ok ? "ok" : "FAIL");
+        bad += !ok;
+    }
+    mkResult_t ae;
+    MK(mkCommGetAsyncError(g_comm, &ae));
+    if (ae != mkSuccess) {
+        printf("rank %d layerbad: the communicator reports %s  FAIL\n", g_rank,
+               mkGetErrorString(ae));
+        bad++;
+    }
+    /* and a good call */
+    LWeights W(c, false);
+    LRef ref;
+    lcall_poison(c);
+    MK(lcall_run(c, g_comm));
+    lref_build(c, W, ref);
+    bad += lcheck(c, ref, lfetch(c), "layerbad: then a good call");
+    CK(cudaFree(big));
+    call_free(c);
     return bad;
 }
 
@@ -1666,6 +2402,10 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "nocall")) bad = g_n < 2 ? 1 : run_nocall();
     else if (!strcmp(mode, "multinode")) bad = run_multinode();
     else if (!strcmp(mode, "time")) bad = run_time(argc > 2 ? argv[2] : NULL);
+    else if (!strcmp(mode, "layer")) bad = run_layer(argc > 2 ? argv[2] : NULL);
+    else if (!strcmp(mode, "layergraph")) bad = run_layergraph();
+    else if (!strcmp(mode, "layeroverflow")) bad = run_layeroverflow();
+    else if (!strcmp(mode, "layerbad")) bad = run_layerbad();
     else {
         fprintf(stderr, "unknown mode %s\n", mode);
         return 2;

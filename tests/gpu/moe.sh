@@ -8,7 +8,8 @@
 # (capacity, expert ids) and on the host, the timeout of a rank that never
 # calls, virtual nodes (mkErrUnsupported), and the benchmark (mkbench moe
 # against NCCL's all-to-allv with pack and unpack kernels, and for the
-# dispatch + GEMM, followed by cuBLAS's grouped GEMM).
+# dispatch + GEMM, followed by cuBLAS's grouped GEMM; mkbench moe --layer
+# for mkMoEDispatchFfnCombine).
 #
 #   bash tests/gpu/moe.sh build     here (no GPU needed): the library in
 #                                   build-gpu/agg-build (shared with
@@ -122,6 +123,7 @@ fi
 if [ $bench = 1 ] && [ "$ngpu" -ge 2 ]; then
     export CUDA_VISIBLE_DEVICES=0,1
     step "2gpu bench" 300 2 $B/mkbench_moe "$@"
+    step "2gpu bench layer" 400 2 $B/mkbench_moe --layer --tag layer "$@"
 fi
 if [ $bench = 1 ] && [ "$ngpu" -gt 2 ]; then
     CUDA_VISIBLE_DEVICES=$(devs "$ngpu")

@@ -17,7 +17,8 @@
 # two ranks under mpirun, each rank under its own sanitizer: the
 # collectives, the fused mkAllGatherGemm and mkGemmReduceScatter at one
 # small shape each, mkMoEDispatch + mkMoECombine (memcheck, synccheck and
-# racecheck: three routing cases of test_moe).  synccheck takes the GEMM engine and the one-rank
+# racecheck: three routing cases of test_moe; mkMoEDispatchFfnCombine: memcheck and synccheck at
+# one rank, memcheck and racecheck at two).  synccheck takes the GEMM engine and the one-rank
 # mkGemmReduceScatter, racecheck the collectives (see below why not the
 # GEMM engine).
 # A step passes when the tool says "ERROR SUMMARY: 0 errors" and the
@@ -128,6 +129,11 @@ step "memcheck: ag_gemm, 1 rank" 180 1 memcheck build-gpu/agg/test_ag_gemm uneve
 step "racecheck: collectives, 1 rank" 180 1 racecheck:--report-api-errors,no build-gpu/rt/test_coll correct 65536
 step "synccheck: GEMM engine (--small)" 240 1 synccheck build-gpu/gemm/test_gemm --small
 step "synccheck: gemm_rs 1001x1304x520, 1 rank" 120 1 synccheck build-gpu/grs/test_gemm_rs correct 2
+# mkMoEDispatchFfnCombine at one rank: the dispatch + gate/up kernel with
+# SwiGLU in its epilogue, the grouped down projection, the combine (odd
+# hidden and inter, skewed routing, empty slots)
+step "memcheck: moe layer cases 0,2,7, 1 rank" 300 1 memcheck build-gpu/moe/test_moe layer 0,2,7
+step "synccheck: moe layer cases 0,7, 1 rank" 300 1 synccheck build-gpu/moe/test_moe layer 0,7
 }
 if [ "$ngpu" -ge 2 ]; then
     export CUDA_VISIBLE_DEVICES=0,1
@@ -147,6 +153,8 @@ if [ "$ngpu" -ge 2 ]; then
     step "2gpu memcheck: moe h 520/1032, dup experts" 180 2 memcheck build-gpu/moe/test_moe correct 7,8,10
     step "2gpu synccheck: moe h 520/1032, dup experts" 180 2 synccheck build-gpu/moe/test_moe correct 7,8,10
     step "2gpu racecheck: moe h 520" 240 2 racecheck build-gpu/moe/test_moe correct 7
+    step "2gpu memcheck: moe layer cases 0,2,7" 300 2 memcheck build-gpu/moe/test_moe layer 0,2,7
+    step "2gpu racecheck: moe layer case 0 (the combine)" 300 2 racecheck build-gpu/moe/test_moe layer 0
 else
     printf "%-44s %-7s (%d GPU: two ranks need two GPUs, the tool refuses MPS)\n" "2gpu steps" SKIP "$ngpu" >> "$SUMMARY"
 fi

@@ -393,9 +393,9 @@ MK_API mkResult_t mkMoEDispatchGemm(const void *x, const int32_t *topk_idx,
  * library (recv_capacity x (hidden + inter + hidden) elements, kept
  * between calls).  bf16 or fp16 (fp32: mkErrUnsupported); hidden and
  * inter multiples of 8 up to 2^24; x, out, W13 and W2 16-byte aligned
- * device memory, out not overlapping any other argument; x, topk_idx,
- * topk_weights and out may be NULL where tokens = 0; topk_weights NULL on
- * every rank or on none; one node.  In this version three launches on
+ * device memory, out not overlapping any other argument; x, topk_idx and
+ * out may be NULL where tokens = 0; topk_weights NULL on every rank or on
+ * none (a rank without tokens included); one node.  In this version three launches on
  * stream: mkMoEDispatchGemm's kernel with W13 and SwiGLU in its epilogue,
  * the grouped down projection, mkMoECombine's kernel.  Stream-ordered and
  * asynchronous.

@@ -2,14 +2,15 @@
 # The random soak of every op on the GPU machine (issue 23): the
 # collectives, the fused GEMMs (mkGemmReduceScatter, mkGemmAllReduce,
 # mkAllGatherGemm), the MoE calls (mkMoEDispatch + mkMoECombine,
-# mkMoEDispatchGemm: one-node layouts only) and mkRingAttention (layouts
-# of at most 8 ranks): test_scale soak (seeded random batches of calls, no
-# host sync inside a batch, eager or in CUDA graphs, registered or plain
-# buffers, every call checked on every rank against a host reference;
-# the summary line counts each kind) at 2 ranks on 2 GPUs where there are
-# two, and on one GPU under MPS at 2, 4 and 8 ranks, flat and as virtual
-# nodes (2 x 2, 2 x 4: socket transport); then the 8-rank 2 x 4 case of
-# issue 23 (every collective, dtype and placement) 50 times in a row; then,
+# mkMoEDispatchGemm, the whole layer mkMoEDispatchFfnCombine: one-node
+# layouts only) and mkRingAttention (layouts of at most 8 ranks):
+# test_scale soak (seeded random batches of calls, no host sync inside a
+# batch, eager or in CUDA graphs, registered or plain buffers, every call
+# checked on every rank against a host reference; the summary line counts
+# each kind) at 2 ranks on 2 GPUs where there are two, and on one GPU
+# under MPS at 2, 4 and 8 ranks, flat and as virtual nodes (2 x 2, 2 x 4:
+# socket transport); then the 8-rank 2 x 4 case of issue 23 (every
+# collective, dtype and placement) 50 times in a row; then,
 # with two GPUs, 16 ranks (8 per GPU under MPS) as 2 x 8, 4 x 4 and 8 x 2
 # virtual nodes; with four, 32 ranks (8 per GPU) as 4 x 8.
 #

@@ -72,10 +72,24 @@
  *     except under the zigzag), lse or NULL; every o (and lse) written
  *     and finite, lse untouched when NULL, and up to 16 sampled rows
  *     against a host reference in double within test_attn.cu's
- *     tolerances (see rcheck).
+ *     tolerances (see rcheck);
+ *   - mkMoEDispatchFfnCombine (one node): the routing and weights of the
+ *     MoE pairs with 0 to 300 (or 0 to 16) tokens a rank, now and then a
+ *     rank of none (x, topk_idx and out then NULL or not), top-1 to
+ *     top-4 of 2 to 8 experts a rank (fewer where their weights would not
+ *     fit a slot), hidden and inter 8 to 512 (multiples of 64 with
+ *     transW 0), either W layout, bf16 or fp16, topk_weights passed or
+ *     NULL on every rank, capacity exactly the rows needed or up to 3
+ *     more; every token's row of out finite (a token with no expert +0),
+ *     out's next 256 bytes still poison, and every element of sampled
+ *     tokens (all of them at small shapes) against a host reference in
+ *     double that rounds where the call does, within test_moe's layer
+ *     tolerance, plus, on the rare row with an h element that the
+ *     device's fp32 silu may round the other way (the gate and up sums
+ *     are exact), what that moves it by (see fcheck_host).
  * Each is made once, uncaptured, at its largest shape before the first
- * batch, so that nothing the library sizes by the call grows inside a
- * capture.
+ * batch (the layer twice: the most experts, then the largest inter), so
+ * that nothing the library sizes by the call grows inside a capture.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -431,9 +445,20 @@ struct mcall {
     int dt;
     int64_t hidden, topk, experts, cap;
     uint64_t seed;
+    /* rank r's tokens: 0 to 96 when tmax is 0 (the pairs, mkMoEDispatchGemm),
+     * 0 to tmax (even; the MoE layer), exactly -tmax when negative (the
+     * warm-up); none on rank idle - 1 (0: no such rank) */
+    int64_t tmax = 0;
+    int idle = 0;
 };
 
-static int64_t mtokens(const mcall &m, int r) { return (int64_t)(qval(m.seed, r, 1u << 30, 48) + 48); }
+static int64_t mtokens(const mcall &m, int r)
+{
+    if (m.tmax < 0) return -m.tmax;
+    if (m.idle && r == m.idle - 1) return 0;
+    const int half = m.tmax ? (int)(m.tmax / 2) : 48;
+    return (int64_t)(qval(m.seed, r, 1u << 30, half) + half);
+}
 /* Expert of rank r's slot i (-1: none, about one in eight). */
 static int32_t mexpert(const mcall &m, int r, uint64_t i)
 {
@@ -1023,6 +1048,399 @@ static int dgcheck(const dgcall &d, char *send, char *recv, uint8_t *host, int c
     return 1;
 }
 
+/* ---- mkMoEDispatchFfnCombine in the soak ---------------------------------- */
+
+/* One mkMoEDispatchFfnCombine (one node only): out[t] = sum_j w_j
+ * FFN_e(x[t]), FFN_e(x) = (silu(x Wg_e^T) * (x Wu_e^T)) Wd_e^T, with the
+ * routing and weights of the MoE pairs (mcall: mexpert, mweight; 0 to 300
+ * or 0 to 16 tokens a rank, now and then a rank of none).  Every element
+ * of rank r's x, W13 and W2 (its El experts, in the layout transW says) is
+ * fval(seed, salt, r, its index, scale): q / 64 with |q| <= 63, times
+ * scale, 1 for x and for the weights a power of two within sqrt(2) of 2 /
+ * sqrt(fan in) (test_moe's layer: gate and up sums of standard deviation
+ * 0.5 to 1, silu well away from linear, h and the outputs O(1)).  So
+ * every rank rebuilds any expert, every value is exact in both dtypes,
+ * every product exact in fp32, and every sum of up to hidden = 512 of
+ * them a multiple of their common step below 2^21 steps: the gate and up
+ * sums are the device's bit for bit, in any order (see fref). */
+struct fcall {
+    mcall m; /* dt bf16 or fp16; hidden; tmax, idle */
+    int64_t inter;
+    int transw, with_w, null_empty; /* null_empty: x, idx, out NULL on a rank of no tokens */
+};
+
+enum { FF_MAXH = 512, FF_MAXI = 512, FF_MAXT = 300, FF_MAXK = 4, FF_MAXEL = 8, FF_GUARD = 256 };
+static const uint64_t kFfX = 0x452821e638d01377ull, kFfW13 = 0xbe5466cf34e90c6cull,
+                      kFfW2 = 0xc0ac29b7c97c50ddull;
+/* send: x, idx, w, then W13 and W2 in what is left (FF_WBYTES: El x 3
+ * hidden x inter x 2 bytes, so El is cut to fit at the larger shapes);
+ * recv: out and a guard */
+static const size_t FF_WBYTES = kSlotPerRank - 4 * 256 - (size_t)FF_MAXT * FF_MAXH * 2 -
+                                2 * (size_t)FF_MAXT * FF_MAXK * 4;
+static_assert(2 * 3 * (size_t)FF_MAXH * FF_MAXI * 2 <= FF_WBYTES,
+              "the MoE layer's weights fit a slot of one rank with 2 experts at its largest");
+static_assert((size_t)FF_MAXT * FF_MAXH * 2 + FF_GUARD <= kSlotPerRank,
+              "the MoE layer's out fits a slot of one rank");
+
+/* Element j of rank r's tensor of salt s: q / 64 times scale (a power of
+ * two; exact in both dtypes). */
+__host__ __device__ static inline float fval(uint64_t seed, uint64_t s, int r, uint64_t j,
+                                             float scale)
+{
+    return (float)qval(seed ^ s, r, j, 63) * (scale / 64.0f);
+}
+
+__host__ __device__ static inline uint16_t fbits(float f, int dt)
+{
+    if (dt) {
+        __half h = __float2half_rn(f);
+        return *reinterpret_cast<uint16_t *>(&h);
+    }
+    __nv_bfloat16 b = __float2bfloat16_rn(f);
+    return *reinterpret_cast<uint16_t *>(&b);
+}
+
+__global__ void ffill(void *buf, uint64_t n, int dt, uint64_t seed, uint64_t s, int r,
+                      float scale)
+{
+    for (uint64_t j = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; j < n;
+         j += (uint64_t)gridDim.x * blockDim.x)
+        static_cast<uint16_t *>(buf)[j] = fbits(fval(seed, s, r, j, scale), dt);
+}
+
+/* The weights' scale: a power of two within sqrt(2) of 2 / sqrt(fan_in)
+ * (test_moe's lscale). */
+static float fscale(int64_t fan_in)
+{
+    return ldexpf(1.0f, -(int)lround(log2(sqrt((double)fan_in)) - 1.0));
+}
+
+static fcall soak_ffn(uint64_t *st)
+{
+    static const int64_t hs1[] = {8, 24, 64, 136, 200, 264, FF_MAXH}; /* transW 1: of 8 */
+    static const int64_t is1[] = {8, 24, 64, 72, 136, 328, FF_MAXI};
+    static const int64_t hs0[] = {64, 128, 192, 256, FF_MAXH};        /* transW 0: of 64 */
+    static const int64_t is0[] = {64, 128, 256, FF_MAXI};
+    static const int64_t ks[] = {1, 2, 3, FF_MAXK};
+    static const int64_t es[] = {2, 3, 4, FF_MAXEL};
+    fcall f;
+    f.m.dt = (int)(soak_rng_fwd(st) & 1);
+    f.transw = (int)(soak_rng_fwd(st) & 1);
+    f.m.hidden = f.transw ? soak_pick(st, hs1, 7) : soak_pick(st, hs0, 5);
+    f.inter = f.transw ? soak_pick(st, is1, 7) : soak_pick(st, is0, 4);
+    f.m.topk = soak_pick(st, ks, 4);
+    /* experts per rank, fewer where the weights would not fit the slot */
+    int ei = (int)(soak_rng_fwd(st) % 4);
+    while (ei > 0 && (size_t)es[ei] * 3 * (size_t)(f.m.hidden * f.inter) * 2 > FF_WBYTES) ei--;
+    f.m.experts = g_n * es[ei];
+    f.with_w = (soak_rng_fwd(st) % 4) != 0; /* topk_weights, or NULL (on every rank) */
+    f.null_empty = (int)(soak_rng_fwd(st) & 1);
+    f.m.tmax = (soak_rng_fwd(st) % 4) == 0 ? 16 : FF_MAXT;
+    f.m.idle = (soak_rng_fwd(st) % 8) == 0 ? 1 + (int)(soak_rng_fwd(st) % (uint64_t)g_n) : 0;
+    f.m.seed = soak_rng_fwd(st);
+    f.m.cap = soak_capacity(f.m, st);
+    return f;
+}
+
+/* Inputs in send, out (and its guard) in recv (each 256-byte aligned). */
+struct fbufs {
+    char *x, *W13, *W2, *out;
+    int32_t *idx;
+    float *w;
+};
+
+static fbufs fplace(const fcall &f, char *send, char *recv)
+{
+    const mcall &m = f.m;
+    const size_t T = (size_t)mtokens(m, g_rank), K = (size_t)m.topk, H = (size_t)m.hidden;
+    const size_t I = (size_t)f.inter, el = (size_t)(m.experts / g_n);
+    fbufs b;
+    b.x = send;
+    b.idx = (int32_t *)(send + soak_up(T * H * 2));
+    b.w = (float *)((char *)b.idx + soak_up(T * K * 4));
+    b.W13 = (char *)b.w + soak_up(T * K * 4);
+    b.W2 = b.W13 + soak_up(el * 2 * I * H * 2);
+    b.out = recv;
+    soak_fit("moe_layer", (size_t)(b.W2 - send) + el * H * I * 2, T * H * 2 + FF_GUARD);
+    return b;
+}
+
+/* Inputs, out and its guard poisoned, the call. */
+static mkResult_t fcall_run(const fcall &f, char *send, char *recv)
+{
+    const fbufs b = fplace(f, send, recv);
+    const mcall &m = f.m;
+    const int64_t T = mtokens(m, g_rank), el = m.experts / g_n, H = m.hidden, I = f.inter;
+    if (T > 0) {
+        ffill<<<64, 256, 0, g_st>>>(b.x, (uint64_t)(T * H), m.dt, m.seed, kFfX, g_rank, 1.0f);
+        mroute<<<16, 256, 0, g_st>>>(b.idx, b.w, T * m.topk, m.experts, m.seed, g_rank);
+    }
+    ffill<<<256, 256, 0, g_st>>>(b.W13, (uint64_t)(el * 2 * I * H), m.dt, m.seed, kFfW13, g_rank,
+                                 fscale(H));
+    ffill<<<256, 256, 0, g_st>>>(b.W2, (uint64_t)(el * H * I), m.dt, m.seed, kFfW2, g_rank,
+                                 fscale(I));
+    CK(cudaMemsetAsync(b.out, 0xff, (size_t)(T * H) * 2 + FF_GUARD, g_st));
+    CK(cudaGetLastError());
+    /* topk_weights stays passed on a rank of no tokens: the ranks must
+     * agree on it (NULL on every rank or on none) */
+    const bool none = T == 0 && f.null_empty;
+    return mkMoEDispatchFfnCombine(none ? NULL : b.x, none ? NULL : b.idx,
+                                   f.with_w ? b.w : NULL, b.W13, b.W2,
+                                   none ? NULL : b.out, T, H, I, m.topk, m.experts, m.cap,
+                                   f.transw, m.dt ? mkFloat16 : mkBfloat16, g_comm, g_st);
+}
+
+/* Global expert e's weights as the host's floats: Wg and Wu (inter x
+ * hidden each, row i the output i's) one after the other, then Wd (hidden
+ * x inter), read out of rank e / El's W13 and W2 in either layout. */
+static void fexpert(const fcall &f, int64_t e, std::vector<float> &M)
+{
+    const int64_t H = f.m.hidden, I = f.inter, el = f.m.experts / g_n;
+    const int d = (int)(e / el);
+    const uint64_t l = (uint64_t)(e % el);
+    const uint64_t b13 = l * (uint64_t)(2 * I * H), b2 = l * (uint64_t)(H * I);
+    const float s13 = fscale(H), s2 = fscale(I);
+    M.resize((size_t)(3 * I * H));
+    float *Wgu = M.data(), *Wd = M.data() + 2 * I * H;
+    for (int64_t r = 0; r < 2 * I; r++) /* W13: 2I x H (transW 1) or H x 2I (0) */
+        for (int64_t k = 0; k < H; k++)
+            Wgu[r * H + k] = fval(f.m.seed, kFfW13, d,
+                                  b13 + (uint64_t)(f.transw ? r * H + k : k * 2 * I + r), s13);
+    for (int64_t k = 0; k < H; k++) /* W2: H x I (transW 1) or I x H (0) */
+        for (int64_t i = 0; i < I; i++)
+            Wd[k * I + i] = fval(f.m.seed, kFfW2, d,
+                                 b2 + (uint64_t)(f.transw ? k * I + i : i * H + k), s2);
+}
+
+static float fround(double v, int dt) { return half_bits_val(fbits((float)v, dt), dt); }
+
+/* One expert's output row as the call rounds it, and what a rounding of
+ * h the other way can move it by.  The gate and up sums g, u are exact
+ * (fcall): the device's fp32 sums bit for bit.  So the one difference
+ * before h is rounded is the device's fp32 silu: g / (1 + __expf(-g)) u,
+ * within (2 + floor(1.173 |g|)) ulps (__expf, the CUDA C Programming
+ * Guide's bound) plus three roundings of the exact value; eps = (8 + 4
+ * |g|) 2^-23 bounds that with a factor of 2 to spare.  h_i is the host's
+ * round(v), v = silu(g) u; where round(v (1 - eps)) and round(v (1 + eps))
+ * differ (about 1 element in 300 in fp16, 1 in 2000 in bf16; the
+ * device's h differs from the host's for about 1 in 10^4 and 10^5), the
+ * device's may be the other of the two, and amb[k] gets |their
+ * difference| |Wd_ki| for every output k: the most that moves y_k before
+ * y_k is rounded.  y = round(h Wd^T) (the sum in double); m the row's
+ * largest |y|. */
+struct fslot {
+    std::vector<float> y;
+    std::vector<double> amb; /* empty: no h element in doubt */
+    double m = 0;
+    int namb = 0;
+};
+
+static void fref(const fcall &f, const float *M, const float *x, fslot &s, std::vector<float> &h)
+{
+    const int64_t H = f.m.hidden, I = f.inter;
+    const int dt = f.m.dt;
+    const float *Wg = M, *Wu = M + I * H, *Wd = M + 2 * I * H;
+    std::vector<int64_t> amb_i;
+    std::vector<float> amb_d;
+    for (int64_t i = 0; i < I; i++) {
+        double g = 0, u = 0;
+        for (int64_t k = 0; k < H; k++) {
+            g += (double)Wg[i * H + k] * x[k];
+            u += (double)Wu[i * H + k] * x[k];
+        }
+        const double v = g / (1.0 + exp(-g)) * u, eps = (8.0 + 4.0 * fabs(g)) * ldexp(1.0, -23);
+        h[(size_t)i] = fround(v, dt);
+        const float lo = fround(v - eps * fabs(v), dt), hi = fround(v + eps * fabs(v), dt);
+        if (lo != hi) amb_i.push_back(i), amb_d.push_back(fabsf(hi - lo));
+    }
+    s.y.resize((size_t)H);
+    s.m = 0;
+    s.namb = (int)amb_i.size();
+    if (!amb_i.empty()) s.amb.assign((size_t)H, 0.0);
+    for (int64_t k = 0; k < H; k++) {
+        double y = 0;
+        for (int64_t i = 0; i < I; i++) y += (double)h[(size_t)i] * Wd[k * I + i];
+        s.y[(size_t)k] = fround(y, dt);
+        s.m = std::max(s.m, fabs((double)s.y[(size_t)k]));
+        for (size_t a = 0; a < amb_i.size(); a++)
+            s.amb[(size_t)k] += (double)amb_d[a] * fabs((double)Wd[k * I + amb_i[a]]);
+    }
+}
+
+/* The host's reference work a call may take (in multiply-adds; a weight
+ * element rebuilt counts 4): about what ring attention's check takes. */
+static const double FF_CHECK_WORK = 8e6;
+
+/* out (T x hidden, then FF_GUARD bytes) of call f on this rank, on the
+ * host.  Every token: a token with no expert +0 everywhere (the combine's
+ * sum of nothing; mcheck's rule), every other row finite (no poison
+ * left); the guard still poison.  Then tokens in an order drawn from the
+ * call's seed, as many as FF_CHECK_WORK allows (at least one with an
+ * expert; all of them at small shapes), every element against ref = sum_j
+ * w_j y_jk in double, y_j the host's expert output rounded where the call
+ * rounds (fref), within test_moe's lcheck tolerance
+ *   tol = u |ref| + sum_j |w_j| (2u |y_jk| + u m_j) + (K + 2) 2^-24 S
+ *         (+ (K + 1) 2^-24 in fp16),   S = sum_j |w_j| |y_jk|,
+ * u the dtype's unit roundoff (2^-8 bf16, 2^-11 fp16), m_j the largest
+ * |y_j| of that row, plus sum_j |w_j| amb_jk (fref: zero unless an h
+ * element of the row is within the device's silu error of a rounding
+ * boundary).  Why (lcheck): u |ref|, the final rounding of out; 2u
+ * |y_jk|, a y element rounded the other way (one ulp of it); u m_j, the
+ * fp32 sum of the down projection against the host's exact one (~sqrt(n)
+ * 2^-24 of its terms); (K + 2) 2^-24 S, the weighted sum's fp32 products
+ * and sum; fp16's subnormal step per term.  lcheck's u m_j also stands
+ * for an h element rounded the other way, which moves y_k by up to 2u
+ * |h_i Wd_ki|: under u m_j when the row's largest |y| spans many such
+ * terms, as at test_moe's shapes (hidden and inter >= 64), but not
+ * always: a host model of the device's arithmetic with one h of a row
+ * forced the other way went over lcheck's tolerance in about one such
+ * row in 10^3 at hidden 8 to 24 (err / tol up to 1.2), one in 3 10^4 at
+ * hidden 64 to 136.  amb_jk is that move, exactly, where it can happen,
+ * and zero elsewhere (nearly every row).  A wrong expert, weight, slot,
+ * layout, missing silu or gate/up swapped is off by the row's magnitude.
+ * 1 when wrong (and a line saying how). */
+static int fcheck_host(const fcall &f, const uint8_t *host, int captured)
+{
+    const mcall &m = f.m;
+    const int64_t T = mtokens(m, g_rank), H = m.hidden, K = m.topk;
+    const int dt = m.dt;
+    const uint16_t *ho = reinterpret_cast<const uint16_t *>(host);
+    char what[240] = "";
+    auto expert = [&](int64_t t, int64_t j) { return mexpert(m, g_rank, (uint64_t)(t * K + j)); };
+    auto any = [&](int64_t t) {
+        for (int64_t j = 0; j < K; j++)
+            if (expert(t, j) >= 0) return true;
+        return false;
+    };
+    uint64_t nonfinite = 0, poisoned = 0, nonzero = 0, empty = 0;
+    int64_t at_nz = -1, at_nf = -1;
+    for (int64_t t = 0; t < T; t++) {
+        const bool a = any(t);
+        empty += !a;
+        for (int64_t k = 0; k < H; k++) {
+            const uint16_t v = ho[t * H + k];
+            if (!a && v != 0) {
+                if (!nonzero++) at_nz = t;
+            } else if (a && !finite16(v, dt)) {
+                if (!nonfinite++) at_nf = t;
+                poisoned += v == 0xffff;
+            }
+        }
+    }
+    for (int g = 0; g < FF_GUARD; g++)
+        if (host[(size_t)(T * H) * 2 + (size_t)g] != 0xff) {
+            snprintf(what, sizeof what, "the %d bytes past out written (byte %d)", FF_GUARD, g);
+            break;
+        }
+    if (!what[0] && nonzero)
+        snprintf(what, sizeof what, "%llu elements of tokens with no expert not +0 (the first "
+                 "in token %lld)", (unsigned long long)nonzero, (long long)at_nz);
+    if (!what[0] && nonfinite)
+        snprintf(what, sizeof what, "%llu elements not finite (the first in token %lld), %llu "
+                 "of them the poison (never written)", (unsigned long long)nonfinite,
+                 (long long)at_nf, (unsigned long long)poisoned);
+    /* the tokens checked against the reference: a shuffle of those with an
+     * expert, while the work allows */
+    std::vector<int64_t> order, toks; /* none when out is wrong already */
+    for (int64_t t = 0; t < T && !what[0]; t++)
+        if (any(t)) order.push_back(t);
+    uint64_t hs = m.seed ^ 0x510e527fade682d1ull ^ ((uint64_t)g_rank << 40);
+    for (size_t i = order.size(); i > 1; i--)
+        std::swap(order[i - 1], order[(size_t)(soak_rng_fwd(&hs) % i)]);
+    const double hi3 = 3.0 * (double)H * (double)f.inter;
+    std::vector<char> built((size_t)m.experts, 0);
+    double work = 0;
+    for (int64_t t : order) {
+        double add = 0;
+        std::vector<int64_t> fresh;
+        for (int64_t j = 0; j < K; j++) {
+            const int32_t e = expert(t, j);
+            if (e < 0) continue;
+            add += hi3;
+            if (!built[(size_t)e] && std::find(fresh.begin(), fresh.end(), e) == fresh.end()) {
+                fresh.push_back(e);
+                add += 4 * hi3;
+            }
+        }
+        if (!toks.empty() && work + add > FF_CHECK_WORK) break;
+        for (int64_t e : fresh) built[(size_t)e] = 1;
+        work += add;
+        toks.push_back(t);
+    }
+    /* every checked slot's expert output, an expert's weights built once */
+    std::vector<fslot> ref(toks.size() * (size_t)K);
+    std::vector<float> M, x((size_t)H), h((size_t)f.inter);
+    for (int64_t e = 0; e < m.experts; e++) {
+        if (!built[(size_t)e]) continue;
+        fexpert(f, e, M);
+        for (size_t ti = 0; ti < toks.size(); ti++)
+            for (int64_t j = 0; j < K; j++) {
+                if (expert(toks[ti], j) != e) continue;
+                for (int64_t k = 0; k < H; k++)
+                    x[(size_t)k] = fval(m.seed, kFfX, g_rank, (uint64_t)(toks[ti] * H + k), 1.0f);
+                fref(f, M.data(), x.data(), ref[ti * (size_t)K + (size_t)j], h);
+            }
+    }
+    const double u = dt == 0 ? ldexp(1.0, -8) : ldexp(1.0, -11);
+    const double sub = dt == 1 ? (double)(K + 1) * ldexp(1.0, -24) : 0.0;
+    double worst = 0;
+    uint64_t bad = 0;
+    const bool found = what[0] != 0;
+    for (size_t ti = 0; !found && ti < toks.size(); ti++) {
+        const int64_t t = toks[ti];
+        int namb = 0;
+        for (int64_t j = 0; j < K; j++) namb += ref[ti * (size_t)K + (size_t)j].namb;
+        for (int64_t k = 0; k < H; k++) {
+            double s = 0, S = 0, Y = 0, Mg = 0, A = 0;
+            for (int64_t j = 0; j < K; j++) {
+                if (expert(t, j) < 0) continue;
+                const fslot &r = ref[ti * (size_t)K + (size_t)j];
+                const double wv =
+                    f.with_w ? (double)mweight(m, g_rank, (uint64_t)(t * K + j)) : 1.0;
+                const double yv = r.y[(size_t)k];
+                s += wv * yv;
+                S += fabs(wv * yv);
+                Y += fabs(wv) * 2 * u * fabs(yv);
+                Mg += fabs(wv) * u * r.m;
+                if (!r.amb.empty()) A += fabs(wv) * r.amb[(size_t)k];
+            }
+            const double tol = u * fabs(s) + Y + Mg + (double)(K + 2) * ldexp(1.0, -24) * S +
+                               sub + A;
+            const double o = half_bits_val(ho[t * H + k], dt), err = fabs(o - s);
+            if (err <= tol) {
+                worst = std::max(worst, err / tol);
+                continue;
+            }
+            if (!bad++)
+                snprintf(what, sizeof what, "out of token %lld element %lld = %.7g, expected "
+                         "%.7g (tolerance %.3g; %d h elements of its rows within the silu's "
+                         "error of a rounding boundary)", (long long)t, (long long)k, o, s, tol,
+                         namb);
+        }
+    }
+    if (!what[0]) return 0;
+    printf("FAIL rank %d: moe_layer %s hidden %lld inter %lld transW %d top-%lld of %lld "
+           "experts, %lld tokens (%llu with no expert), capacity %lld, weights %s%s%s: %s",
+           g_rank, dt_names[dt], (long long)H, (long long)f.inter, f.transw, (long long)K,
+           (long long)m.experts, (long long)T, (unsigned long long)empty, (long long)m.cap,
+           f.with_w ? "passed" : "NULL", T == 0 && f.null_empty ? ", x, idx and out NULL" : "",
+           captured ? ", captured in a CUDA graph" : ", eager", what);
+    if (bad)
+        printf(" (%llu elements wrong in the %zu tokens checked; the largest error of the "
+               "others %.2f of its tolerance)", (unsigned long long)bad, toks.size(), worst);
+    printf("\n");
+    fflush(stdout);
+    return 1;
+}
+
+static int fcheck(const fcall &f, char *send, char *recv, uint8_t *host, int captured)
+{
+    const fbufs b = fplace(f, send, recv);
+    const size_t bytes = (size_t)(mtokens(f.m, g_rank) * f.m.hidden) * 2 + FF_GUARD;
+    CK(cudaMemcpy(host, b.out, bytes, cudaMemcpyDeviceToHost));
+    return fcheck_host(f, host, captured);
+}
+
 /* ---- mkRingAttention in the soak ----------------------------------------- */
 
 /* One mkRingAttention (at most 8 ranks): rank r's q, k, v element (b, i,
@@ -1404,6 +1822,25 @@ static int run_soak(double seconds, uint64_t seed)
         d.with_src = 1;
         MK(dgcall_run(d, pool[0][0], pool[0][1]));
     }
+    /* mkMoEDispatchFfnCombine (one node only): the most tokens on every
+     * rank, the largest capacity, top-k and hidden (the inbox, the
+     * received and the output rows, the stage, the send rows, the order),
+     * with the most experts (the tables, the counts) and then with the
+     * largest inter (the intermediate rows): two calls, as the weights of
+     * the most experts at the largest shape do not fit a slot */
+    if (moe_ok) {
+        fcall f;
+        f.m = {mkBfloat16, FF_MAXH, FF_MAXK, FF_MAXEL * (int64_t)g_n,
+               (int64_t)g_n * FF_MAXT * FF_MAXK + 3, 1, -(int64_t)FF_MAXT, 0};
+        f.inter = 64;
+        f.transw = 1;
+        f.with_w = 1;
+        f.null_empty = 0;
+        MK(fcall_run(f, pool[0][0], pool[0][1]));
+        f.m.experts = 2 * (int64_t)g_n;
+        f.inter = FF_MAXI;
+        MK(fcall_run(f, pool[0][0], pool[0][1]));
+    }
     /* mkRingAttention (at most 8 ranks: mkErrUnsupported above): the
      * largest k and v (the bank; the unfused sequence's gathered k, v) */
     const int ratt_ok = g_n <= 8;
@@ -1415,13 +1852,14 @@ static int run_soak(double seconds, uint64_t seed)
     CK(cudaStreamSynchronize(g_st));
     /* a quarter of the calls one of the newer kinds (those this layout
      * has), the rest the older kinds as before */
-    int newk[3], nnew = 0;
+    int newk[4], nnew = 0;
     newk[nnew++] = 3;
     if (moe_ok) newk[nnew++] = 4;
     if (ratt_ok) newk[nnew++] = 5;
+    if (moe_ok) newk[nnew++] = 6;
     uint64_t st = seed;
     long calls = 0, batches = 0, graphs = 0, zero = 0, wrong = 0, fusedn = 0, moen = 0;
-    long aggn = 0, dgn = 0, rattn = 0;
+    long aggn = 0, dgn = 0, rattn = 0, ffnn = 0;
     const double t0 = (double)clock_gettime_ns() / 1e9;
     double t_mark = t0;
     long calls_mark = 0, batches_mark = 0;
@@ -1440,8 +1878,9 @@ static int run_soak(double seconds, uint64_t seed)
         acall as[SOAK_BATCH];
         dgcall dgs[SOAK_BATCH];
         rcall rcs[SOAK_BATCH];
+        fcall fcs[SOAK_BATCH];
         /* 0: a collective, 1: a fused GEMM, 2: a MoE pair, 3: an all-gather
-         * GEMM, 4: a MoE dispatch GEMM, 5: a ring attention */
+         * GEMM, 4: a MoE dispatch GEMM, 5: a ring attention, 6: a MoE layer */
         int fused[SOAK_BATCH];
         uint64_t seeds[SOAK_BATCH];
         void *outs[SOAK_BATCH];
@@ -1493,6 +1932,23 @@ static int run_soak(double seconds, uint64_t seed)
                            mask_names[a.mask], (long long)a.batch, (long long)a.seq,
                            (long long)a.heads, (long long)a.kvh, (long long)a.d,
                            graph ? " captured" : "", mkGetLastError(g_comm));
+                    return 1;
+                }
+                continue;
+            }
+            if (fused[i] == 6) {
+                fcs[i] = soak_ffn(&st);
+                const mkResult_t r = fcall_run(fcs[i], sp_i, rp_i);
+                if (r != mkSuccess) {
+                    const fcall &f = fcs[i];
+                    printf("FAIL rank %d: soak batch %ld call %d (moe_layer %s hidden %lld inter "
+                           "%lld transW %d top-%lld of %lld, %lld tokens, capacity %lld, weights "
+                           "%s%s): %s\n", g_rank, batches, i, dt_names[f.m.dt],
+                           (long long)f.m.hidden, (long long)f.inter, f.transw,
+                           (long long)f.m.topk, (long long)f.m.experts,
+                           (long long)mtokens(f.m, g_rank), (long long)f.m.cap,
+                           f.with_w ? "passed" : "NULL", graph ? " captured" : "",
+                           mkGetLastError(g_comm));
                     return 1;
                 }
                 continue;
@@ -1566,6 +2022,9 @@ static int run_soak(double seconds, uint64_t seed)
             } else if (fused[i] == 5) {
                 w = rcheck(rcs[i], sp_i, rp_i, host, graph);
                 rattn++;
+            } else if (fused[i] == 6) {
+                w = fcheck(fcs[i], sp_i, rp_i, host, graph);
+                ffnn++;
             } else if (fused[i] == 2) {
                 w = mcheck(mcs[i], pool[registered][0] + (size_t)i * slot,
                            pool[registered][1] + (size_t)i * slot, host);
@@ -1617,9 +2076,9 @@ static int run_soak(double seconds, uint64_t seed)
     CK(cudaFreeHost(host));
     printf("%s rank %d: soak %.0f s: %ld calls checked in %ld batches (%ld in CUDA graphs, %ld "
            "of count 0, %ld fused GEMMs, %ld MoE dispatch + combine pairs, %ld all-gather "
-           "GEMMs, %ld MoE dispatch GEMMs, %ld ring attentions), %ld wrong\n",
+           "GEMMs, %ld MoE dispatch GEMMs, %ld ring attentions, %ld MoE layers), %ld wrong\n",
            wrong ? "FAIL" : "DONE", g_rank, seconds, calls, batches, graphs, zero, fusedn, moen,
-           aggn, dgn, rattn, wrong);
+           aggn, dgn, rattn, ffnn, wrong);
     return wrong ? 1 : 0;
 }
 

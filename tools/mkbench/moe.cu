@@ -672,6 +672,20 @@ void nccl_dispatch(const ctx &x, const set &s)
     gather(s.ubufp, s.rbuf, x.unpack, L.rows, x.H);
 }
 
+/* The combine baselines: the all-to-allv back of s.ysrc (rows by source
+ * rank), then the weighted sum into s.outn. */
+void nccl_combine(const ctx &x, const set &s)
+{
+    const layout &L = *x.L;
+    a2av(s.ysrc, s.yback, L.cscnt, L.csdis, L.crcnt, L.crdis, x.H);
+    if (x.T > 0) {
+        weighted_sum<<<(unsigned)std::min<int64_t>(x.T, (int64_t)g_sms * 8), 128, 0, g_st>>>(
+            (__nv_bfloat16 *)s.outn, (const __nv_bfloat16 *)s.yback, x.cpos, x.w, x.T, x.H,
+            (int)x.K);
+        MKB_CHECK(cudaGetLastError());
+    }
+}
+
 void call(const ctx &x, const set &s)
 {
     const layout &L = *x.L;
@@ -690,15 +704,7 @@ void call(const ctx &x, const set &s)
         MKB_MK(mkMoECombine(s.recv, s.off, x.idx, x.w, s.send_rows, s.out, x.T, x.H, x.K, x.E,
                             x.cap, mkBfloat16, g_comm, g_st));
         break;
-    case C_NCCL:
-        a2av(s.ysrc, s.yback, L.cscnt, L.csdis, L.crcnt, L.crdis, x.H);
-        if (x.T > 0) {
-            weighted_sum<<<(unsigned)std::min<int64_t>(x.T, (int64_t)g_sms * 8), 128, 0, g_st>>>(
-                (__nv_bfloat16 *)s.outn, (const __nv_bfloat16 *)s.yback, x.cpos, x.w, x.T, x.H,
-                (int)x.K);
-            MKB_CHECK(cudaGetLastError());
-        }
-        break;
+    case C_NCCL: nccl_combine(x, s); break;
     case C_A2A: a2av(s.ysrc, s.yback, L.cscnt, L.csdis, L.crcnt, L.crdis, x.H); break;
     case G_OURS:
         MKB_MK(mkMoEDispatchGemm(s.x, x.idx, x.w, x.W, s.yg, s.rwg, NULL, s.offg, s.srg, x.T,
@@ -729,13 +735,7 @@ void call(const ctx &x, const set &s)
         nccl_dispatch(x, s);
         ffn(x, s, x.what == L_LOOPN);
         gather(s.ysrc, s.ye, x.ysrc_idx, (int64_t)L.ysrc.size(), x.H); /* sources' order */
-        a2av(s.ysrc, s.yback, L.cscnt, L.csdis, L.crcnt, L.crdis, x.H);
-        if (x.T > 0) {
-            weighted_sum<<<(unsigned)std::min<int64_t>(x.T, (int64_t)g_sms * 8), 128, 0, g_st>>>(
-                (__nv_bfloat16 *)s.outn, (const __nv_bfloat16 *)s.yback, x.cpos, x.w, x.T, x.H,
-                (int)x.K);
-            MKB_CHECK(cudaGetLastError());
-        }
+        nccl_combine(x, s);
         break;
     case L_BLAS: ffn(x, s, 0); break;
     case L_LOOP: ffn(x, s, 1); break;

@@ -395,10 +395,10 @@ MK_API mkResult_t mkMoEDispatchGemm(const void *x, const int32_t *topk_idx,
  * inter multiples of 8 up to 2^24; x, out, W13 and W2 16-byte aligned
  * device memory, out not overlapping any other argument; x, topk_idx and
  * out may be NULL where tokens = 0; topk_weights NULL on every rank or on
- * none (a rank without tokens included); one node.  In this version three launches on
- * stream: mkMoEDispatchGemm's kernel with W13 and SwiGLU in its epilogue,
- * the grouped down projection, mkMoECombine's kernel.  Stream-ordered and
- * asynchronous.
+ * none (a rank without tokens included); one node.  In this version three
+ * launches on stream: mkMoEDispatchGemm's kernel with W13 and SwiGLU in
+ * its epilogue, the grouped down projection, mkMoECombine's kernel.
+ * Stream-ordered and asynchronous.
  */
 MK_API mkResult_t mkMoEDispatchFfnCombine(const void *x, const int32_t *topk_idx,
                                           const float *topk_weights, const void *W13,

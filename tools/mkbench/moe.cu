@@ -834,6 +834,13 @@ void ms_or_null(char *out, size_t len, double ms)
     else snprintf(out, len, "%.4f", ms);
 }
 
+/* a / b to 4 decimals, "null" where either was not timed */
+void ratio_or_null(char *out, size_t len, double a, double b)
+{
+    if (a > 0 && b > 0) snprintf(out, len, "%.4f", a / b);
+    else snprintf(out, len, "null");
+}
+
 double gbs(double bytes, double ms) { return ms > 0 ? bytes / (ms * 1e-3) / 1e9 : -1; }
 
 /* Table cells (b: 16 bytes): a time in ms, "-" when not measured; the
@@ -924,10 +931,7 @@ void write_out(const std::vector<result> &res, const char *tag, int calls, int s
         ms_or_null(lp, sizeof lp, r.t[G_LOOP]);
         ms_or_null(mkg, sizeof mkg, r.t[G_MKG]);
         ms_or_null(blas, sizeof blas, r.t[G_BLAS]);
-        if (r.t[G_UNF] > 0 && r.t[G_OURS] > 0)
-            snprintf(vs, sizeof vs, "%.4f", r.t[G_UNF] / r.t[G_OURS]);
-        else
-            snprintf(vs, sizeof vs, "null");
+        ratio_or_null(vs, sizeof vs, r.t[G_UNF], r.t[G_OURS]);
         snprintf(extra, sizeof extra,
                  "\"tokens_per_rank\": %lld, \"hidden\": %lld, \"experts\": %lld, "
                  "\"topk\": %lld, \"routing\": \"%s\", \"gemm_n\": %lld, \"transW\": 1, "
@@ -970,14 +974,8 @@ void write_out(const std::vector<result> &res, const char *tag, int calls, int s
         ms_or_null(lm, sizeof lm, r.t[L_MKG]);
         ms_or_null(lg, sizeof lg, r.t[L_BLAS]);
         ms_or_null(ll, sizeof ll, r.t[L_LOOP]);
-        if (r.t[L_NCCL] > 0 && r.t[L_OURS] > 0)
-            snprintf(vg, sizeof vg, "%.4f", r.t[L_NCCL] / r.t[L_OURS]);
-        else
-            snprintf(vg, sizeof vg, "null");
-        if (r.t[L_LOOPN] > 0 && r.t[L_OURS] > 0)
-            snprintf(vl, sizeof vl, "%.4f", r.t[L_LOOPN] / r.t[L_OURS]);
-        else
-            snprintf(vl, sizeof vl, "null");
+        ratio_or_null(vg, sizeof vg, r.t[L_NCCL], r.t[L_OURS]);
+        ratio_or_null(vl, sizeof vl, r.t[L_LOOPN], r.t[L_OURS]);
         if (r.max_err < 0) snprintf(err, sizeof err, "null");
         else snprintf(err, sizeof err, "%.3g", r.max_err);
         snprintf(extra, sizeof extra,

@@ -38,8 +38,13 @@ mkResult_t mki_call_enter(mkComm_t comm, enum mki_op op, cudaStream_t stream,
         comm->dev->call_depth++;
         c->locked = 1;
     }
-    mkResult_t broken = mki_comm_async_error(comm);
-    if (broken == mkSuccess && c->locked) broken = mki_watchdog_gate(comm);
+    /* A call made inside another op's sequence runs whatever the outer
+     * call found at its entry: an error found on the device since then
+     * (bad input, seen alike by every rank) must not leave the peers of
+     * this rank waiting in a collective it skipped. */
+    const int nested = c->locked && comm->dev->call_depth > 1;
+    mkResult_t broken = nested ? mkSuccess : mki_comm_async_error(comm);
+    if (broken == mkSuccess && c->locked && !nested) broken = mki_watchdog_gate(comm);
     if (broken != mkSuccess) {
         if (c->locked) {
             comm->dev->call_depth--;

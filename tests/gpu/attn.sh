@@ -15,7 +15,8 @@
 #                                    build-gpu/agg-build (shared with
 #                                    ag_gemm.sh, gemm_rs.sh and moe.sh), the
 #                                    programs in build-gpu/attn
-#   bash tests/gpu/attn.sh [test|bench|all] [mkbench ring_attn args]   there
+#   bash tests/gpu/attn.sh [test|bench|ring|all] [mkbench ring_attn args]   there
+#                                    (ring: the ring's benchmark alone)
 #   bash tests/gpu/attn.sh profile [d/mask/seq ...]                     there:
 #                                    Nsight Compute on one launch of the
 #                                    core per shape (test_attn_core time,
@@ -63,9 +64,10 @@ fi
 case $what in
 test)  tests=1; bench=0 ;;
 bench) tests=0; bench=1 ;;
+ring)  tests=0; bench=1 ;; # the ring's benchmark only (not the core against cuDNN)
 all)   tests=1; bench=1 ;;
 profile) tests=0; bench=0 ;;
-*) echo "usage: tests/gpu/attn.sh [build|test|bench|all|profile] ..." >&2; exit 2 ;;
+*) echo "usage: tests/gpu/attn.sh [build|test|bench|ring|all|profile] ..." >&2; exit 2 ;;
 esac
 O=${OUT:-$B/out}
 mkdir -p "$O"
@@ -204,7 +206,7 @@ smi_stop() { # NAME
     printf "%-44s SM clock median %s MHz (min %s), power median %s W, throttled in %s of %s samples\n" \
         "$1" "$c" "$cmin" "$w" "$thr" "$n" >> "$SUMMARY"
 }
-if [ $bench = 1 ] && [ "$ngpu" -ge 1 ]; then
+if [ $bench = 1 ] && [ "$what" != ring ] && [ "$ngpu" -ge 1 ]; then
     export CUDA_VISIBLE_DEVICES=0
     smi_start
     step "1gpu mkbench attn (core alone)" 240 1 $B/mkbench_attn attn
@@ -219,7 +221,7 @@ if [ $bench = 1 ] && [ "$ngpu" -ge 1 ]; then
     smi_start
     plain "1gpu kernel alone: test_attn_core time" 240 $B/test_attn_core time 20
     smi_stop "  (test_attn_core time)"
-elif [ $bench = 1 ]; then
+elif [ $bench = 1 ] && [ "$what" != ring ] && [ "$ngpu" -lt 1 ]; then
     skip "bench" "no GPU"
 fi
 if [ $bench = 1 ] && [ "$ngpu" -ge 2 ]; then

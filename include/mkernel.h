@@ -312,16 +312,25 @@ MK_API mkResult_t mkGemmAllReduce(const void *A, const void *B, void *C,
  * mkMoECombine brings the experts' outputs back and sums them:
  * out[t] = sum over j with topk_idx[t * topk + j] >= 0 of
  * topk_weights[t * topk + j] * y[send_rows[t * topk + j]] of the expert's
- * rank, in fp32, j in order, rounded once (topk_weights NULL: weights 1;
- * a token with no expert gets zeros).  y: this rank's expert outputs in
- * recv's layout (off[El] rows of hidden); topk_idx, send_rows and
- * expert_offsets those of the dispatch the outputs answer.
+ * rank, in fp32, j in order, rounded once (across nodes: each rank's
+ * experts' slots summed j in order, then those sums over the ranks, in
+ * fp32, rounded once); topk_weights NULL: weights 1; a token with no
+ * expert gets zeros.  y: this rank's expert outputs in recv's layout
+ * (off[El] rows of hidden); topk_idx, send_rows and expert_offsets those
+ * of the dispatch the outputs answer.
  *
  * hidden a multiple of 8, topk in [1, MK_MOE_MAX_TOPK]; bf16, fp16 or
  * fp32; x, recv, y, out 16-byte aligned device memory of the
- * communicator's GPU, the other arrays aligned to their element.  The
- * ranks of one node only in this version (mkErrUnsupported across
- * nodes).  Stream-ordered and asynchronous; see mkMoEDispatch(3).
+ * communicator's GPU, the other arrays aligned to their element.  On one
+ * node (local ranks in communicator order) each call is one kernel that
+ * reaches the peers' heaps.  Otherwise (several nodes) each call is a
+ * sequence on stream: the ranks' token counts exchanged through the
+ * bootstrap (a host synchronization with every rank), every rank's tokens
+ * and routing all-gathered and routed alike on every rank (the same
+ * layout, the same errors); the combine all-gathers the routing and
+ * reduce-scatters each rank's fp32 sums.  Every token then reaches every
+ * rank: many times the bytes of an all-to-all.  Stream-ordered and
+ * asynchronous; see mkMoEDispatch(3).
  */
 #define MK_MOE_MAX_EXPERTS 4096
 #define MK_MOE_MAX_TOPK 32
@@ -351,9 +360,10 @@ MK_API mkResult_t mkMoECombine(const void *y, const int64_t *expert_offsets,
  * mkMoEDispatch would put the rows of recv (expert_offsets, recv_src,
  * recv_weights and send_rows as it writes them), so that
  * mkMoECombine(y, expert_offsets, ..., n, ...) brings the outputs back.
- * bf16 or fp16 (fp32: mkErrUnsupported); n a multiple of 8; one node.
- * One persistent kernel on stream: its first CTAs dispatch, the others
- * compute each expert's tiles as soon as all its rows have landed.
+ * bf16 or fp16 (fp32: mkErrUnsupported); n a multiple of 8.  On one
+ * node one persistent kernel on stream: its first CTAs dispatch, the
+ * others compute each expert's tiles as soon as all its rows have landed.
+ * Across nodes mkMoEDispatch's sequence, then the grouped GEMM's launches.
  */
 MK_API mkResult_t mkMoEDispatchGemm(const void *x, const int32_t *topk_idx,
                                     const float *topk_weights, const void *W,
@@ -395,10 +405,11 @@ MK_API mkResult_t mkMoEDispatchGemm(const void *x, const int32_t *topk_idx,
  * inter multiples of 8 up to 2^24; x, out, W13 and W2 16-byte aligned
  * device memory, out not overlapping any other argument; x, topk_idx and
  * out may be NULL where tokens = 0; topk_weights NULL on every rank or on
- * none (a rank without tokens included); one node.  In this version three
- * launches on stream: mkMoEDispatchGemm's kernel with W13 and SwiGLU in
- * its epilogue, the grouped down projection, mkMoECombine's kernel.
- * Stream-ordered and asynchronous.
+ * none (a rank without tokens included).  On one node three launches on
+ * stream: mkMoEDispatchGemm's kernel with W13 and SwiGLU in its
+ * epilogue, the grouped down projection, mkMoECombine's kernel.  Across
+ * nodes the dispatch and the combine run as those calls' sequences, with
+ * the two grouped GEMMs between them.  Stream-ordered and asynchronous.
  */
 MK_API mkResult_t mkMoEDispatchFfnCombine(const void *x, const int32_t *topk_idx,
                                           const float *topk_weights, const void *W13,

@@ -528,5 +528,5 @@ extern "C" int mki_moe_preload(char *msg, size_t len)
             return (int)err;
         }
     }
-    return 0;
+    return mki_moe_net_preload(msg, len);
 }

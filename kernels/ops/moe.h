@@ -145,6 +145,71 @@ struct mki_moe_params {
     int32_t pad0;
 };
 
+/* ---- across nodes (moe_net.cu) ----------------------------------------
+ *
+ * The kernels above reach the peers' heaps, so they serve the ranks of one
+ * node.  A communicator that spans nodes runs each call as a sequence on
+ * the stream instead: the library's collectives, which cross nodes through
+ * the proxy, and these kernels in between.
+ *
+ * Dispatch: every rank's tokens padded to the largest count tmax (expert
+ * id -1 past its own) are all-gathered with their topk_idx and weights;
+ * then every rank routes the P * tmax * topk gathered slots alike, slot i
+ * = (s, t * topk + j) in order of i:
+ *   count   the slots are cut into nchunk chunks of `chunk`; CTAs count
+ *           each chunk's slots per expert into hist[chunk][0, E) and note
+ *           its first bad id in hist[chunk][E]
+ *   scan    one CTA: the first bad id of all (every rank fails alike), each
+ *           expert's rows and, from them, each rank's rows (one over
+ *           recv_capacity: every rank fails alike); hist made exclusive per
+ *           expert; start[e]: expert e's first row on its rank;
+ *           expert_offsets written, state[0] = rows received here
+ *   place   a warp per chunk walks it in order and gives each slot its row
+ *           (start + hist + its rank among the chunk's earlier slots of the
+ *           expert): src_of[row] = i for rows here, send_rows for this
+ *           rank's own slots
+ *   copy    the received rows out of the gathered tokens, with recv_src and
+ *           recv_weights
+ * The rows land exactly where the one-node kernel puts them.
+ *
+ * Combine: topk_idx, topk_weights and send_rows are all-gathered (padded
+ * alike); each rank sums, for every gathered token, w * y[row] of its own
+ * experts' slots, j in order, in fp32 (partial: P blocks of tmax rows of
+ * hidden, then a flag per rank, padded to 4 floats); a reduce-scatter of
+ * those fp32 sums; `convert` rounds this rank's tokens once into out.  A
+ * rank that finds the layout wrong raises its flag in every block, so
+ * that every rank stops before it writes out. */
+#define MKI_MOE_NET_CHUNK 2048   /* slots per chunk, at least */
+#define MKI_MOE_NET_MAXCHUNK 1024
+#define MKI_MOE_NET_FLAGS(P) (((size_t)(P) + 3) / 4 * 4) /* flag floats per block */
+enum mki_moe_net_kernel {
+    MKI_MOE_NET_COUNT = 0, MKI_MOE_NET_SCAN, MKI_MOE_NET_PLACE, MKI_MOE_NET_COPY,
+    MKI_MOE_NET_PARTIAL, MKI_MOE_NET_CONVERT, MKI_MOE_NET_NKERNELS
+};
+struct mki_moe_net_params {
+    struct mki_rt_dev rt;
+    const char *gx;               /* dispatch: P * tmax rows of row_bytes */
+    const int32_t *gmeta;         /* P blocks of mwords: idx, weights, send_rows */
+    int32_t *hist;                /* [nchunk][experts + 1] */
+    int32_t *start;               /* [experts] */
+    int64_t *src_of;              /* [cap]: the gathered slot of each row here */
+    int64_t *state;               /* [2 + P]: rows here, 1 when the call
+                                   * stopped, then each rank's rows */
+    void *recv;
+    float *recv_w;                /* may be NULL */
+    int32_t *recv_src;            /* may be NULL */
+    int64_t *off;                 /* expert_offsets (written) */
+    int32_t *send_rows;           /* this rank's tokens * topk (written) */
+    const void *y;                /* combine */
+    const int64_t *off_in;
+    float *partial;               /* P blocks of pstride floats */
+    const float *red;             /* pstride floats: this rank's sums */
+    void *out;
+    int64_t tmax, tokens, hidden, cap, row_bytes, mwords, pstride, chunk;
+    uint64_t epoch;               /* the op's call number here (errors) */
+    int32_t topk, experts, el, dtype, P, me, nchunk, has_w;
+};
+
 /* The inbox tag of dispatch call e (a macro: host and device). */
 #define MKI_MOE_TAG(tag_hi, e) (((uint64_t)(tag_hi) << 32) | (uint64_t)(uint32_t)(e))
 
@@ -184,6 +249,12 @@ static inline int mki_moe_gemm_dctas(int grid)
 }
 /* Load the kernels now; 0 or an error with msg set. */
 int mki_moe_preload(char *msg, size_t len);
+/* One kernel of the sequence across nodes (enum mki_moe_net_kernel);
+ * 0, or -1 with msg set. */
+int mki_moe_net_describe(const struct mki_moe_net_params *p, int which, int sm_count,
+                         struct mki_launch_desc *d, char *msg, size_t len);
+/* Load those kernels now (mki_moe_preload calls it). */
+int mki_moe_net_preload(char *msg, size_t len);
 #ifdef __cplusplus
 }
 #endif

@@ -390,8 +390,8 @@ module mkernel
         ! with transW = 1, El x (hidden x 2 inter) with transW = 0; W2: down
         ! projections, El x (hidden x inter) or El x (inter x hidden)), and
         ! mkMoECombine into out (tokens x hidden of dtype).  topk_weights
-        ! c_null_ptr: weights of 1.  bf16 or fp16 only; one node only in
-        ! this version.
+        ! c_null_ptr: weights of 1.  bf16 or fp16 only; across nodes as a
+        ! sequence of collectives (mkMoEDispatchFfnCombine(3)).
         integer(c_int) function mkMoEDispatchFfnCombine(x, topk_idx, topk_weights, &
                 W13, W2, out, tokens, hidden, inter, topk, experts, recv_capacity, &
                 transW, dtype, comm, stream) bind(C, name="mkMoEDispatchFfnCombine")

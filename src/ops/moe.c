@@ -7,8 +7,14 @@
  * (recv_capacity rows): the dispatch's inbox (rows and their metadata)
  * and the combine's stage.  A local scratch holds a record per CTA.
  * Nothing here waits for the device (the call numbers live on the
- * device), so calls may be captured in a CUDA graph.  One node only in
- * this version: the kernels reach the peers' heaps through CUDA IPC.
+ * device), so calls may be captured in a CUDA graph.  The kernels reach
+ * the peers' heaps through CUDA IPC, so they serve one node whose local
+ * ranks are in communicator order.  Otherwise each call runs as a
+ * sequence on the stream, in device buffers of its own, not the banks
+ * (run_net; moe.h, "across nodes"): the token counts exchanged through
+ * the bootstrap, mkAllGather of the tokens and routing, every rank routing
+ * them alike, and for the combine mkReduceScatter of each rank's fp32
+ * sums.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -52,6 +58,13 @@ struct moe_state {
      * rows, the down projection's table, and the dispatch's layout */
     void *hrows, *yrows, *table2, *loff, *lsend;
     size_t hrows_bytes, yrows_bytes, table2_bytes, loff_bytes, lsend_bytes;
+    /* across nodes (moe.h): this rank's padded tokens and metadata, the
+     * gathered ones, the routing's counts, layout and state, the
+     * combine's partial sums and this rank's reduced ones */
+    void *nx, *nmeta, *gx, *gmeta, *hist, *start, *src_of, *nstate, *partial, *red;
+    size_t nx_bytes, nmeta_bytes, gx_bytes, gmeta_bytes, hist_bytes, start_bytes,
+        src_of_bytes, nstate_bytes, partial_bytes, red_bytes;
+    uint64_t net_calls;             /* calls across nodes (error records) */
     struct mki_op_bufs bufs;
 };
 
@@ -79,7 +92,9 @@ static void moe_destroy(struct mkComm *comm, void *state)
         if (g->table) (void)cudaFree(g->table);
         if (g->ready) (void)cudaFree(g->ready);
         if (g->order) (void)cudaFree(g->order);
-        void *own[] = {g->hrows, g->yrows, g->table2, g->loff, g->lsend};
+        void *own[] = {g->hrows, g->yrows, g->table2, g->loff, g->lsend, g->nx, g->nmeta,
+                       g->gx, g->gmeta, g->hist, g->start, g->src_of, g->nstate, g->partial,
+                       g->red};
         for (unsigned i = 0; i < sizeof(own) / sizeof(own[0]); i++)
             if (own[i]) (void)cudaFree(own[i]);
         mki_op_bufs_free(&g->bufs);
@@ -100,6 +115,7 @@ struct moe_call {
     int gemm;                       /* mkMoEDispatchGemm */
     int layer;                      /* mkMoEDispatchFfnCombine */
     int of_layer;                   /* a launch of it: its plan and its name in errors */
+    int net;                        /* across nodes: the sequence of moe.h */
     const void *w_mat;              /* its weights (the layer's W13) */
     const void *w2;                 /* the layer's W2 */
     int64_t n;                      /* its output columns (the layer's inter) */
@@ -476,8 +492,212 @@ static mkResult_t run_fused(struct mki_call *k, struct moe_state *g, const struc
     return mkSuccess;
 }
 
+/* ---- across nodes (moe.h, "across nodes") ---------------------------- */
+
+static mkResult_t net_cuda(struct mki_call *k, cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess) return mkSuccess;
+    (void)cudaGetLastError();
+    return mki_error(k->comm, mkErrCuda, "%s: %s: %s", k->func, what, cudaGetErrorString(e));
+}
+
+/* The largest token count of any rank (the bootstrap: a call across nodes
+ * meets every rank here on the host). */
+static mkResult_t net_tmax(struct mki_call *k, const struct moe_call *c, int64_t *tmax)
+{
+    struct mkComm *comm = k->comm;
+    int64_t *all = calloc((size_t)comm->nranks, sizeof(*all));
+    if (!all) return mki_error(comm, mkErrNoMemory, "%s: out of host memory", c->func);
+    all[comm->rank] = c->tokens;
+    const mkResult_t r = comm->boot->allgather(comm->boot_ctx, all, sizeof(*all));
+    *tmax = 0;
+    for (int q = 0; r == mkSuccess && q < comm->nranks; q++)
+        if (all[q] > *tmax) *tmax = all[q];
+    free(all);
+    if (r != mkSuccess)
+        return mki_error(comm, r, "%s: exchanging the ranks' token counts failed (bootstrap "
+                         "allgather: %s); is every rank making this call?", c->func,
+                         mki_thread_error());
+    return mkSuccess;
+}
+
+/* This rank's metadata block, mwords words: topk_idx (-1 past its tokens),
+ * then topk_weights, then (combine) send_rows, tmax * topk words each;
+ * gathered into g->gmeta. */
+static mkResult_t net_meta(struct mki_call *k, struct moe_state *g, const struct moe_call *c,
+                           int64_t tmax, int64_t mwords)
+{
+    struct mkComm *comm = k->comm;
+    const size_t tk = (size_t)tmax * (size_t)c->topk, mine = (size_t)c->tokens * (size_t)c->topk;
+    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->nmeta, &g->nmeta_bytes, (size_t)mwords * 4 + 16,
+                         "the MoE routing's block across nodes"));
+    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->gmeta, &g->gmeta_bytes,
+                         (size_t)comm->nranks * (size_t)mwords * 4 + 16,
+                         "the MoE routing gathered across nodes"));
+    if (tk == 0) return mkSuccess;
+    int32_t *m = g->nmeta;
+    cudaError_t e = cudaSuccess;
+    if (mine) e = cudaMemcpyAsync(m, c->idx, mine * 4, cudaMemcpyDeviceToDevice, k->stream);
+    if (e == cudaSuccess && tk > mine)
+        e = cudaMemsetAsync(m + mine, 0xff, (tk - mine) * 4, k->stream); /* -1: no expert */
+    if (e == cudaSuccess && mine && c->w)
+        e = cudaMemcpyAsync(m + tk, c->w, mine * 4, cudaMemcpyDeviceToDevice, k->stream);
+    if (e == cudaSuccess && mine && c->combine)
+        e = cudaMemcpyAsync(m + 2 * tk, c->send_rows, mine * 4, cudaMemcpyDeviceToDevice,
+                            k->stream);
+    MKI_CHECK(net_cuda(k, e, "packing the routing"));
+    return mkAllGather(g->nmeta, g->gmeta, (size_t)mwords, mkFloat32, comm, k->stream);
+}
+
+static void net_params(struct mki_call *k, struct moe_state *g, const struct moe_call *c,
+                       int64_t tmax, int64_t mwords, struct mki_moe_net_params *p)
+{
+    struct mkComm *comm = k->comm;
+    memset(p, 0, sizeof(*p));
+    mki_rt_fill(comm, c->of_layer ? MKI_OP_MOE_LAYER
+                      : c->combine ? MKI_OP_MOE_COMBINE
+                      : c->gemm ? MKI_OP_MOE_DISPATCH_GEMM : MKI_OP_MOE_DISPATCH, &p->rt);
+    p->gmeta = g->gmeta;
+    p->tmax = tmax;
+    p->tokens = c->tokens;
+    p->hidden = c->hidden;
+    p->cap = c->cap;
+    p->row_bytes = c->hidden * c->es;
+    p->mwords = mwords;
+    p->epoch = ++g->net_calls;
+    p->topk = (int32_t)c->topk;
+    p->experts = (int32_t)c->experts;
+    p->el = (int32_t)(c->experts / comm->nranks);
+    p->dtype = (int32_t)c->dtype;
+    p->P = comm->nranks;
+    p->me = comm->rank;
+    p->has_w = c->w != NULL;
+}
+
+static mkResult_t net_launch(struct mki_call *k, const struct mki_moe_net_params *p, int which)
+{
+    struct mki_launch_desc d;
+    char msg[256];
+    if (mki_moe_net_describe(p, which, k->comm->dev->sm_count, &d, msg, sizeof(msg)) != 0)
+        return mki_error(k->comm, mkErrInternal, "%s: %s", k->func, msg);
+    return mki_launch(k, &d);
+}
+
+/* The dispatch across nodes: every rank's tokens and routing gathered,
+ * routed alike on every rank, this rank's rows copied into recv. */
+static mkResult_t net_dispatch(struct mki_call *k, struct moe_state *g, const struct moe_call *c,
+                               void *recv)
+{
+    struct mkComm *comm = k->comm;
+    const int P = comm->nranks;
+    int64_t tmax = 0;
+    MKI_CHECK(net_tmax(k, c, &tmax));
+    const int64_t tk = tmax * c->topk, S = (int64_t)P * tk, mwords = 2 * tk;
+    const size_t rb = (size_t)c->hidden * (size_t)c->es;
+    MKI_CHECK(net_meta(k, g, c, tmax, mwords));
+    int64_t chunk = (S + MKI_MOE_NET_MAXCHUNK - 1) / MKI_MOE_NET_MAXCHUNK;
+    if (chunk < MKI_MOE_NET_CHUNK) chunk = MKI_MOE_NET_CHUNK;
+    const int64_t nchunk = S > 0 ? (S + chunk - 1) / chunk : 1;
+    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->hist, &g->hist_bytes,
+                         (size_t)nchunk * (size_t)(c->experts + 1) * 4, "the MoE routing's counts"));
+    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->start, &g->start_bytes, (size_t)c->experts * 4,
+                         "the MoE routing's expert starts"));
+    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->src_of, &g->src_of_bytes,
+                         (size_t)(c->cap > 0 ? c->cap : 1) * 8, "the MoE routing's sources"));
+    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->nstate, &g->nstate_bytes, (size_t)(2 + P) * 8,
+                         "the MoE routing's state"));
+    struct mki_moe_net_params p;
+    net_params(k, g, c, tmax, mwords, &p);
+    if (tmax > 0) {
+        /* the all-gather sends tmax rows from every rank: this rank's
+         * tokens always go through the padded buffer, which then reaches
+         * its largest size with the largest call (no growth in a capture
+         * after an uncaptured call of the largest shape) */
+        MKI_CHECK(mki_op_buf(k, &g->bufs, &g->nx, &g->nx_bytes, (size_t)tmax * rb,
+                             "the MoE tokens padded across nodes"));
+        if (c->tokens > 0)
+            MKI_CHECK(net_cuda(k, cudaMemcpyAsync(g->nx, c->x, (size_t)c->tokens * rb,
+                                                  cudaMemcpyDeviceToDevice, k->stream),
+                               "copying the tokens"));
+        MKI_CHECK(mki_op_buf(k, &g->bufs, &g->gx, &g->gx_bytes, (size_t)P * (size_t)tmax * rb,
+                             "the MoE tokens gathered across nodes"));
+        MKI_CHECK(mkAllGather(g->nx, g->gx, (size_t)tmax * (size_t)c->hidden, c->dtype, comm,
+                              k->stream));
+    }
+    p.gx = g->gx;
+    p.hist = g->hist;
+    p.start = g->start;
+    p.src_of = g->src_of;
+    p.state = g->nstate;
+    p.recv = recv;
+    p.recv_w = c->recv_w;
+    p.recv_src = c->recv_src;
+    p.off = c->off;
+    p.send_rows = c->send_rows;
+    p.chunk = chunk;
+    p.nchunk = (int32_t)nchunk;
+    for (int w = MKI_MOE_NET_COUNT; w <= MKI_MOE_NET_COPY; w++) MKI_CHECK(net_launch(k, &p, w));
+    return mkSuccess;
+}
+
+/* The combine across nodes: the routing gathered, each rank's fp32 sums
+ * of its experts' rows for every token, reduce-scattered, rounded. */
+static mkResult_t net_combine(struct mki_call *k, struct moe_state *g, const struct moe_call *c)
+{
+    struct mkComm *comm = k->comm;
+    const int P = comm->nranks;
+    int64_t tmax = 0;
+    MKI_CHECK(net_tmax(k, c, &tmax));
+    const int64_t tk = tmax * c->topk, mwords = 3 * tk;
+    const size_t fl = MKI_MOE_NET_FLAGS(P), body = (size_t)tmax * (size_t)c->hidden;
+    const size_t pstride = body + fl;
+    MKI_CHECK(net_meta(k, g, c, tmax, mwords));
+    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->partial, &g->partial_bytes, (size_t)P * pstride * 4,
+                         "the MoE combine's partial sums"));
+    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->red, &g->red_bytes, pstride * 4,
+                         "the MoE combine's sums"));
+    /* every rank's flags down (a rank that finds the layout wrong raises its own) */
+    MKI_CHECK(net_cuda(k, cudaMemset2DAsync((float *)g->partial + body, pstride * 4, 0, fl * 4,
+                                            (size_t)P, k->stream),
+                       "clearing the combine's flags"));
+    struct mki_moe_net_params p;
+    net_params(k, g, c, tmax, mwords, &p);
+    p.y = c->y;
+    p.off_in = c->off_in;
+    p.partial = g->partial;
+    p.red = g->red;
+    p.out = c->out;
+    p.pstride = (int64_t)pstride;
+    MKI_CHECK(net_launch(k, &p, MKI_MOE_NET_PARTIAL));
+    MKI_CHECK(mkReduceScatter(g->partial, g->red, pstride, mkFloat32, comm, k->stream));
+    return net_launch(k, &p, MKI_MOE_NET_CONVERT);
+}
+
+/* One call across nodes; mkMoEDispatchGemm: the dispatch into the private
+ * rows, then the grouped GEMM (run_gemm). */
+static mkResult_t run_net(struct mki_call *k, struct moe_state *g, struct moe_call *c)
+{
+    struct mkComm *comm = k->comm;
+    if (c->combine) return net_combine(k, g, c);
+    void *recv = c->recv;
+    if (c->gemm) {
+        const size_t rows = (size_t)(c->cap ? c->cap : 1) * (size_t)c->hidden * (size_t)c->es;
+        MKI_CHECK(mki_op_buf(k, &g->bufs, &g->rows, &g->rows_bytes, rows,
+                             "the MoE GEMM's received rows"));
+        recv = g->rows;
+    }
+    MKI_CHECK(net_dispatch(k, g, c, recv));
+    if (!c->gemm) return mkSuccess;
+    struct mki_op_plan pl;
+    memset(&pl, 0, sizeof(pl));
+    MKI_CHECK(mki_plan_op(comm, c->of_layer ? MKI_OP_MOE_LAYER : MKI_OP_MOE_DISPATCH_GEMM,
+                          c->tokens > 0 ? c->tokens : 1, c->hidden, c->topk, c->es, &pl));
+    return run_gemm(k, g, c, &pl);
+}
+
 static mkResult_t run(struct mki_call *k, struct moe_state *g, struct moe_call *c)
 {
+    if (c->net) return run_net(k, g, c);
     struct mkComm *comm = k->comm;
     const struct mki_devrt *dv = comm->dev;
     const int P = dv->nlocal;
@@ -628,17 +848,14 @@ static mkResult_t call_run(struct mki_call *k, struct moe_call *c)
     mkResult_t local = check_sizes(comm, c);
     if (local == mkSuccess) local = k->res;
     if (local == mkSuccess) local = check_device(comm, c);
-    if (local == mkSuccess && (comm->nnodes != 1 || !comm->dev || comm->dev->nlocal != comm->nranks))
-        local = mki_error(comm, mkErrUnsupported, "%s: the communicator spans %d nodes; this "
-                          "version runs the MoE calls among the ranks of one node (use a "
-                          "communicator of one node, e.g. from mkCommSplit by node)", c->func,
-                          comm->nnodes);
-    for (int l = 0; local == mkSuccess && l < comm->nranks; l++)
-        if (comm->dev->comm_rank[l] != l)
-            local = mki_error(comm, mkErrUnsupported, "%s: the node's local ranks are not in "
-                              "communicator order (local %d is rank %d); split the "
-                              "communicator so that they are", c->func, l,
-                              comm->dev->comm_rank[l]);
+    if (local == mkSuccess && !comm->dev)
+        local = mki_error(comm, mkErrUnsupported, "%s: the communicator has no device runtime",
+                          c->func);
+    /* the one-node kernels reach every rank's heap, local index == rank;
+     * otherwise the sequence across nodes (moe.h) */
+    c->net = local == mkSuccess && (comm->nnodes != 1 || comm->dev->nlocal != comm->nranks);
+    for (int l = 0; local == mkSuccess && !c->net && l < comm->nranks; l++)
+        c->net = comm->dev->comm_rank[l] != l;
     struct moe_state *g = mki_op_state(comm, &mki_op_moe);
     /* Every rank takes part in the shape check, even after a local error,
      * so that no rank is left waiting in it. */

@@ -205,6 +205,15 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
         else
             mki_sb_printf(sb, "  k-slices  1 (whole tiles)\n");
     }
+    const int moe = p->op == MKI_OP_MOE_DISPATCH || p->op == MKI_OP_MOE_COMBINE ||
+                    p->op == MKI_OP_MOE_DISPATCH_GEMM || p->op == MKI_OP_MOE_LAYER;
+    if (moe && c->nnodes > 1)
+        mki_sb_printf(sb, "  nodes     %d: not the one-node kernels below but a sequence on "
+                      "the stream: the dispatch all-gathers every rank's tokens and routing, "
+                      "every rank routes them alike and copies its rows; the combine "
+                      "all-gathers the routing, sums each token's rows of its own experts "
+                      "in fp32, reduce-scatters the sums and rounds once (every token reaches "
+                      "every rank, not only its experts' ranks)\n", c->nnodes);
     if (p->op == MKI_OP_MOE_DISPATCH)
         mki_sb_printf(sb, "  kernel    %d CTAs of %d threads: count slots per expert, exchange "
                       "the counts, send each token once per destination rank (16-byte register "

@@ -1,8 +1,8 @@
 #!/bin/bash
 # The kill drill on the GPU machine (issue 23): one rank SIGKILLed in the
 # middle of a stream of all-reduces (8 MiB, and 6 KB ones in LL lines), mkAllGatherGemm, mkGemmReduceScatter,
-# mkGemmAllReduce and mkMoEDispatch + mkMoECombine calls (the MoE pair on
-# one node only); every survivor must report mkErrRemote naming
+# mkGemmAllReduce and mkMoEDispatch + mkMoECombine calls (the MoE pair
+# across 2 x 2 virtual nodes too, as its sequence); every survivor must report mkErrRemote naming
 # it within 1.0 s with MK_TIMEOUT_MS = 60000, drain and exit cleanly.
 # 2 ranks on 2 GPUs where there are two; 2, 4 and 8 ranks on one GPU under
 # MPS; 4 ranks as 2 virtual nodes of 2 (socket transport).
@@ -114,9 +114,11 @@ for op in allreduce allreduce_small ag_gemm gemm_rs gemm_ar ring_attn; do
     mps "1gpu x4 MPS kill: $op" 60 $B/test_kill $op 4 2
     MK_NODE_SIZE=2 MK_TRANSPORT=socket mps "1gpu x4 MPS 2x2 kill: $op" 60 $B/test_kill $op 4 3
 done
-# the MoE calls run on one node only: no virtual nodes
 mps "1gpu x2 MPS kill: moe" 60 $B/test_kill moe 2 1
 mps "1gpu x4 MPS kill: moe" 60 $B/test_kill moe 4 2
+# across nodes the MoE pair is a sequence (moe.h): the bootstrap's
+# exchange of the token counts, then the collectives
+MK_NODE_SIZE=2 MK_TRANSPORT=socket mps "1gpu x4 MPS 2x2 kill: moe" 60 $B/test_kill moe 4 3
 # 8 ranks: every op, the victim a different rank each time
 v=5
 for op in allreduce allreduce_small ag_gemm gemm_rs gemm_ar moe ring_attn; do

@@ -15,7 +15,8 @@
 #                                   build-gpu/agg-build (shared with
 #                                   ag_gemm.sh and gemm_rs.sh), the programs
 #                                   in build-gpu/moe
-#   bash tests/gpu/moe.sh [test|bench|all] [mkbench args]   there
+#   bash tests/gpu/moe.sh [test|test-gpus|bench|all] [mkbench args]   there
+#                                   (test-gpus: without the MPS steps)
 #
 # Logs and JSON go to $OUT when set (else build-gpu/moe/out); each step
 # runs under its own timeout, cut to MK_GPU_DEADLINE when set; a summary
@@ -39,10 +40,11 @@ if [ "$what" = build ]; then
     exit 0
 fi
 case $what in
-test)  tests=1; bench=0 ;;
-bench) tests=0; bench=1 ;;
-all)   tests=1; bench=1 ;;
-*) echo "usage: tests/gpu/moe.sh [build|test|bench|all] ..." >&2; exit 2 ;;
+test)  tests=1; bench=0; mps=1 ;;
+test-gpus) tests=1; bench=0; mps=0 ;; # the steps on 2 or more GPUs only
+bench) tests=0; bench=1; mps=0 ;;
+all)   tests=1; bench=1; mps=1 ;;
+*) echo "usage: tests/gpu/moe.sh [build|test|test-gpus|bench|all] ..." >&2; exit 2 ;;
 esac
 O=${OUT:-$B/out}
 mkdir -p "$O"
@@ -78,7 +80,11 @@ if [ $tests = 1 ] && [ "$ngpu" -ge 2 ]; then
     step "2gpu layer bad input" 40 2 $B/test_moe layerbad
     MK_TIMEOUT_MS=3000 step "2gpu nocall -> timeout" 40 2 $B/test_moe nocall
     MK_NODE_SIZE=1 MK_TRANSPORT=socket \
-        step "2gpu 2 nodes (MK_NODE_SIZE=1) unsupported" 40 2 $B/test_moe multinode
+        step "2gpu 2 nodes (MK_NODE_SIZE=1) correct, gemm, layer" 300 2 $B/test_moe multinode
+    MK_NODE_SIZE=1 MK_TRANSPORT=socket \
+        step "2gpu 2 nodes overflow, bad expert ids" 60 2 $B/test_moe overflow
+    MK_NODE_SIZE=1 MK_TRANSPORT=socket \
+        step "2gpu 2 nodes layer CUDA graph x20" 120 2 $B/test_moe layergraph
     for np in 4 8; do
         [ "$ngpu" -ge $np ] || continue
         CUDA_VISIBLE_DEVICES=$(devs $np)
@@ -88,7 +94,7 @@ if [ $tests = 1 ] && [ "$ngpu" -ge 2 ]; then
         step "${np}gpu layer" 240 $np $B/test_moe layer
     done
 fi
-if [ $tests = 1 ]; then
+if [ $tests = 1 ] && [ $mps = 1 ]; then
     export CUDA_VISIBLE_DEVICES=0 CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-moe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-moe-log
     mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
     if nvidia-cuda-mps-control -d >> "$LOG" 2>&1; then
@@ -102,6 +108,8 @@ if [ $tests = 1 ]; then
         step "1gpu x2 MPS layer CUDA graph x20" 90 2 $B/test_moe layergraph
         step "1gpu x2 MPS layer overflow, bad ids" 60 2 $B/test_moe layeroverflow
         step "1gpu x8 MPS correct (cases 0-3,5,7-9,11-13)" 400 8 $B/test_moe correct 0,1,2,3,5,7,8,9,11,12,13
+        MK_NODE_SIZE=2 MK_TRANSPORT=socket \
+            step "1gpu x4 MPS 2x2 nodes (MK_NODE_SIZE=2) correct, gemm, layer" 400 4 $B/test_moe multinode
         if [ "$ngpu" -lt 2 ]; then # what the 2-GPU steps would cover
             step "1gpu x2 MPS stress 100 pairs" 120 2 $B/test_moe stress
             step "1gpu x2 MPS CUDA graph x20" 90 2 $B/test_moe graph
@@ -110,7 +118,15 @@ if [ $tests = 1 ]; then
             step "1gpu x2 MPS layer bad input" 40 2 $B/test_moe layerbad
             MK_TIMEOUT_MS=3000 step "1gpu x2 MPS nocall -> timeout" 40 2 $B/test_moe nocall
             MK_NODE_SIZE=1 MK_TRANSPORT=socket \
-                step "1gpu x2 MPS 2 nodes (MK_NODE_SIZE=1) unsupported" 40 2 $B/test_moe multinode
+                step "1gpu x2 MPS 2 nodes (MK_NODE_SIZE=1) correct, gemm, layer" 300 2 $B/test_moe multinode
+            MK_NODE_SIZE=1 MK_TRANSPORT=socket \
+                step "1gpu x2 MPS 2 nodes overflow, bad ids" 60 2 $B/test_moe overflow
+            MK_NODE_SIZE=1 MK_TRANSPORT=socket \
+                step "1gpu x2 MPS 2 nodes layer overflow, bad ids" 60 2 $B/test_moe layeroverflow
+            MK_NODE_SIZE=1 MK_TRANSPORT=socket \
+                step "1gpu x2 MPS 2 nodes layer CUDA graph x20" 120 2 $B/test_moe layergraph
+            MK_NODE_SIZE=1 MK_TRANSPORT=socket \
+                step "1gpu x2 MPS 2 nodes bad input" 60 2 $B/test_moe badinput
         fi
         echo quit | nvidia-cuda-mps-control
         sleep 1

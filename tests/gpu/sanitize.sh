@@ -18,7 +18,8 @@
 # collectives, the fused mkAllGatherGemm and mkGemmReduceScatter at one
 # small shape each, mkMoEDispatch + mkMoECombine (memcheck, synccheck and
 # racecheck: three routing cases of test_moe; mkMoEDispatchFfnCombine: memcheck and synccheck at
-# one rank, memcheck and racecheck at two).  synccheck takes the GEMM engine and the one-rank
+# one rank, memcheck and racecheck at two; the MoE calls' sequence across
+# 2 x 1 virtual nodes: memcheck, two ranks on one GPU).  synccheck takes the GEMM engine and the one-rank
 # mkGemmReduceScatter, racecheck the collectives (see below why not the
 # GEMM engine).
 # A step passes when the tool says "ERROR SUMMARY: 0 errors" and the
@@ -63,9 +64,12 @@ step() { # NAME LIMIT NP TOOL[:OPTION,...] ARGS...
     if [ "$np" = 1 ]; then
         MK_BOOTSTRAP=none timeout -k 5 "$limit" "$CS" --tool "$tool" ${opts//,/ } --error-exitcode 99 "$@" > "$tmp" 2>&1
     else
+        local x=""
+        [ -n "${MK_NODE_SIZE:-}" ] && x="-x MK_NODE_SIZE -x MK_TRANSPORT"
+        # shellcheck disable=SC2086
         timeout -k 5 "$limit" mpirun --allow-run-as-root --oversubscribe --bind-to none \
             -x LD_LIBRARY_PATH -x CUDA_MODULE_LOADING -x MK_DEBUG -x MK_TIMEOUT_MS \
-            -x CUDA_VISIBLE_DEVICES -np "$np" "$CS" --tool "$tool" ${opts//,/ } --error-exitcode 99 "$@" \
+            -x CUDA_VISIBLE_DEVICES $x -np "$np" "$CS" --tool "$tool" ${opts//,/ } --error-exitcode 99 "$@" \
             > "$tmp" 2>&1
     fi
     rc=$?
@@ -134,6 +138,13 @@ step "synccheck: gemm_rs 1001x1304x520, 1 rank" 120 1 synccheck build-gpu/grs/te
 # hidden and inter, skewed routing, empty slots)
 step "memcheck: moe layer cases 0,2,7, 1 rank" 300 1 memcheck build-gpu/moe/test_moe layer 0,2,7
 step "synccheck: moe layer cases 0,7, 1 rank" 300 1 synccheck build-gpu/moe/test_moe layer 0,7
+# the MoE calls across nodes (their sequence, moe.h): 2 ranks as 2 x 1
+# virtual nodes, which one GPU can hold without MPS (each rank waits only
+# for the proxies, so the two contexts' time slices make progress)
+CUDA_VISIBLE_DEVICES=0 MK_NODE_SIZE=1 MK_TRANSPORT=socket \
+    step "memcheck: moe across 2x1 nodes, h 520/1032" 240 2 memcheck build-gpu/moe/test_moe correct 7,8
+CUDA_VISIBLE_DEVICES=0 MK_NODE_SIZE=1 MK_TRANSPORT=socket \
+    step "memcheck: moe layer across 2x1 nodes, case 0" 240 2 memcheck build-gpu/moe/test_moe layer 0
 }
 if [ "$ngpu" -ge 2 ]; then
     export CUDA_VISIBLE_DEVICES=0,1

@@ -10,7 +10,8 @@
  *
  * allreduce_small: 3000 elements, LL lines on one node (the survivors'
  * kernels poll the dead rank's lines, not counters).
- * moe: a mkMoEDispatch + mkMoECombine pair per call (one node only).
+ * moe: a mkMoEDispatch + mkMoECombine pair per call (across nodes: their
+ *      sequence).
  * ring_attn: mkRingAttention, zigzag causal, 2048 rows of 8 heads x 128
  * per rank.
  *

@@ -35,9 +35,10 @@
  *                            fp32: mkErrUnsupported)
  *   test_moe nocall          rank 1 skips a dispatch: the others fail with
  *                            mkErrTimeout naming rank 1 (set MK_TIMEOUT_MS)
- *   test_moe multinode       virtual nodes (MK_NODE_SIZE=1): the three
- *                            calls return mkErrUnsupported, nothing
- *                            written, the communicator still healthy
+ *   test_moe multinode       virtual nodes (MK_NODE_SIZE=1, or 2 at 4
+ *                            ranks): the communicator spans nodes, then
+ *                            correct, gemm and layer (every case: the
+ *                            calls as their sequence across nodes)
  *   test_moe layer [LIST]    mkMoEDispatchFfnCombine (the whole expert
  *                            layer): 13 cases (g_lcases: hidden 136 to
  *                            1024, odd ones 200 and 264 with transW 1,
@@ -2266,6 +2267,8 @@ static int run_nocall(void)
 
 /* ---- ranks on several nodes ------------------------------------------- */
 
+/* Virtual nodes: the calls run as the sequence across nodes (moe.h), and
+ * every check of correct, gemm and layer holds as on one node. */
 static int run_multinode(void)
 {
     int nodes = 1;
@@ -2274,55 +2277,10 @@ static int run_multinode(void)
         printf("rank %d multinode: %d node; run with MK_NODE_SIZE=1  FAIL\n", g_rank, nodes);
         return 1;
     }
-    Call c;
-    call_of_case(c, g_cases[1], 0, 3000);
-    call_alloc(c);
-    call_inputs(c);
-    call_poison(c);
-    CK(cudaStreamSynchronize(g_st));
-    int bad = 0;
-    mkResult_t r = call_dispatch(c, g_comm);
-    printf("rank %d multinode (%d nodes): dispatch -> %s: \"%s\"  %s\n", g_rank, nodes,
-           mkGetErrorString(r), mkGetLastError(g_comm), r == mkErrUnsupported ? "ok" : "FAIL");
-    bad += r != mkErrUnsupported;
-    r = call_combine(c, g_comm);
-    printf("rank %d multinode (%d nodes): combine -> %s: \"%s\"  %s\n", g_rank, nodes,
-           mkGetErrorString(r), mkGetLastError(g_comm), r == mkErrUnsupported ? "ok" : "FAIL");
-    bad += r != mkErrUnsupported;
-    CK(cudaStreamSynchronize(g_st));
-    bad += untouched(c, "multinode: after both calls");
-    {
-        static const GCase gk = {"multinode", 1032, 2, E_NRANKS, UNIFORM, 300, 1, 1, 264, 1};
-        Call gc;
-        gcall_of_case(gc, gk, 0, 3001);
-        gcall_alloc(gc);
-        gcall_inputs(gc);
-        gcall_poison(gc);
-        CK(cudaStreamSynchronize(g_st));
-        r = gcall_dispatch(gc, g_comm);
-        printf("rank %d multinode (%d nodes): dispatch+gemm -> %s: \"%s\"  %s\n", g_rank, nodes,
-               mkGetErrorString(r), mkGetLastError(g_comm), r == mkErrUnsupported ? "ok" : "FAIL");
-        bad += r != mkErrUnsupported;
-        CK(cudaStreamSynchronize(g_st));
-        bad += guntouched(gc, "multinode: after dispatch+gemm");
-        call_free(gc);
-    }
-    /* the communicator is still healthy: an all-reduce of the ranks */
-    float *d;
-    CK(cudaMalloc(&d, 4 * sizeof(float)));
-    float h[4] = {1.0f, (float)g_rank, 0, 0};
-    CK(cudaMemcpyAsync(d, h, sizeof(h), cudaMemcpyHostToDevice, g_st));
-    MK(mkAllReduce(d, d, 4, mkFloat32, g_comm, g_st));
-    CK(cudaMemcpyAsync(h, d, sizeof(h), cudaMemcpyDeviceToHost, g_st));
-    CK(cudaStreamSynchronize(g_st));
-    CK(cudaFree(d));
-    mkResult_t ae;
-    MK(mkCommGetAsyncError(g_comm, &ae));
-    const bool ok = h[0] == (float)g_n && h[1] == (float)(g_n * (g_n - 1) / 2) && ae == mkSuccess;
-    printf("rank %d multinode: then mkAllReduce %s, async error %s  %s\n", g_rank,
-           h[0] == (float)g_n ? "right" : "WRONG", mkGetErrorString(ae), ok ? "ok" : "FAIL");
-    bad += !ok;
-    call_free(c);
+    printf("rank %d multinode: %d nodes\n", g_rank, nodes);
+    int bad = run_correct(NULL);
+    bad += run_gemm(NULL);
+    bad += run_layer(NULL);
     return bad;
 }
 

@@ -46,8 +46,8 @@
  * rounded once.  Up to 2048 elements of each C are checked (all of a small
  * one), at positions drawn from the call's seed.
  *
- * And, where the communicator is one node, mkMoEDispatch + mkMoECombine
- * pairs (about one call in twelve): 0 to 96 tokens per rank, top-1 to
+ * And mkMoEDispatch + mkMoECombine pairs (about one call in twelve; across
+ * nodes their sequence of moe.h): 0 to 96 tokens per rank, top-1 to
  * top-8 of P to 8 P experts with empty slots, hidden 8 to 520, every
  * dtype, capacity exactly the rows needed or up to 3 more; the layout
  * checked exactly, sampled rows and outputs by value (exact: see
@@ -61,7 +61,7 @@
  *     B on every rank or each rank its own, gatheredA NULL or a buffer;
  *     inputs as the fused GEMMs' (exact), up to 2048 elements of C and of
  *     gatheredA checked bit for bit (see acall);
- *   - mkMoEDispatchGemm (one node): the routing of the MoE pairs, hidden
+ *   - mkMoEDispatchGemm (every layout): the routing of the MoE pairs, hidden
  *     8 to 512 (multiples of 64 with transW 0), n 8 to 264, either W
  *     layout, topk_weights and recv_src passed or NULL; the layout
  *     exactly, y's rows past the last still poison, up to 2048 elements
@@ -73,7 +73,7 @@
  *     and finite, lse untouched when NULL, and up to 16 sampled rows
  *     against a host reference in double within test_attn.cu's
  *     tolerances (see rcheck);
- *   - mkMoEDispatchFfnCombine (one node): the routing and weights of the
+ *   - mkMoEDispatchFfnCombine (every layout): the routing and weights of the
  *     MoE pairs with 0 to 300 (or 0 to 16) tokens a rank, now and then a
  *     rank of none (x, topk_idx and out then NULL or not), top-1 to
  *     top-4 of 2 to 8 experts a rank (fewer where their weights would not
@@ -435,7 +435,7 @@ static int gcheck(const gcall &g, const uint16_t *host)
 
 /* ---- the MoE calls in the soak ------------------------------------------ */
 
-/* One mkMoEDispatch + mkMoECombine pair (one node only): every rank's
+/* One mkMoEDispatch + mkMoECombine pair: every rank's
  * tokens, routing, weights and x come from (seed, rank), so every rank
  * knows the whole layout.  x is q / 16 with |q| <= 2 and the weights
  * 2^-2 .. 2; the combine gets recv itself as y, so out[t] = x[t] times the
@@ -884,7 +884,7 @@ static int acheck(const acall &a, char *send, char *recv, uint8_t *host, int cap
 
 /* ---- mkMoEDispatchGemm in the soak --------------------------------------- */
 
-/* One mkMoEDispatchGemm (one node only): the routing, tokens, weights and
+/* One mkMoEDispatchGemm: the routing, tokens, weights and
  * x of the dispatch + combine pairs (mcall: x q / 16 with |q| <= 2), and
  * rank d's W (El experts' n x hidden, transW 1, or hidden x n, transW 0)
  * gq(seed, d, 1, .), q / 16 with |q| <= 2: every y element an exact fp32
@@ -1050,7 +1050,7 @@ static int dgcheck(const dgcall &d, char *send, char *recv, uint8_t *host, int c
 
 /* ---- mkMoEDispatchFfnCombine in the soak ---------------------------------- */
 
-/* One mkMoEDispatchFfnCombine (one node only): out[t] = sum_j w_j
+/* One mkMoEDispatchFfnCombine: out[t] = sum_j w_j
  * FFN_e(x[t]), FFN_e(x) = (silu(x Wg_e^T) * (x Wu_e^T)) Wd_e^T, with the
  * routing and weights of the MoE pairs (mcall: mexpert, mweight; 0 to 300
  * or 0 to 16 tokens a rank, now and then a rank of none).  Every element
@@ -1775,13 +1775,12 @@ static int run_soak(double seconds, uint64_t seed)
             void *cp;
             MK(gcall_run(g, pool[0][0], pool[0][1], &cp));
         }
-    /* the MoE calls (one node only): the largest capacity, row and top-k
-     * (their heap banks) and the most experts (the per-CTA counts) */
-    int nodes = 0;
-    MK(mkCommNodeCount(g_comm, &nodes));
-    const int moe_ok = nodes == 1;
-    if (moe_ok) {
-        const mcall m = {mkFloat32, 520, 8, 8 * (int64_t)g_n, (int64_t)g_n * 96 * 8 + 3, 1};
+    /* the MoE calls: the largest capacity, row and top-k (their heap
+     * banks) and the most experts (the per-CTA counts), the most tokens on
+     * every rank (across nodes: the gathered tokens and routing, the
+     * combine's sums) */
+    {
+        const mcall m = {mkFloat32, 520, 8, 8 * (int64_t)g_n, (int64_t)g_n * 96 * 8 + 3, 1, -96};
         MK(mcall_run(m, pool[0][0], pool[0][1]));
     }
     /* mkAllGatherGemm at the largest rows, n and k: equal shards with and
@@ -1810,25 +1809,26 @@ static int run_soak(double seconds, uint64_t seed)
             MK(acall_run(a, pool[0][0], pool[0][1]));
         }
     }
-    /* mkMoEDispatchGemm (one node only): the largest capacity, hidden, n,
-     * top-k and experts (the inbox, the private rows and the GEMM's table) */
-    if (moe_ok) {
+    /* mkMoEDispatchGemm: the largest capacity, hidden, n, top-k, experts
+     * and tokens (the inbox, the private rows and the GEMM's table; across
+     * nodes the gathered tokens) */
+    {
         dgcall d;
         d.m = {mkBfloat16, DG_MAXH, DG_MAXK, DG_MAXEL * (int64_t)g_n,
-               (int64_t)g_n * DG_MAXT * DG_MAXK + 3, 1};
+               (int64_t)g_n * DG_MAXT * DG_MAXK + 3, 1, -(int64_t)DG_MAXT};
         d.n = DG_MAXN;
         d.transw = 1;
         d.with_w = 1;
         d.with_src = 1;
         MK(dgcall_run(d, pool[0][0], pool[0][1]));
     }
-    /* mkMoEDispatchFfnCombine (one node only): the most tokens on every
+    /* mkMoEDispatchFfnCombine: the most tokens on every
      * rank, the largest capacity, top-k and hidden (the inbox, the
      * received and the output rows, the stage, the send rows, the order),
      * with the most experts (the tables, the counts) and then with the
      * largest inter (the intermediate rows): two calls, as the weights of
      * the most experts at the largest shape do not fit a slot */
-    if (moe_ok) {
+    {
         fcall f;
         f.m = {mkBfloat16, FF_MAXH, FF_MAXK, FF_MAXEL * (int64_t)g_n,
                (int64_t)g_n * FF_MAXT * FF_MAXK + 3, 1, -(int64_t)FF_MAXT, 0};
@@ -1854,9 +1854,9 @@ static int run_soak(double seconds, uint64_t seed)
      * has), the rest the older kinds as before */
     int newk[4], nnew = 0;
     newk[nnew++] = 3;
-    if (moe_ok) newk[nnew++] = 4;
+    newk[nnew++] = 4;
     if (ratt_ok) newk[nnew++] = 5;
-    if (moe_ok) newk[nnew++] = 6;
+    newk[nnew++] = 6;
     uint64_t st = seed;
     long calls = 0, batches = 0, graphs = 0, zero = 0, wrong = 0, fusedn = 0, moen = 0;
     long aggn = 0, dgn = 0, rattn = 0, ffnn = 0;
@@ -1889,7 +1889,7 @@ static int run_soak(double seconds, uint64_t seed)
         for (int i = 0; i < n; i++) {
             config &c = cs[i];
             /* the older kinds: 0-5 a collective, 6, 7 a fused GEMM, 8 MoE */
-            const int kind = soak_rng(&st) % 4 == 0 ? -1 : (int)(soak_rng(&st) % (moe_ok ? 9 : 8));
+            const int kind = soak_rng(&st) % 4 == 0 ? -1 : (int)(soak_rng(&st) % 9);
             fused[i] = kind < 0 ? newk[soak_rng(&st) % (uint64_t)nnew] : kind == 8 ? 2 : kind >= 6;
             char *const sp_i = pool[registered][0] + (size_t)i * slot;
             char *const rp_i = pool[registered][1] + (size_t)i * slot;

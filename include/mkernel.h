@@ -328,8 +328,9 @@ MK_API mkResult_t mkGemmAllReduce(const void *A, const void *B, void *C,
  * bootstrap (a host synchronization with every rank), every rank's tokens
  * and routing all-gathered and routed alike on every rank (the same
  * layout, the same errors); the combine all-gathers the routing and
- * reduce-scatters each rank's fp32 sums.  Every token then reaches every
- * rank: many times the bytes of an all-to-all.  Stream-ordered and
+ * reduce-scatters each rank's fp32 sums: across the network a rank's
+ * tokens go once to each other node and their sums come back once, but
+ * inside the node every rank handles every token.  Stream-ordered and
  * asynchronous; see mkMoEDispatch(3).
  */
 #define MK_MOE_MAX_EXPERTS 4096

@@ -151,6 +151,16 @@ static void work_of(const struct mki_model *md, const struct mki_plan_ctx *c,
         const double back = op == MKI_OP_MOE_COMBINE || op == MKI_OP_MOE_LAYER ? (double)k : 0;
         const double peers = L > 1 ? (to + back) * (L - 1) / L : 0;
         intra = mn * e * peers;
+        if (c->nnodes > 1) {
+            /* across nodes (kernels/ops/moe.h): every rank's tokens
+             * all-gathered; the combine reduce-scatters fp32 sums of every
+             * rank's tokens (the routing's words left out) */
+            const double P = c->nranks;
+            intra = 0;
+            if (op != MKI_OP_MOE_COMBINE) coll_bytes(c, P * mn * e, 0, &intra, &inter);
+            if (op == MKI_OP_MOE_COMBINE || op == MKI_OP_MOE_LAYER)
+                coll_bytes(c, P * mn * 4, 0, &intra, &inter);
+        }
         break;
     }
     case MKI_OP_AG_GEMM:
@@ -793,13 +803,19 @@ mkResult_t mki_plan_model_attn(const struct mki_model *md,
             p.ctas = budget;
         }
         p.mover = MKI_MOVER_REG;
-        p.fused = 1;
-        snprintf(p.reason, sizeof(p.reason), "one persistent kernel on %d SMs%s%s", p.ctas,
-                 op == MKI_OP_MOE_DISPATCH_GEMM ? " (the dispatch's CTAs first)"
-                 : op == MKI_OP_MOE_LAYER ? " (the first of three launches, the dispatch's CTAs "
-                                            "first)" : "",
-                 c->nnodes > 1 ? "; one node only in this version (mkErrUnsupported across "
-                                 "nodes)" : "");
+        p.fused = c->nnodes == 1;
+        if (c->nnodes > 1)
+            snprintf(p.reason, sizeof(p.reason), "across %d nodes a sequence on the stream: "
+                     "all-gathers and routing kernels%s", c->nnodes,
+                     op == MKI_OP_MOE_COMBINE ? " and a reduce-scatter of fp32 sums"
+                     : op == MKI_OP_MOE_LAYER ? ", the two grouped GEMMs, a reduce-scatter of "
+                                                "fp32 sums"
+                     : op == MKI_OP_MOE_DISPATCH_GEMM ? ", the grouped GEMM" : "");
+        else
+            snprintf(p.reason, sizeof(p.reason), "one persistent kernel on %d SMs%s", p.ctas,
+                     op == MKI_OP_MOE_DISPATCH_GEMM ? " (the dispatch's CTAs first)"
+                     : op == MKI_OP_MOE_LAYER ? " (the first of three launches, the dispatch's "
+                                                "CTAs first)" : "");
     }
     *out = p;
     return mkSuccess;

@@ -212,8 +212,9 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
                       "the stream: the dispatch all-gathers every rank's tokens and routing, "
                       "every rank routes them alike and copies its rows; the combine "
                       "all-gathers the routing, sums each token's rows of its own experts "
-                      "in fp32, reduce-scatters the sums and rounds once (every token reaches "
-                      "every rank, not only its experts' ranks)\n", c->nnodes);
+                      "in fp32, reduce-scatters the sums and rounds once (across the network "
+                      "a rank's tokens go once to each other node, their sums come back once; "
+                      "inside the node every rank handles every token)\n", c->nnodes);
     if (p->op == MKI_OP_MOE_DISPATCH)
         mki_sb_printf(sb, "  kernel    %d CTAs of %d threads: count slots per expert, exchange "
                       "the counts, send each token once per destination rank (16-byte register "

@@ -154,12 +154,26 @@ static void work_of(const struct mki_model *md, const struct mki_plan_ctx *c,
         if (c->nnodes > 1) {
             /* across nodes (kernels/ops/moe.h): every rank's tokens
              * all-gathered; the combine reduce-scatters fp32 sums of every
-             * rank's tokens (the routing's words left out) */
+             * rank's tokens (the routing's words left out); each in steps
+             * or flat as the collectives choose (above) */
             const double P = c->nranks;
             intra = 0;
-            if (op != MKI_OP_MOE_COMBINE) coll_bytes(c, P * mn * e, 0, &intra, &inter);
-            if (op == MKI_OP_MOE_COMBINE || op == MKI_OP_MOE_LAYER)
-                coll_bytes(c, P * mn * 4, 0, &intra, &inter);
+            for (int part = 0; part < 2; part++) {
+                if (part == 0 ? op == MKI_OP_MOE_COMBINE
+                              : op != MKI_OP_MOE_COMBINE && op != MKI_OP_MOE_LAYER)
+                    continue;
+                const int es = part == 0 ? e : 4;
+                double a = 0, r = 0;
+                coll_bytes(c, P * mn * es, 0, &a, &r);
+                if (!mki_plan_coll_hier(part == 0 ? MKI_OP_ALLGATHER : MKI_OP_REDUCESCATTER,
+                                        (uint64_t)(m * n), es, c->nranks, c->nnodes,
+                                        c->local_size, c->hier_min)) {
+                    r *= c->local_size;
+                    a /= c->nnodes;
+                }
+                intra += a;
+                inter += r;
+            }
         }
         break;
     }

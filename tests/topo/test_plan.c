@@ -102,6 +102,32 @@ static void multinode(void)
     struct mki_op_plan ars = plan(&c, NULL, MKI_OP_ALLREDUCE, 256, 1, 0); /* 512 B: flat */
     CHECK(ars.inter_bytes == 512);
     c.hier_min = 0;
+    /* The MoE calls across nodes: the sequence (kernels/ops/moe.h), not
+     * the one-node kernel.  The dispatch all-gathers every rank's T x H
+     * tokens: T (N - 1) rows of each rank cross the network (the stepped
+     * path), (L - 1) N T inside the node; the combine reduce-scatters fp32
+     * sums of every token, twice the dispatch's bytes; the layer both. */
+    const int64_t T = 4096, H = 7168;
+    c.hier_min = 1u << 20;
+    struct mki_op_plan md_ = plan(&c, NULL, MKI_OP_MOE_DISPATCH, T, H, 8);
+    CHECK(md_.fused == 0 && strstr(md_.reason, "across 2 nodes") != NULL);
+    CHECK(md_.inter_bytes == T * H * 2 * (2 - 1));
+    CHECK(md_.intra_bytes == T * H * 2 * 7 * 2);
+    struct mki_op_plan mc = plan(&c, NULL, MKI_OP_MOE_COMBINE, T, H, 8);
+    CHECK(mc.fused == 0 && mc.inter_bytes == 2 * md_.inter_bytes);
+    struct mki_op_plan ml = plan(&c, NULL, MKI_OP_MOE_LAYER, T, H, 8);
+    CHECK(ml.inter_bytes == md_.inter_bytes + mc.inter_bytes);
+    /* one node of 8: the kernel, every byte over NVLink */
+    struct mki_plan_ctx one = c;
+    one.nranks = one.local_size = 8;
+    one.nnodes = 1;
+    struct mki_op_plan m1 = plan(&one, NULL, MKI_OP_MOE_DISPATCH, T, H, 8);
+    CHECK(m1.fused == 1 && m1.inter_bytes == 0 && m1.intra_bytes > 0);
+    /* flat collectives (MK_COLL_HIER_MIN 0): every rank's blocks to every
+     * rank, L times the bytes across */
+    c.hier_min = 0;
+    struct mki_op_plan mf = plan(&c, NULL, MKI_OP_MOE_DISPATCH, T, H, 8);
+    CHECK(mf.inter_bytes == 8 * md_.inter_bytes);
     /* Ranks sharing a GPU: the budget bounds the grid. */
     c.sm_budget = 66;
     struct mki_op_plan half = plan(&c, NULL, MKI_OP_AG_GEMM, 16384, 8192, 8192);

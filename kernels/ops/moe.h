@@ -176,15 +176,18 @@ struct mki_moe_params {
  * alike); each rank sums, for every gathered token, w * y[row] of its own
  * experts' slots, j in order, in fp32 (partial: P blocks of tmax rows of
  * hidden, then a flag per rank, padded to 4 floats); a reduce-scatter of
- * those fp32 sums; `convert` rounds this rank's tokens once into out.  A
- * rank that finds the layout wrong raises its flag in every block, so
- * that every rank stops before it writes out. */
+ * those fp32 sums; `convert` rounds this rank's tokens once into out.
+ * Each rank's flag column carries the call's stamp (a count of combine
+ * calls that `tick` advances on every rank alike) or -1 when that rank
+ * stopped (a layout it cannot read, an error recorded before): convert
+ * writes out only where every column holds the stamp, so that no rank
+ * writes out from sums that did not all arrive. */
 #define MKI_MOE_NET_CHUNK 2048   /* slots per chunk, at least */
 #define MKI_MOE_NET_MAXCHUNK 1024
 #define MKI_MOE_NET_FLAGS(P) (((size_t)(P) + 3) / 4 * 4) /* flag floats per block */
 enum mki_moe_net_kernel {
     MKI_MOE_NET_COUNT = 0, MKI_MOE_NET_SCAN, MKI_MOE_NET_PLACE, MKI_MOE_NET_COPY,
-    MKI_MOE_NET_PARTIAL, MKI_MOE_NET_CONVERT, MKI_MOE_NET_NKERNELS
+    MKI_MOE_NET_TICK, MKI_MOE_NET_PARTIAL, MKI_MOE_NET_CONVERT, MKI_MOE_NET_NKERNELS
 };
 struct mki_moe_net_params {
     struct mki_rt_dev rt;
@@ -193,8 +196,10 @@ struct mki_moe_net_params {
     int32_t *hist;                /* [nchunk][experts + 1] */
     int32_t *start;               /* [experts] */
     int64_t *src_of;              /* [cap]: the gathered slot of each row here */
-    int64_t *state;               /* [2 + P]: rows here, 1 when the call
-                                   * stopped, then each rank's rows */
+    int64_t *state;               /* dispatch [2 + P]: rows here, 1 when
+                                   * the call stopped, then each rank's
+                                   * rows; combine [1]: its call count,
+                                   * the stamp of its flags */
     void *recv;
     float *recv_w;                /* may be NULL */
     int32_t *recv_src;            /* may be NULL */

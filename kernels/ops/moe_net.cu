@@ -78,6 +78,13 @@ __global__ void __launch_bounds__(NT_SCAN) net_scan(const __grid_constant__ P_t 
     int64_t *need = p.state + 2;
     if (tid == 0) s_badc = s_over = INT32_MAX;
     __syncthreads();
+    /* an error recorded here already (a collective of this sequence that
+     * failed, an earlier call): the gathered data may be stale; nothing
+     * is written */
+    if (claimed(p.rt)) {
+        if (tid == 0) p.state[1] = 1;
+        return;
+    }
     for (int c = tid; c < p.nchunk; c += NT_SCAN)
         if (p.hist[(size_t)c * (E + 1) + E] != INT32_MAX) atomicMin(&s_badc, c);
     __syncthreads();
@@ -92,14 +99,14 @@ __global__ void __launch_bounds__(NT_SCAN) net_scan(const __grid_constant__ P_t 
     }
     /* each expert's chunks made exclusive; start[e] its total for now */
     for (int e = tid; e < E; e += NT_SCAN) {
-        int32_t run = 0;
+        int64_t run = 0;
         for (int c = 0; c < p.nchunk; c++) {
             int32_t *h = p.hist + (size_t)c * (E + 1) + e;
             const int32_t v = *h;
-            *h = run;
+            *h = (int32_t)(run < INT32_MAX ? run : INT32_MAX);
             run += v;
         }
-        p.start[e] = run;
+        p.start[e] = (int32_t)(run < INT32_MAX ? run : INT32_MAX); /* over: fails below */
     }
     __syncthreads();
     /* rank d's rows: its experts one after the other */
@@ -185,6 +192,13 @@ __global__ void __launch_bounds__(NT) net_copy(const __grid_constant__ P_t p)
     }
 }
 
+/* The combine's call count (state[0]), the same on every rank (every
+ * rank makes the same calls, graph replays included): its stamp. */
+__global__ void net_tick(const __grid_constant__ P_t p)
+{
+    if (threadIdx.x == 0) p.state[0] = p.state[0] % (1 << 20) + 1;
+}
+
 /* Eight elements of dtype T at p, as floats. */
 template <typename T> __device__ __forceinline__ void load8(const T *p, float *f)
 {
@@ -201,15 +215,30 @@ template <typename T> __device__ __forceinline__ void load8(const T *p, float *f
     }
 }
 
-/* A layout this rank cannot read: its error record (no abort: the
- * reduce-scatter must still run everywhere), and its flag in every block,
- * so that every rank stops before it writes out. */
-__device__ __noinline__ void net_bad_layout(const P_t &p, int chunk, int phase, int64_t seen)
+/* This rank's column of every block's flags (cleared before the kernel):
+ * -1 when it stopped, whenever that is found (net_convert names it), else
+ * the call's stamp, which does not overwrite a -1 already there. */
+__device__ void net_flags(const P_t &p, float v)
 {
-    fail(p.rt, MKI_ERR_BADLAYOUT, wait_site{p.me, (int)blockIdx.x, chunk, phase},
-         (uint64_t)p.cap, (uint64_t)seen, p.epoch);
     const size_t fo = (size_t)p.tmax * (size_t)p.hidden;
-    for (int d = 0; d < p.P; d++) p.partial[(size_t)d * p.pstride + fo + p.me] = 1.0f;
+    for (int d = 0; d < p.P; d++) {
+        unsigned *w = reinterpret_cast<unsigned *>(p.partial + (size_t)d * p.pstride + fo + p.me);
+        if (v < 0.0f) atomicExch(w, __float_as_uint(v));
+        else atomicCAS(w, 0u, __float_as_uint(v));
+    }
+}
+
+/* A layout this rank cannot read: its error record (no abort: the
+ * reduce-scatter must still run everywhere), and -1 in its flags, so that
+ * every rank stops before it writes out.  phase 0: expert_offsets (seen
+ * rows against the capacity); 2: rank `peer`'s topk_idx / send_rows at
+ * position chunk name row `seen` of this rank's `expected` rows. */
+__device__ __noinline__ void net_bad_layout(const P_t &p, int peer, int chunk, int phase,
+                                            uint64_t expected, int64_t seen)
+{
+    fail(p.rt, MKI_ERR_BADLAYOUT, wait_site{peer, (int)blockIdx.x, chunk, phase}, expected,
+         (uint64_t)seen, p.epoch);
+    net_flags(p, -1.0f);
 }
 
 /* For every gathered token, the sum of its slots that name this rank's
@@ -221,12 +250,18 @@ __global__ void __launch_bounds__(NT) net_partial(const __grid_constant__ P_t p)
     __shared__ int64_t s_rows;
     const int tid = threadIdx.x, lane = tid & 31, K = p.topk, E = p.experts, EL = p.el;
     if (tid == 0) {
-        s_stop = claimed(p.rt) ? 1 : 0; /* the dispatch stopped: no sums (on every rank) */
+        /* an error recorded here (the dispatch stopped, a collective
+         * failed): no sums, and the flags say so */
+        s_stop = claimed(p.rt) ? 1 : 0;
+        if (s_stop && blockIdx.x == 0) net_flags(p, -1.0f);
         s_rows = p.off_in[EL];
         if (!s_stop && (s_rows < 0 || s_rows > p.cap || (s_rows > 0 && !p.y))) {
-            if (blockIdx.x == 0) net_bad_layout(p, -1, 0, s_rows);
+            if (blockIdx.x == 0) net_bad_layout(p, p.me, -1, 0, (uint64_t)p.cap, s_rows);
             s_stop = 1;
         }
+        /* block 0 stamps this rank's column; a CTA that finds the layout
+         * wrong, before or after, leaves -1 there (net_flags) */
+        if (!s_stop && blockIdx.x == 0) net_flags(p, (float)p.state[0]);
     }
     __syncthreads();
     if (s_stop) return;
@@ -245,11 +280,13 @@ __global__ void __launch_bounds__(NT) net_partial(const __grid_constant__ P_t p)
             if (p.has_w) w = __int_as_float(m[tk + t * K + lane]);
         }
         const bool own = v >= EL * p.me && v < EL * (p.me + 1);
-        const bool bad = (s == p.me && t < p.tokens && (v < -1 || v >= E)) ||
-                         (own && (row < 0 || row >= rows));
+        const bool badid = s == p.me && t < p.tokens && (v < -1 || v >= E);
+        const bool bad = badid || (own && (row < 0 || row >= rows));
         const unsigned badm = __ballot_sync(0xffffffffu, bad);
         if (badm) {
-            if (lane == __ffs(badm) - 1) net_bad_layout(p, (int)(t * K + lane), 1, row);
+            if (lane == __ffs(badm) - 1)
+                net_bad_layout(p, (int)s, (int)(t * K + lane), badid ? 1 : 2,
+                               badid ? (uint64_t)p.cap : (uint64_t)rows, row);
             return;
         }
         const unsigned mask = __ballot_sync(0xffffffffu, own);
@@ -280,8 +317,10 @@ __global__ void __launch_bounds__(NT) net_partial(const __grid_constant__ P_t p)
     }
 }
 
-/* This rank's reduced sums, rounded once into out; nothing when a rank
- * raised its flag (that rank is named) or this rank stopped. */
+/* This rank's reduced sums, rounded once into out; nothing unless every
+ * rank's column holds this call's stamp (-1: that rank stopped, and is
+ * named; anything else: its sums did not arrive) or when this rank
+ * stopped. */
 template <typename T>
 __global__ void __launch_bounds__(NT) net_convert(const __grid_constant__ P_t p)
 {
@@ -291,8 +330,9 @@ __global__ void __launch_bounds__(NT) net_convert(const __grid_constant__ P_t p)
     if (tid == 0) {
         s_stop = claimed(p.rt) ? 1 : 0;
         const float *flag = p.red + (size_t)p.tmax * (size_t)p.hidden;
+        const float stamp = (float)p.state[0];
         for (int r = 0; !s_stop && r < p.P; r++)
-            if (flag[r] != 0.0f) {
+            if (flag[r] != stamp) {
                 if (blockIdx.x == 0)
                     fail(p.rt, MKI_ERR_REMOTE, wait_site{r, 0, -1, 0}, 0, 0, p.epoch);
                 s_stop = 1;
@@ -341,6 +381,7 @@ extern "C" int mki_moe_net_describe(const struct mki_moe_net_params *p, int whic
         grid = nch < 16 * sm ? nch : 16 * sm;
         break;
     case MKI_MOE_NET_COPY: d->fn = (const void *)net_copy; grid = 2 * sm; break;
+    case MKI_MOE_NET_TICK: d->fn = (const void *)net_tick; d->block = 32; break;
     case MKI_MOE_NET_PARTIAL:
         d->fn = by_dtype<PartialOf>(p->dtype);
         grid = (ntok + NT / 32 - 1) / (NT / 32);
@@ -363,7 +404,8 @@ extern "C" int mki_moe_net_describe(const struct mki_moe_net_params *p, int whic
 extern "C" int mki_moe_net_preload(char *msg, size_t len)
 {
     const void *k[] = {(const void *)net_count, (const void *)net_scan, (const void *)net_place,
-                       (const void *)net_copy, by_dtype<PartialOf>(MKI_BF16),
+                       (const void *)net_copy, (const void *)net_tick,
+                       by_dtype<PartialOf>(MKI_BF16),
                        by_dtype<PartialOf>(MKI_F16), by_dtype<PartialOf>(MKI_F32),
                        by_dtype<ConvertOf>(MKI_BF16), by_dtype<ConvertOf>(MKI_F16),
                        by_dtype<ConvertOf>(MKI_F32)};

@@ -57,7 +57,9 @@ enum mki_err_kind {
      * capacity `seen`; BADINDEX: rank `peer`'s index at position `chunk`
      * is out of range; BADLAYOUT: a layout array (`phase` 0: the row
      * count, `seen` rows against a capacity of `expected`; 1: position
-     * `chunk` of the rows) is not one a call of the op wrote */
+     * `chunk` of the rows; 2, across nodes: rank `peer`'s position
+     * `chunk` names row `seen` of this rank's `expected` rows) is not one
+     * a call of the op wrote */
     MKI_ERR_CAPACITY = 4, MKI_ERR_BADINDEX = 5, MKI_ERR_BADLAYOUT = 6
 };
 struct mki_err_record {

@@ -67,6 +67,12 @@ mkResult_t mki_err_record_format(const struct mki_err_record *r, char *buf, size
                      "the expert_offsets of the dispatch these outputs answer; destroy this "
                      "communicator", op, call, r->rank, (long long)r->seen,
                      (unsigned long long)r->expected);
+        else if (r->phase == 2) /* across nodes: found by the expert's rank */
+            snprintf(buf, len, "%s (call %llu): rank %d's send_rows at position %d names row "
+                     "%lld of rank %d, which received %llu rows; pass the topk_idx and "
+                     "send_rows of the dispatch these outputs answer; destroy this "
+                     "communicator", op, call, r->peer, r->chunk, (long long)r->seen, r->rank,
+                     (unsigned long long)r->expected);
         else
             snprintf(buf, len, "%s (call %llu) on rank %d: topk_idx / send_rows at position "
                      "%d (row %lld) are not those of a dispatch (an expert id out of range or "

@@ -85,6 +85,8 @@ if [ $tests = 1 ] && [ "$ngpu" -ge 2 ]; then
         step "2gpu 2 nodes overflow, bad expert ids" 60 2 $B/test_moe overflow
     MK_NODE_SIZE=1 MK_TRANSPORT=socket \
         step "2gpu 2 nodes layer CUDA graph x20" 120 2 $B/test_moe layergraph
+    MK_NODE_SIZE=1 MK_TRANSPORT=socket \
+        step "2gpu 2 nodes combine, bad layout" 60 2 $B/test_moe combinebad
     for np in 4 8; do
         [ "$ngpu" -ge $np ] || continue
         CUDA_VISIBLE_DEVICES=$(devs $np)
@@ -110,6 +112,8 @@ if [ $tests = 1 ] && [ $mps = 1 ]; then
         step "1gpu x8 MPS correct (cases 0-3,5,7-9,11-13)" 400 8 $B/test_moe correct 0,1,2,3,5,7,8,9,11,12,13
         MK_NODE_SIZE=2 MK_TRANSPORT=socket \
             step "1gpu x4 MPS 2x2 nodes (MK_NODE_SIZE=2) correct, gemm, layer" 400 4 $B/test_moe multinode
+        MK_NODE_SIZE=2 MK_TRANSPORT=socket \
+            step "1gpu x4 MPS 2x2 nodes combine, bad layout" 90 4 $B/test_moe combinebad
         if [ "$ngpu" -lt 2 ]; then # what the 2-GPU steps would cover
             step "1gpu x2 MPS stress 100 pairs" 120 2 $B/test_moe stress
             step "1gpu x2 MPS CUDA graph x20" 90 2 $B/test_moe graph
@@ -127,6 +131,8 @@ if [ $tests = 1 ] && [ $mps = 1 ]; then
                 step "1gpu x2 MPS 2 nodes layer CUDA graph x20" 120 2 $B/test_moe layergraph
             MK_NODE_SIZE=1 MK_TRANSPORT=socket \
                 step "1gpu x2 MPS 2 nodes bad input" 60 2 $B/test_moe badinput
+            MK_NODE_SIZE=1 MK_TRANSPORT=socket \
+                step "1gpu x2 MPS 2 nodes combine, bad layout" 60 2 $B/test_moe combinebad
         fi
         echo quit | nvidia-cuda-mps-control
         sleep 1

@@ -35,6 +35,12 @@
  *                            fp32: mkErrUnsupported)
  *   test_moe nocall          rank 1 skips a dispatch: the others fail with
  *                            mkErrTimeout naming rank 1 (set MK_TIMEOUT_MS)
+ *   test_moe combinebad      virtual nodes: a combine whose layout one rank
+ *                            cannot read (expert_offsets over the capacity,
+ *                            a send_rows row past its expert's rank's rows):
+ *                            out untouched on every rank, the rank that
+ *                            found it mkErrInvalidArgument naming the
+ *                            culprit, the others mkErrRemote naming it
  *   test_moe multinode       virtual nodes (MK_NODE_SIZE=1, or 2 at 4
  *                            ranks): the communicator spans nodes, then
  *                            correct, gemm and layer (every case: the
@@ -2284,6 +2290,88 @@ static int run_multinode(void)
     return bad;
 }
 
+/* Across nodes (the combine's sequence): a layout one rank cannot read,
+ * on a fresh communicator each time.  sub 0: rank 0's expert_offsets give
+ * recv_capacity + 1 rows (rank 0 finds it); sub 1: the last rank's first
+ * slot on another rank's expert names a row past that rank's rows (that
+ * rank finds it).  No rank writes out; the rank that found it reports
+ * mkErrInvalidArgument, every other rank mkErrRemote naming it. */
+static int run_combinebad(void)
+{
+    int nodes = 1;
+    MK(mkCommNodeCount(g_comm, &nodes));
+    if (nodes < 2) {
+        printf("rank %d combinebad: %d node; run with MK_NODE_SIZE=1  FAIL\n", g_rank, nodes);
+        return 1;
+    }
+    int bad = 0;
+    for (int sub = 0; sub < 2; sub++) {
+        mkComm_t comm = NULL;
+        MK(mkCommSplit(g_comm, 0, g_rank, &comm, NULL));
+        Call c;
+        call_of_case(c, g_cases[1], 0, 7200 + sub);
+        call_alloc(c);
+        call_inputs(c);
+        call_poison(c);
+        CK(cudaStreamSynchronize(g_st));
+        MK(call_dispatch(c, comm));
+        call_y(c);
+        CK(cudaStreamSynchronize(g_st));
+        /* who finds it: rank 0 (sub 0), or the owner of the culprit's slot */
+        const int culprit = sub == 0 ? 0 : g_n - 1;
+        int finder = 0;
+        int64_t slot = -1;
+        const Route &cr = c.rt[(size_t)culprit];
+        for (size_t i = 0; sub == 1 && i < cr.idx.size() && slot < 0; i++)
+            if (cr.idx[i] >= 0 && cr.idx[i] / c.el() != culprit) {
+                slot = (int64_t)i;
+                finder = (int)(cr.idx[i] / c.el());
+            }
+        if (sub == 1 && slot < 0) {
+            printf("rank %d combinebad: the last rank has no slot on another rank  FAIL\n", g_rank);
+            return bad + 1;
+        }
+        if (g_rank == culprit) {
+            if (sub == 0) {
+                const int64_t over = c.cap + 1;
+                CK(cudaMemcpy(c.off + c.el(), &over, 8, cudaMemcpyHostToDevice));
+            } else {
+                const int32_t past = (int32_t)c.cap + 5;
+                CK(cudaMemcpy(c.send_rows + slot, &past, 4, cudaMemcpyHostToDevice));
+            }
+        }
+        const mkResult_t r = call_combine(c, comm);
+        CK(cudaStreamSynchronize(g_st));
+        const Got g = fetch(c);
+        const bool kept = all_bytes(g.out.data(), g.out.size(), POISON_DATA);
+        const mkResult_t ae = r == mkSuccess ? wait_async_error(comm) : r;
+        const char *msg = mkGetLastError(comm);
+        char who[32];
+        snprintf(who, sizeof who, "rank %d", g_rank == finder ? culprit : finder);
+        const bool right = r == mkSuccess &&
+                           (g_rank == finder ? ae == mkErrInvalidArgument : ae == mkErrRemote) &&
+                           strstr(msg, who) != NULL;
+        printf("rank %d combinebad %s: out %s, returned %s, async error %s: \"%s\"  %s\n", g_rank,
+               sub == 0 ? "(expert_offsets over the capacity on rank 0)"
+                        : "(a send_rows row past its expert's rank's rows)",
+               kept ? "untouched" : "WRITTEN", mkGetErrorString(r), mkGetErrorString(ae), msg,
+               kept && right ? "ok" : "FAIL");
+        bad += !(kept && right);
+        call_free(c);
+        (void)mkCommDestroy(comm);
+    }
+    /* the first communicator was not touched by its children's errors */
+    Call c;
+    call_of_case(c, g_cases[3], 0, 7300);
+    call_alloc(c);
+    call_inputs(c);
+    call_poison(c);
+    call_run(c);
+    bad += call_check(c, "combinebad: then a good call on the first communicator");
+    call_free(c);
+    return bad;
+}
+
 /* ---- time ------------------------------------------------------------- */
 
 static double median_ms(std::vector<float> &v)
@@ -2359,6 +2447,7 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "badinput")) bad = run_badinput();
     else if (!strcmp(mode, "nocall")) bad = g_n < 2 ? 1 : run_nocall();
     else if (!strcmp(mode, "multinode")) bad = run_multinode();
+    else if (!strcmp(mode, "combinebad")) bad = run_combinebad();
     else if (!strcmp(mode, "time")) bad = run_time(argc > 2 ? argv[2] : NULL);
     else if (!strcmp(mode, "layer")) bad = run_layer(argc > 2 ? argv[2] : NULL);
     else if (!strcmp(mode, "layergraph")) bad = run_layergraph();

@@ -514,10 +514,16 @@ static mkResult_t net_tmax(struct mki_call *k, const struct moe_call *c, int64_t
     for (int q = 0; r == mkSuccess && q < comm->nranks; q++)
         if (all[q] > *tmax) *tmax = all[q];
     free(all);
-    if (r != mkSuccess)
-        return mki_error(comm, r, "%s: exchanging the ranks' token counts failed (bootstrap "
-                         "allgather: %s); is every rank making this call?", c->func,
-                         mki_thread_error());
+    if (r != mkSuccess) {
+        /* the bootstrap's ring is out of step with the ranks that did
+         * arrive: the communicator is broken, as a kernel's timeout would
+         * leave it */
+        mkResult_t e = mki_error(comm, r, "%s: exchanging the ranks' token counts failed "
+                                 "(bootstrap allgather: %s); is every rank making this call? "
+                                 "Destroy this communicator", c->func, mki_thread_error());
+        mki_comm_set_async_error(comm, e);
+        return e;
+    }
     return mkSuccess;
 }
 

@@ -87,6 +87,8 @@ if [ $tests = 1 ] && [ "$ngpu" -ge 2 ]; then
         step "2gpu 2 nodes layer CUDA graph x20" 120 2 $B/test_moe layergraph
     MK_NODE_SIZE=1 MK_TRANSPORT=socket \
         step "2gpu 2 nodes combine, bad layout" 60 2 $B/test_moe combinebad
+    MK_TIMEOUT_MS=3000 MK_NODE_SIZE=1 MK_TRANSPORT=socket \
+        step "2gpu 2 nodes nocall -> timeout" 40 2 $B/test_moe nocall
     for np in 4 8; do
         [ "$ngpu" -ge $np ] || continue
         CUDA_VISIBLE_DEVICES=$(devs $np)
@@ -133,6 +135,8 @@ if [ $tests = 1 ] && [ $mps = 1 ]; then
                 step "1gpu x2 MPS 2 nodes bad input" 60 2 $B/test_moe badinput
             MK_NODE_SIZE=1 MK_TRANSPORT=socket \
                 step "1gpu x2 MPS 2 nodes combine, bad layout" 60 2 $B/test_moe combinebad
+            MK_TIMEOUT_MS=3000 MK_NODE_SIZE=1 MK_TRANSPORT=socket \
+                step "1gpu x2 MPS 2 nodes nocall -> timeout" 40 2 $B/test_moe nocall
         fi
         echo quit | nvidia-cuda-mps-control
         sleep 1

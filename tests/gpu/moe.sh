@@ -86,6 +86,10 @@ if [ $tests = 1 ] && [ "$ngpu" -ge 2 ]; then
     MK_NODE_SIZE=1 MK_TRANSPORT=socket \
         step "2gpu 2 nodes layer CUDA graph x20" 120 2 $B/test_moe layergraph
     MK_NODE_SIZE=1 MK_TRANSPORT=socket \
+        step "2gpu 2 nodes stress 100 pairs" 120 2 $B/test_moe stress
+    MK_NODE_SIZE=1 MK_TRANSPORT=socket \
+        step "2gpu 2 nodes CUDA graph x20" 120 2 $B/test_moe graph
+    MK_NODE_SIZE=1 MK_TRANSPORT=socket \
         step "2gpu 2 nodes combine, bad layout" 60 2 $B/test_moe combinebad
     MK_TIMEOUT_MS=3000 MK_NODE_SIZE=1 MK_TRANSPORT=socket \
         step "2gpu 2 nodes nocall -> timeout" 40 2 $B/test_moe nocall

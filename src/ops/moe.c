@@ -577,6 +577,7 @@ static mkResult_t run_layer(struct mki_call *k, struct moe_state *g, const struc
     m.layer = 0;
     m.of_layer = 1;
     m.combine = 1;
+    m.same_tokens = 1;
     m.y = g->yrows;
     m.off_in = g->loff;
     m.send_rows = g->lsend;

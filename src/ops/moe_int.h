@@ -43,6 +43,7 @@ struct moe_state {
     size_t nx_bytes, nmeta_bytes, gx_bytes, gmeta_bytes, hist_bytes, start_bytes,
         src_of_bytes, nstate_bytes, partial_bytes, red_bytes;
     uint64_t net_calls;             /* calls across nodes (error records) */
+    int64_t net_tmax;               /* the last exchange's largest token count */
     struct mki_op_bufs bufs;
 };
 
@@ -52,6 +53,8 @@ struct moe_call {
     int layer;                      /* mkMoEDispatchFfnCombine */
     int of_layer;                   /* a launch of it: its plan and its name in errors */
     int net;                        /* across nodes: the sequence of moe.h */
+    int same_tokens;                /* the layer's combine: its dispatch's tokens, so its
+                                     * largest count too (no second exchange) */
     const void *w_mat;              /* its weights (the layer's W13) */
     const void *w2;                 /* the layer's W2 */
     int64_t n;                      /* its output columns (the layer's inter) */

@@ -233,14 +233,16 @@ static mkResult_t net_combine(struct mki_call *k, struct moe_state *g, const str
     return net_launch(k, &p, MKI_MOE_NET_CONVERT);
 }
 
-/* One call across nodes: the token counts, every buffer, then the
+/* One call across nodes: the token counts (the layer's combine takes its
+ * dispatch's, exchanged in the same call), every buffer, then the
  * sequence; mkMoEDispatchGemm: the dispatch into the private rows, then
- * the grouped GEMM (run_gemm). */
+ * the grouped GEMM (mki_moe_run_gemm). */
 mkResult_t mki_moe_run_net(struct mki_call *k, struct moe_state *g, struct moe_call *c)
 {
     struct mkComm *comm = k->comm;
-    int64_t tmax = 0;
-    MKI_CHECK(net_tmax(k, c, &tmax));
+    int64_t tmax = g->net_tmax;
+    if (!c->same_tokens) MKI_CHECK(net_tmax(k, c, &tmax));
+    g->net_tmax = tmax;
     MKI_CHECK(net_bufs(k, g, c, tmax));
     if (c->combine) return net_combine(k, g, c, tmax);
     void *recv = c->recv;

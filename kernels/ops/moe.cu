@@ -63,9 +63,7 @@ __global__ void __launch_bounds__(NT, 1) moe_combine_kernel(const __grid_constan
         /* an error already recorded on this rank (the dispatch this
          * combine answers stopped: capacity, expert ids; every rank found
          * it): nothing to sum, nothing written */
-        if (!s_quit && ld_relaxed_sys(reinterpret_cast<const uint64_t *>(
-                           p.rt.heap[p.rt.local] + MKI_CTL_CLAIM)) != 0)
-            s_quit = 1;
+        if (!s_quit && claimed(p.rt)) s_quit = 1;
         s_rows = p.off[EL];
         if (!s_quit && (s_rows < 0 || s_rows > p.cap || (s_rows > 0 && !p.y))) {
             if (b == 0)

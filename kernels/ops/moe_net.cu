@@ -36,13 +36,6 @@ __device__ __forceinline__ int32_t slot_id(const P_t &p, int64_t i)
     return p.gmeta[s * p.mwords + (i - s * tk)];
 }
 
-/* An error recorded on this rank already (this call's dispatch, or an
- * earlier call): nothing more is written. */
-__device__ __forceinline__ bool claimed(const mki_rt_dev &rt)
-{
-    return ld_relaxed_sys(reinterpret_cast<const uint64_t *>(rt.heap[rt.local] + MKI_CTL_CLAIM)) != 0;
-}
-
 /* hist[c] = the slots of chunk c per expert, then the chunk's first bad id
  * (its offset in the chunk; INT32_MAX: none). */
 __global__ void __launch_bounds__(NT) net_count(const __grid_constant__ P_t p)

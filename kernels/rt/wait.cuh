@@ -44,6 +44,13 @@ __device__ __forceinline__ const uint64_t *abort_word(const mki_rt_dev &rt)
     return reinterpret_cast<const uint64_t *>(rt.heap[rt.local] + MKI_CTL_ABORT);
 }
 
+/* An error recorded on this rank already (fail() claimed its record): a
+ * kernel that finds it writes nothing more. */
+__device__ __forceinline__ bool claimed(const mki_rt_dev &rt)
+{
+    return ld_relaxed_sys(reinterpret_cast<const uint64_t *>(rt.heap[rt.local] + MKI_CTL_CLAIM)) != 0;
+}
+
 /* The host's stop word (rt.h): host-mapped, so read seldom (a load over
  * PCIe), never on a path where no wait failed. */
 __device__ __forceinline__ const uint64_t *host_stop(const mki_rt_dev &rt)

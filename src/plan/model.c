@@ -108,6 +108,25 @@ static void coll_bytes(const struct mki_plan_ctx *c, double total, int a2a,
     }
 }
 
+/* One all-gather, reduce-scatter or all-reduce of `total` bytes (count
+ * elements of e bytes as mki_plan_coll_hier counts them).  Across nodes in
+ * one flat kernel (below MK_COLL_HIER_MIN, or an op without the stepped
+ * path) each rank sends its blocks to every rank: L times the stepped
+ * path's bytes across the network and 1/N of them inside the node. */
+static void coll_op_bytes(const struct mki_plan_ctx *c, enum mki_op op, double total,
+                          uint64_t count, int e, double *intra, double *inter)
+{
+    double a = 0, r = 0;
+    coll_bytes(c, total, 0, &a, &r);
+    if (c->nnodes > 1 && !mki_plan_coll_hier(op, count, e, c->nranks, c->nnodes,
+                                             c->local_size, c->hier_min)) {
+        r *= c->local_size;
+        a /= c->nnodes;
+    }
+    *intra += a;
+    *inter += r;
+}
+
 static void work_of(const struct mki_model *md, const struct mki_plan_ctx *c,
                     enum mki_op op, int64_t m, int64_t n, int64_t k, int e,
                     struct work *w)
@@ -121,21 +140,12 @@ static void work_of(const struct mki_model *md, const struct mki_plan_ctx *c,
     switch (op) {
     case MKI_OP_ALLGATHER:
     case MKI_OP_REDUCESCATTER:
-    case MKI_OP_ALLREDUCE: {
-        coll_bytes(c, (op == MKI_OP_ALLREDUCE ? 2 : 1) * mn * e, 0, &intra, &inter);
-        /* Across nodes in one flat kernel (below MK_COLL_HIER_MIN, or an op
-         * without the stepped path: mki_plan_coll_hier): each rank sends
-         * its blocks to every rank, L times the stepped path's bytes
-         * across the network and 1/N of them inside the node. */
-        const uint64_t count = op == MKI_OP_ALLREDUCE ? (uint64_t)(m * n)
-                                                      : (uint64_t)(m * n) / (uint64_t)c->nranks;
-        if (c->nnodes > 1 && !mki_plan_coll_hier(op, count, e, c->nranks, c->nnodes,
-                                                 c->local_size, c->hier_min)) {
-            inter *= c->local_size;
-            intra /= c->nnodes;
-        }
+    case MKI_OP_ALLREDUCE:
+        coll_op_bytes(c, op, (op == MKI_OP_ALLREDUCE ? 2 : 1) * mn * e,
+                      op == MKI_OP_ALLREDUCE ? (uint64_t)(m * n)
+                                             : (uint64_t)(m * n) / (uint64_t)c->nranks,
+                      e, &intra, &inter);
         break;
-    }
     case MKI_OP_ALLTOALL: coll_bytes(c, mn * e, 1, &intra, &inter); break;
     case MKI_OP_MOE_DISPATCH:
     case MKI_OP_MOE_DISPATCH_GEMM:
@@ -154,26 +164,15 @@ static void work_of(const struct mki_model *md, const struct mki_plan_ctx *c,
         if (c->nnodes > 1) {
             /* across nodes (kernels/ops/moe.h): every rank's tokens
              * all-gathered; the combine reduce-scatters fp32 sums of every
-             * rank's tokens (the routing's words left out); each in steps
-             * or flat as the collectives choose (above) */
+             * rank's tokens (the routing's words left out) */
             const double P = c->nranks;
             intra = 0;
-            for (int part = 0; part < 2; part++) {
-                if (part == 0 ? op == MKI_OP_MOE_COMBINE
-                              : op != MKI_OP_MOE_COMBINE && op != MKI_OP_MOE_LAYER)
-                    continue;
-                const int es = part == 0 ? e : 4;
-                double a = 0, r = 0;
-                coll_bytes(c, P * mn * es, 0, &a, &r);
-                if (!mki_plan_coll_hier(part == 0 ? MKI_OP_ALLGATHER : MKI_OP_REDUCESCATTER,
-                                        (uint64_t)(m * n), es, c->nranks, c->nnodes,
-                                        c->local_size, c->hier_min)) {
-                    r *= c->local_size;
-                    a /= c->nnodes;
-                }
-                intra += a;
-                inter += r;
-            }
+            if (op != MKI_OP_MOE_COMBINE)
+                coll_op_bytes(c, MKI_OP_ALLGATHER, P * mn * e, (uint64_t)(m * n), e, &intra,
+                              &inter);
+            if (op == MKI_OP_MOE_COMBINE || op == MKI_OP_MOE_LAYER)
+                coll_op_bytes(c, MKI_OP_REDUCESCATTER, P * mn * 4, (uint64_t)(m * n), 4, &intra,
+                              &inter);
         }
         break;
     }

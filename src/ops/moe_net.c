@@ -52,6 +52,15 @@ static mkResult_t net_tmax(struct mki_call *k, const struct moe_call *c, int64_t
     return mkSuccess;
 }
 
+/* The routing's chunks of S slots: at least MKI_MOE_NET_CHUNK slots each,
+ * at most MKI_MOE_NET_MAXCHUNK of them (one for none); their count. */
+static int64_t net_chunks(int64_t S, int64_t *chunk)
+{
+    *chunk = (S + MKI_MOE_NET_MAXCHUNK - 1) / MKI_MOE_NET_MAXCHUNK;
+    if (*chunk < MKI_MOE_NET_CHUNK) *chunk = MKI_MOE_NET_CHUNK;
+    return S > 0 ? (S + *chunk - 1) / *chunk : 1;
+}
+
 /* Every buffer of a call across nodes, before anything is enqueued (a
  * rank that fails here enqueues nothing).  The routing's blocks are sized
  * for the combine's three words per slot, the dispatch's two then fitting
@@ -81,9 +90,8 @@ static mkResult_t net_bufs(struct mki_call *k, struct moe_state *g, const struct
                           "the MoE combine's sums");
     }
     const int64_t S = (int64_t)(P * tk);
-    int64_t chunk = (S + MKI_MOE_NET_MAXCHUNK - 1) / MKI_MOE_NET_MAXCHUNK;
-    if (chunk < MKI_MOE_NET_CHUNK) chunk = MKI_MOE_NET_CHUNK;
-    const int64_t nchunk = S > 0 ? (S + chunk - 1) / chunk : 1;
+    int64_t chunk;
+    const int64_t nchunk = net_chunks(S, &chunk);
     MKI_CHECK(mki_op_buf(k, &g->bufs, &g->hist, &g->hist_bytes,
                          (size_t)nchunk * (size_t)(c->experts + 1) * 4, "the MoE routing's counts"));
     MKI_CHECK(mki_op_buf(k, &g->bufs, &g->start, &g->start_bytes, (size_t)c->experts * 4,
@@ -169,8 +177,8 @@ static mkResult_t net_dispatch(struct mki_call *k, struct moe_state *g, const st
     struct mkComm *comm = k->comm;
     const int64_t tk = tmax * c->topk, S = (int64_t)comm->nranks * tk, mwords = 2 * tk;
     const size_t rb = (size_t)c->hidden * (size_t)c->es;
-    int64_t chunk = (S + MKI_MOE_NET_MAXCHUNK - 1) / MKI_MOE_NET_MAXCHUNK;
-    if (chunk < MKI_MOE_NET_CHUNK) chunk = MKI_MOE_NET_CHUNK;
+    int64_t chunk;
+    const int64_t nchunk = net_chunks(S, &chunk);
     struct mki_moe_net_params p;
     net_params(k, g, c, tmax, mwords, &p);
     MKI_CHECK(net_meta(k, g, c, tmax, mwords));
@@ -197,7 +205,7 @@ static mkResult_t net_dispatch(struct mki_call *k, struct moe_state *g, const st
     p.off = c->off;
     p.send_rows = c->send_rows;
     p.chunk = chunk;
-    p.nchunk = (int32_t)(S > 0 ? (S + chunk - 1) / chunk : 1);
+    p.nchunk = (int32_t)nchunk;
     for (int w = MKI_MOE_NET_COUNT; w <= MKI_MOE_NET_COPY; w++) MKI_CHECK(net_launch(k, &p, w));
     return mkSuccess;
 }

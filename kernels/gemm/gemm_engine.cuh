@@ -106,6 +106,19 @@
  *                        first column is target()'s col0; p.n is the
  *                        output's columns (glu), p.num_n_blk the tiles
  *                        over them.
+ *   p2, second           kTwoProblems hooks only (members): a second
+ *                        problem, its GemmParams p2 and its own hooks
+ *                        `second` (of type Hooks::Second, whose flags and
+ *                        members apply to it as the hooks' to p), whose
+ *                        units every CTA takes after its units of p.  The
+ *                        ring and its barriers carry on, so the producer
+ *                        loads p2's first units while the consumers finish
+ *                        p's; a deferred signal of p's last tile is
+ *                        flushed before p2's first.  One copy of the
+ *                        roles' code per problem inside one role split
+ *                        (run_cta called twice spilled registers); done()
+ *                        and the role flags (side work, register split)
+ *                        are the first hooks'.
  *   done(p, th)          kDone hooks only (optional member): the 256
  *                        consumer threads, with their registers, once their
  *                        last tile is stored and signalled (a last phase).
@@ -275,6 +288,7 @@ MKI_HOOK_FLAG(HooksWideSideWork, kWideSideWork)
 MKI_HOOK_FLAG(HooksWiderSideWork, kWiderSideWork)
 MKI_HOOK_FLAG(HooksEarlySignal, kEarlySignal)
 MKI_HOOK_FLAG(HooksHaveGlu, kGlu)
+MKI_HOOK_FLAG(HooksTwoProblems, kTwoProblems)
 #undef MKI_HOOK_FLAG
 
 struct DefaultHooks {
@@ -369,17 +383,17 @@ __device__ __forceinline__ TileCoord my_tile(TileCoord unit, uint32_t crank)
 /* B's column (n) of column c of tile column n_blk (c a multiple of 64):
  * with kGlu hooks the tile's halves are the gate's and the up
  * projection's columns. */
-template <typename Hooks>
+template <bool kG, typename Hooks>
 __device__ __forceinline__ int b_col(const Hooks &h, int n_blk, int c)
 {
-    if constexpr (HooksHaveGlu<Hooks>::value)
+    if constexpr (kG)
         return n_blk * (BN / 2) + (c & (BN / 2 - 1)) + (c >= BN / 2 ? h.glu : 0);
     else
         return n_blk * BN + c;
 }
 
 /* The whole B tile of k-block kb into this CTA's stage (no multicast). */
-template <typename Hooks>
+template <bool kG, typename Hooks>
 __device__ __forceinline__ void load_b_whole(char *sb, const GemmParams &p, const Hooks &h,
                                              bool trans_b, int kb, int n_blk, int bn, int bk,
                                              uint64_t *bar)
@@ -387,21 +401,21 @@ __device__ __forceinline__ void load_b_whole(char *sb, const GemmParams &p, cons
     if (trans_b) {
 #pragma unroll
         for (int j = 0; j < 2; ++j)
-            tma_load_2d(sb + j * (kBBytes / 2), &p.tm_b, kb * BK, bn + b_col(h, n_blk, j * (BN / 2)),
+            tma_load_2d(sb + j * (kBBytes / 2), &p.tm_b, kb * BK, bn + b_col<kG>(h, n_blk, j * (BN / 2)),
                         bar);
     } else {
 #pragma unroll
         for (int j = 0; j < BN / 64; ++j)
-            tma_load_2d(sb + j * 8192, &p.tm_b, b_col(h, n_blk, j * 64), bk + kb * BK, bar);
+            tma_load_2d(sb + j * 8192, &p.tm_b, b_col<kG>(h, n_blk, j * 64), bk + kb * BK, bar);
     }
 }
 
-template <int kCM, typename Hooks>
-__device__ __forceinline__ void producer(const GemmParams &p, const Hooks &h, int unit0,
-                                         int nunits_step, char *ring, uint64_t *full,
-                                         uint64_t *empty, bool trans_b, uint32_t crank)
+template <int kCM, bool kG, typename Hooks>
+__device__ __forceinline__ void producer_run(const GemmParams &p, const Hooks &h, int unit0,
+                                             int nunits_step, char *ring, uint64_t *full,
+                                             uint64_t *empty, bool trans_b, uint32_t crank,
+                                             int &stage, int &phase)
 {
-    int stage = 0, phase = 0;
     for (int i = unit0; i < p.num_units; i += nunits_step) {
         const TileCoord unit = h.tile(p, i);
         TileCoord tc = my_tile<kCM>(unit, crank);
@@ -436,17 +450,17 @@ __device__ __forceinline__ void producer(const GemmParams &p, const Hooks &h, in
             mbar_expect_tx(&full[stage], kStageBytes);
             tma_load_2d(sa, amap, kb * BK, arow, &full[stage]);
             if (kCM == 1 || split) {
-                load_b_whole(sb, p, h, trans_b, kb, tc.n_blk, bn, bk, &full[stage]);
+                load_b_whole<kG>(sb, p, h, trans_b, kb, tc.n_blk, bn, bk, &full[stage]);
             } else {
                 /* this CTA's half of B, to both CTAs */
                 if (trans_b) {
                     tma_load_2d_mc(sb + crank * (kBBytes / 2), &p.tm_b, kb * BK,
-                                   bn + b_col(h, tc.n_blk, crank * (BN / 2)), &full[stage], 0x3);
+                                   bn + b_col<kG>(h, tc.n_blk, crank * (BN / 2)), &full[stage], 0x3);
                 } else {
 #pragma unroll
                     for (int jj = 0; jj < 2; ++jj) {
                         const int j = 2 * crank + jj;
-                        tma_load_2d_mc(sb + j * 8192, &p.tm_b, b_col(h, tc.n_blk, j * 64),
+                        tma_load_2d_mc(sb + j * 8192, &p.tm_b, b_col<kG>(h, tc.n_blk, j * 64),
                                        bk + kb * BK, &full[stage], 0x3);
                     }
                 }
@@ -457,6 +471,24 @@ __device__ __forceinline__ void producer(const GemmParams &p, const Hooks &h, in
                 phase ^= 1;
             }
         }
+    }
+}
+
+/* The producer thread: the units of p, then (kTwoProblems hooks) those of
+ * h.p2, through one ring (its stages and phases carry on). */
+template <int kCM, typename Hooks>
+__device__ __forceinline__ void producer(const GemmParams &p, const Hooks &h, int unit0,
+                                         int nunits_step, char *ring, uint64_t *full,
+                                         uint64_t *empty, bool trans_b, uint32_t crank)
+{
+    int stage = 0, phase = 0;
+    producer_run<kCM, HooksHaveGlu<Hooks>::value>(p, h, unit0, nunits_step, ring, full, empty,
+                                                   trans_b, crank, stage, phase);
+    if constexpr (HooksTwoProblems<Hooks>::value) {
+        asm volatile("" : "+l"(ring), "+l"(full), "+l"(empty)); /* as in consumer() */
+        asm volatile("" : "+r"(unit0), "+r"(nunits_step), "+r"(crank));
+        producer_run<kCM, HooksHaveGlu<typename Hooks::Second>::value>(
+            h.p2, h.second, unit0, nunits_step, ring, full, empty, trans_b, crank, stage, phase);
     }
 }
 
@@ -473,26 +505,27 @@ __device__ __forceinline__ void release_stage(uint64_t *empty, int s)
     }
 }
 
-template <bool kF16, bool kTransB, int kCM, typename Hooks>
-__device__ __forceinline__ void consumer(const GemmParams &p, const Hooks &h, int unit0,
-                                         int nunits_step, char *ring, uint64_t *full,
-                                         uint64_t *empty, char *epi, int wg, int t, uint32_t crank)
+/* The consumers' loop over the units of one problem (p: the call's, or a
+ * kTwoProblems hooks' p2; kG: its gated unit); the ring's stage and phase
+ * and the iteration carry on from the problem before. */
+template <bool kF16, bool kTransB, int kCM, bool kG, typename Hooks>
+__device__ __forceinline__ void consumer_run(const GemmParams &p, const Hooks &h, int unit0,
+                                             int nunits_step, char *ring, uint64_t *full,
+                                             uint64_t *empty, char *my_epi, int wg, int t,
+                                             uint32_t crank, int &stage, int &phase, int &it)
 {
     float acc[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i)
         acc[i] = 0.0f;
     const int lane = t & 31;
-    int stage = 0, phase = 0;
     const uint32_t ring_addr = smem_u32(ring);
-    char *my_epi = epi + wg * 2 * kEpiChunkBytes;
     constexpr bool kDefer = Hooks::kSignal && HooksDeferSignal<Hooks>::value;
     TileCoord pend{0, 0};
     bool has_pend = false;
     int skb = 0; /* k-blocks into a tile after which the previous one is signalled */
     if constexpr (kDefer && HooksEarlySignal<Hooks>::value)
         skb = h.signal_kb();
-    int it = 0;
     for (int i = unit0; i < p.num_units; i += nunits_step, ++it) {
         TileCoord tc = my_tile<kCM>(h.tile(p, i), crank);
         tc.it = it;
@@ -541,14 +574,36 @@ __device__ __forceinline__ void consumer(const GemmParams &p, const Hooks &h, in
             has_pend = true;
         }
         switch (e.out_type >= 0 ? e.out_type : p.out_type) {
-        case MKI_DT_BF16: epilogue<MKI_DT_BF16>(acc, p, h, tc, e, my_epi, wg, t); break;
-        case MKI_DT_F16: epilogue<MKI_DT_F16>(acc, p, h, tc, e, my_epi, wg, t); break;
-        default: epilogue<MKI_DT_F32>(acc, p, h, tc, e, my_epi, wg, t); break;
+        case MKI_DT_BF16: epilogue<MKI_DT_BF16, kG>(acc, p, h, tc, e, my_epi, wg, t); break;
+        case MKI_DT_F16: epilogue<MKI_DT_F16, kG>(acc, p, h, tc, e, my_epi, wg, t); break;
+        default: epilogue<MKI_DT_F32, kG>(acc, p, h, tc, e, my_epi, wg, t); break;
         }
     }
+    /* the problem's last tile signalled before the next problem's (whose
+     * loads may wait for it) */
     if constexpr (kDefer) {
         if (has_pend)
             flush_signal(p, h, pend, wg, t);
+    }
+}
+
+template <bool kF16, bool kTransB, int kCM, typename Hooks>
+__device__ __forceinline__ void consumer(const GemmParams &p, const Hooks &h, int unit0,
+                                         int nunits_step, char *ring, uint64_t *full,
+                                         uint64_t *empty, char *epi, int wg, int t, uint32_t crank)
+{
+    int stage = 0, phase = 0, it = 0;
+    char *my_epi = epi + wg * 2 * kEpiChunkBytes;
+    consumer_run<kF16, kTransB, kCM, HooksHaveGlu<Hooks>::value>(
+        p, h, unit0, nunits_step, ring, full, empty, my_epi, wg, t, crank, stage, phase, it);
+    if constexpr (HooksTwoProblems<Hooks>::value) {
+        /* the second problem's values derived anew from opaque copies:
+         * what the compiler would otherwise keep from the first problem's
+         * loop stays live through its epilogue and spills */
+        asm volatile("" : "+l"(ring), "+l"(full), "+l"(empty), "+l"(my_epi));
+        asm volatile("" : "+r"(wg), "+r"(t), "+r"(crank), "+r"(unit0), "+r"(nunits_step));
+        consumer_run<kF16, kTransB, kCM, HooksHaveGlu<typename Hooks::Second>::value>(
+            h.p2, h.second, unit0, nunits_step, ring, full, empty, my_epi, wg, t, crank, stage, phase, it);
     }
     /* Stores still in flight read smem: keep the CTA alive until they have. */
     if (t == 0)

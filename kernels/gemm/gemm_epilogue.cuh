@@ -167,7 +167,7 @@ __device__ __forceinline__ void tma_chunks(const float (&acc)[128], const EpiTar
     (tma_chunk<OT, CH>(acc, e, bufs, wg, t, wrow, q), ...);
 }
 
-template <int OT, typename Hooks>
+template <int OT, bool kGlu, typename Hooks>
 __device__ __forceinline__ void epilogue(float (&acc)[128], const GemmParams &p, const Hooks &h,
                                          TileCoord tc, const EpiTarget &e, char *bufs, int wg,
                                          int t)
@@ -180,7 +180,6 @@ __device__ __forceinline__ void epilogue(float (&acc)[128], const GemmParams &p,
         apply_alpha_beta<OT>(acc, p, row, col);
     if constexpr (HooksHaveCombine<Hooks>::value)
         h.combine(acc, p, tc, wg, t, wrow, q, bufs);
-    constexpr bool kGlu = HooksHaveGlu<Hooks>::value;
     if constexpr (kGlu) {
         /* columns 8j + q (+1) for j < 16 are the gate's, j + 16 the up
          * projection's of the same output column */

@@ -406,9 +406,10 @@ MK_API mkResult_t mkMoEDispatchGemm(const void *x, const int32_t *topk_idx,
  * inter multiples of 8 up to 2^24; x, out, W13 and W2 16-byte aligned
  * device memory, out not overlapping any other argument; x, topk_idx and
  * out may be NULL where tokens = 0; topk_weights NULL on every rank or on
- * none (a rank without tokens included).  On one node three launches on
+ * none (a rank without tokens included).  On one node two launches on
  * stream: mkMoEDispatchGemm's kernel with W13 and SwiGLU in its
- * epilogue, the grouped down projection, mkMoECombine's kernel.  Across
+ * epilogue, which then runs the grouped down projection (a tile once the
+ * rows it reads are stored), and mkMoECombine's kernel.  Across
  * nodes the dispatch and the combine run as those calls' sequences, with
  * the two grouped GEMMs between them.  Stream-ordered and asynchronous.
  */

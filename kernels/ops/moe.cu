@@ -198,11 +198,58 @@ struct MoeGemmCta {
     uint64_t e;
     int go;
     int past;    /* the producer took a unit past the last */
+    int past2;   /* the same in mkMoEDispatchFfnCombine's down projection */
+    int units2;  /* its units */
     int poster;  /* this CTA's producer takes the cluster's units */
     int ncl, cl; /* clusters, this CTA's */
     int units;   /* the GEMM's units (after the table) */
 };
 __shared__ MoeGemmCta mg;
+
+/* The hooks' tile() on a schedule (MoeGemmHooks says how units are handed
+ * out): its counter, slots and ends, the grouped hooks g that turn a unit
+ * into a tile, units of it in all; *past (shared memory): the producer
+ * took a unit past them. */
+template <class G>
+__device__ __forceinline__ TileCoord take_unit(const G &g, const mki_rt_dev &rt,
+                                               const GemmParams &p, int i,
+                                               unsigned long long *next, uint64_t *slots,
+                                               uint64_t *ends, int *past, int units)
+{
+    /* the CTA's constants in shared memory (the producer has 40
+     * registers) */
+    const int cl = mg.cl, k = i / mg.ncl;
+    const uint64_t e = mg.e & 0xffffffull;
+    const uint64_t tag = e << 40 | (uint64_t)(k & 0xffff) << 24;
+    uint64_t *slot = slots + (size_t)cl * 8 + (k & 7);
+    int u;
+    if (threadIdx.x == 0 && mg.poster) {
+        if (*past) return g.tile(p, 1 << 30);
+        u = (int)atomicAdd(next, 1ull);
+        if (u >= units) {
+            *past = 1;
+            st_release_gpu(ends + cl, e << 40 | (uint64_t)(k & 0xffff) << 24 | 1);
+            return g.tile(p, 1 << 30);
+        }
+        st_release_gpu(slot, tag | (uint64_t)u);
+        return g.tile(p, u);
+    }
+    const uint64_t t0 = globaltimer();
+    for (uint32_t n = 1;; n++) {
+        const uint64_t v = ld_acquire_gpu(slot);
+        if ((v >> 24) == (tag >> 24)) {
+            u = (int)(v & 0xffffff);
+            break;
+        }
+        const uint64_t w = ld_acquire_gpu(ends + cl);
+        if ((w >> 40) == e && (int)((w >> 24) & 0xffff) <= k) return g.tile(p, 1 << 30);
+        if ((n & 1023) == 0 && globaltimer() - t0 > rt.timeout_ns) {
+            note_fail(mg.note, MKI_ERR_TIMEOUT, rt.rank, k, 7, tag, v);
+            return g.tile(p, 1 << 30);
+        }
+    }
+    return g.tile(p, u);
+}
 
 /* The grouped GEMM's hooks, plus: a tile waits for its expert's rows, and
  * units go to clusters as they ask (tile()).  kGluT: SwiGLU in the
@@ -211,7 +258,11 @@ template <bool kGluT>
 struct MoeGemmHooks {
     static constexpr bool kGlu = kGluT;
     static constexpr bool kWaitA = true;
-    static constexpr bool kSignal = false;
+    /* the layer's first GEMM: each stored tile counted for the down
+     * projection (after_store), one tile late (the stores are not waited
+     * for before the next mainloop) */
+    static constexpr bool kSignal = kGluT;
+    static constexpr bool kDeferSignal = kGluT;
     static constexpr bool kBRow = true;
     static constexpr bool kBSplit = true;
     static constexpr bool kASrc = true;
@@ -222,6 +273,7 @@ struct MoeGemmHooks {
     unsigned long long *gnext; /* the next unit of the schedule (zeroed by the dispatch) */
     uint64_t *gslot;           /* [clusters x 8]: a cluster's k-th unit, tagged */
     uint64_t *gend;            /* [clusters]: the cluster's first iteration past the units */
+    uint64_t *hdone;           /* the layer's one launch: stored first-GEMM tiles per M-block */
 
     /* Units are handed out in the schedule's order as clusters ask (a CTA
      * that dispatched first joins when it is done, a CTA slowed by a wait
@@ -234,39 +286,7 @@ struct MoeGemmHooks {
      * Tags: call e (24 bits), k (16 bits), the unit (24 bits). */
     __device__ __forceinline__ TileCoord tile(const GemmParams &p, int i) const
     {
-        /* the CTA's constants in shared memory (the producer has 40
-         * registers) */
-        const int cl = mg.cl, k = i / mg.ncl;
-        const uint64_t e = mg.e & 0xffffffull;
-        const uint64_t tag = e << 40 | (uint64_t)(k & 0xffff) << 24;
-        uint64_t *slot = gslot + (size_t)cl * 8 + (k & 7);
-        int u;
-        if (threadIdx.x == 0 && mg.poster) {
-            if (mg.past) return g.tile(p, 1 << 30);
-            u = (int)atomicAdd(gnext, 1ull);
-            if (u >= mg.units) {
-                mg.past = 1;
-                st_release_gpu(gend + cl, e << 40 | (uint64_t)(k & 0xffff) << 24 | 1);
-                return g.tile(p, 1 << 30);
-            }
-            st_release_gpu(slot, tag | (uint64_t)u);
-            return g.tile(p, u);
-        }
-        const uint64_t t0 = globaltimer();
-        for (uint32_t n = 1;; n++) {
-            const uint64_t v = ld_acquire_gpu(slot);
-            if ((v >> 24) == (tag >> 24)) {
-                u = (int)(v & 0xffffff);
-                break;
-            }
-            const uint64_t w = ld_acquire_gpu(gend + cl);
-            if ((w >> 40) == e && (int)((w >> 24) & 0xffff) <= k) return g.tile(p, 1 << 30);
-            if ((n & 1023) == 0 && globaltimer() - t0 > mp.rt.timeout_ns) {
-                note_fail(mg.note, MKI_ERR_TIMEOUT, mp.rt.rank, k, 7, tag, v);
-                return g.tile(p, 1 << 30);
-            }
-        }
-        return g.tile(p, u);
+        return take_unit(g, mp.rt, p, i, gnext, gslot, gend, &mg.past, mg.units);
     }
     __device__ __forceinline__ const CUtensorMap *a_src(const GemmParams &p, int m_blk,
                                                          int *row) const
@@ -302,7 +322,77 @@ struct MoeGemmHooks {
             e.mode = mki::gemm::EPI_NONE;
         return e;
     }
+    /* kSignal: tile t's stores are complete and fenced (the engine); one
+     * more of its M-block's tiles for the down projection */
+    __device__ __forceinline__ void after_store(const GemmParams &, TileCoord t) const
+    {
+        if (hdone && t.m_blk < __ldg(g.table)) {
+            __threadfence();
+            atomicAdd(reinterpret_cast<unsigned long long *>(hdone + t.m_blk), 1ull);
+        }
+    }
 };
+
+/* mkMoEDispatchFfnCombine's down projection in the first kernel's launch
+ * (the engine's second problem): the grouped GEMM of the intermediate rows
+ * with W2 on the same table, its units from a second schedule, each tile's
+ * loads once its M-block's first-GEMM tiles are all stored (hdone[m_blk]
+ * == need). */
+struct MoeDownHooks {
+    static constexpr bool kWaitA = true;
+    static constexpr bool kSignal = false;
+    static constexpr bool kBRow = true;
+    static constexpr bool kBSplit = true;
+    static constexpr bool kASrc = true;
+    mki::gemm::GroupedHooks g;
+    mki_rt_dev rt;
+    unsigned long long *gnext;
+    uint64_t *gslot, *gend;
+    uint64_t *hdone;
+    int need; /* the first GEMM's N-blocks */
+    __device__ __forceinline__ TileCoord tile(const GemmParams &p, int i) const
+    {
+        return take_unit(g, rt, p, i, gnext, gslot, gend, &mg.past2, mg.units2);
+    }
+    __device__ __forceinline__ const CUtensorMap *a_src(const GemmParams &p, int m_blk,
+                                                         int *row) const
+    {
+        return g.a_src(p, m_blk, row);
+    }
+    __device__ __forceinline__ int b_row(const GemmParams &p, TileCoord t) const
+    {
+        return g.b_row(p, t);
+    }
+    __device__ __forceinline__ bool b_split(const GemmParams &p, TileCoord u) const
+    {
+        return g.b_split(p, u);
+    }
+    __device__ __forceinline__ void wait_a(const GemmParams &, TileCoord t, int kb) const
+    {
+        if (kb != t.kb0 || !*(volatile int *)&mg.go || t.m_blk >= __ldg(g.table)) return;
+        (void)wait_noted(rt, mg.note, hdone + t.m_blk, (uint64_t)need, rt.rank, t.m_blk, 8,
+                         pause_backoff(), load_gpu());
+    }
+    __device__ __forceinline__ EpiTarget target(const GemmParams &p, TileCoord t) const
+    {
+        EpiTarget e = g.target(p, t);
+        if (*(volatile int *)&mg.note.quit || !*(volatile int *)&mg.go)
+            e.mode = mki::gemm::EPI_NONE;
+        return e;
+    }
+    __device__ __forceinline__ void after_store(const GemmParams &, TileCoord) const {}
+};
+
+/* mkMoEDispatchFfnCombine's one launch: the first GEMM's hooks, and the
+ * down projection as the engine's second problem (kTwoProblems). */
+struct MoeLayerHooks : MoeGemmHooks<true> {
+    static constexpr bool kTwoProblems = true;
+    typedef MoeDownHooks Second;
+    GemmParams p2;
+    MoeDownHooks second;
+};
+static_assert(sizeof(GemmParams) + sizeof(MoeLayerHooks) + 64 <= MKI_LAUNCH_PARAM_BYTES,
+              "the layer kernel's parameters must fit a launch");
 
 /* Compute CTAs: the call's table (gemm_ready), one thread; false: no GEMM. */
 template <class H>
@@ -340,13 +430,12 @@ __device__ __noinline__ void moe_gemm_exit(const H &h)
     }
 }
 
-template <bool kF16, bool kTransB, int kCM, bool kGlu>
-__global__ void __launch_bounds__(mki::gemm::kThreads, 1)
-    moe_gemm_kernel(const __grid_constant__ GemmParams p,
-                    const __grid_constant__ MoeGemmHooks<kGlu> h)
+/* The part of both kernels before the first GEMM: the dispatch in the
+ * first D CTAs, the table. */
+template <int kCM, class H>
+__device__ __forceinline__ void moe_gemm_prologue(const GemmParams &p, const H &h, char *smem,
+                                                  dispatch_out *dout)
 {
-    extern __shared__ __align__(1024) char smem[];
-    __shared__ dispatch_out dout;
     const mki_moe_params &mp = h.mp;
     mki_moe_ctl *ctl = mp.ctl[mp.me];
     const int D = h.dcl * kCM;
@@ -359,11 +448,11 @@ __global__ void __launch_bounds__(mki::gemm::kThreads, 1)
     __syncthreads();
     if ((int)blockIdx.x < D) {
         const bool ok = dispatch_cta<mki::gemm::kThreads, true>(
-            mp, D, (int)blockIdx.x, reinterpret_cast<int32_t *>(smem), &dout, &mg.note);
+            mp, D, (int)blockIdx.x, reinterpret_cast<int32_t *>(smem), dout, &mg.note);
         __syncthreads();
         if (threadIdx.x == 0 && !ok) {
             mg.go = 0;
-            if (blockIdx.x == 0 && !dout.table_set) {
+            if (blockIdx.x == 0 && !dout->table_set) {
                 /* no table for this call: the other CTAs compute nothing */
                 mp.table[0] = 0;
                 mp.table[1] = 2;
@@ -382,12 +471,44 @@ __global__ void __launch_bounds__(mki::gemm::kThreads, 1)
         mg.units = (int)((__ldg(h.g.table) + kCM - 1) / kCM * p.num_n_blk);
     }
     __syncthreads();
+}
+
+template <bool kF16, bool kTransB, int kCM, bool kGlu>
+__global__ void __launch_bounds__(mki::gemm::kThreads, 1)
+    moe_gemm_kernel(const __grid_constant__ GemmParams p,
+                    const __grid_constant__ MoeGemmHooks<kGlu> h)
+{
+    extern __shared__ __align__(1024) char smem[];
+    __shared__ dispatch_out dout;
+    moe_gemm_prologue<kCM>(p, h, smem, &dout);
     /* Every CTA runs the engine on the same units whatever happened (a
      * cluster's two CTAs meet in its barriers and share B): a CTA without
      * the call's table (mg.go == 0: an error; the table is then the last
      * call's, or none: its tiles past the end) waits for nothing and stores
      * nothing. */
     mki::gemm::run_cta<kF16, kTransB, kCM, MoeGemmHooks<kGlu>>(p, h, blockIdx.x, gridDim.x, smem);
+    __syncwarp();
+    __syncthreads();
+    if (threadIdx.x == 0) moe_gemm_exit(h);
+}
+
+/* mkMoEDispatchFfnCombine's one launch (moe.h): the dispatch, then the
+ * engine on two problems (kTwoProblems): the first GEMM (p), then the down
+ * projection (h.p2).  A CTA takes down-projection units only once the
+ * first GEMM's schedule is empty, so every first-GEMM tile that a
+ * down-projection tile waits for is held by a running CTA. */
+template <bool kF16, bool kTransB, int kCM>
+__global__ void __launch_bounds__(mki::gemm::kThreads, 1)
+    moe_layer_kernel(const __grid_constant__ GemmParams p, const __grid_constant__ MoeLayerHooks h)
+{
+    extern __shared__ __align__(1024) char smem[];
+    __shared__ dispatch_out dout;
+    moe_gemm_prologue<kCM>(p, h, smem, &dout);
+    if (threadIdx.x == 0) { /* the poster (thread 0) alone reads them */
+        mg.past2 = 0;
+        mg.units2 = (int)((__ldg(h.g.table) + kCM - 1) / kCM * h.p2.num_n_blk);
+    }
+    mki::gemm::run_cta<kF16, kTransB, kCM, MoeLayerHooks>(p, h, blockIdx.x, gridDim.x, smem);
     __syncwarp();
     __syncthreads();
     if (threadIdx.x == 0) moe_gemm_exit(h);
@@ -428,52 +549,75 @@ extern "C" int mki_moe_describe(const struct mki_moe_params *p, int combine, int
     return 0;
 }
 
+/* The first GEMM's parameters and hooks for a launch whose first CTAs
+ * dispatch: *grid the launch's CTAs, *D the dispatching ones; the
+ * schedule's words from mp->ready (mki_moe_gemm_sched_words).  0; 1 when
+ * the grid is too small to split; or an MKI_GEMM_ERR_* with msg set. */
 template <bool kGlu>
-static int moe_gemm_describe(const struct mki_moe_params *mp, const mki_gemm_grouped_args *ga,
-                             int dctas_max, struct mki_launch_desc *d, int *dctas, char *msg,
-                             size_t len)
+static int moe_gemm_setup(const struct mki_moe_params *mp, const mki_gemm_grouped_args *ga,
+                          int dctas_max, GemmParams *gp, MoeGemmHooks<kGlu> *h, int *grid,
+                          int *D, char *msg, size_t len)
 {
-    GemmParams gp;
     GroupedHooksT<kGlu> gh;
-    int grid = 0;
-    memset(d, 0, offsetof(struct mki_launch_desc, param));
-    *dctas = 0;
-    const int r = mki::gemm::grouped_params(ga, &gp, &gh, &grid, msg, len);
+    *grid = 0;
+    const int r = mki::gemm::grouped_params(ga, gp, &gh, grid, msg, len);
     if (r) return r;
-    const int cm = gp.cluster_m;
-    int D = (dctas_max + cm - 1) / cm * cm;
-    if (D > MKI_MOE_FUSED_MAXD) D = MKI_MOE_FUSED_MAXD / cm * cm;
-    if (grid < D + 2 * cm) return 1; /* too few CTAs to split */
+    const int cm = gp->cluster_m;
+    *D = (dctas_max + cm - 1) / cm * cm;
+    if (*D > MKI_MOE_FUSED_MAXD) *D = MKI_MOE_FUSED_MAXD / cm * cm;
+    if (*grid < *D + 2 * cm) return 1; /* too few CTAs to split */
     if (mki::moe::fused_smem(mp->experts, mp->topk, mp->el, mki::gemm::kThreads) >
         (size_t)mki::gemm::kSmemBytes) {
         snprintf(msg, len, "mkMoEDispatchGemm: %d experts and top-%d need more shared memory "
                  "than the GEMM's CTAs have", mp->experts, mp->topk);
         return MKI_GEMM_ERR_UNSUPPORTED;
     }
-    MoeGemmHooks<kGlu> h;
-    h.g = gh;
-    h.glu = gh.glu;
-    h.mp = *mp;
-    h.dcl = D / cm;
+    memset(h, 0, sizeof(*h));
+    h->g = gh;
+    h->glu = gh.glu;
+    h->mp = *mp;
+    h->dcl = *D / cm;
     /* mp->ready: [el] row counts, the unit counter, then the clusters'
      * slots and ends (mki_moe_gemm_sched_words) */
-    h.gnext = reinterpret_cast<unsigned long long *>(mp->ready + mp->el);
-    h.gslot = mp->ready + mp->el + 1;
-    h.gend = h.gslot + (size_t)(grid / cm) * 8;
+    h->gnext = reinterpret_cast<unsigned long long *>(mp->ready + mp->el);
+    h->gslot = mp->ready + mp->el + 1;
+    h->gend = h->gslot + (size_t)(*grid / cm) * 8;
     /* every cluster iterates over num_units / clusters units at most:
      * enough for all when one cluster would take them all */
-    const long long n = (long long)gp.num_units + grid / cm;
+    const long long n = (long long)gp->num_units + *grid / cm;
     if (n > (1ll << 24)) {
         snprintf(msg, len, "mkMoEDispatchGemm: %lld work units (at most 2^24)", n);
         return MKI_GEMM_ERR_INVALID;
     }
-    gp.num_units = (int)n;
-    d->fn = moe_gemm_kernel_of<kGlu>(ga->in_type == MKI_DT_F16, ga->trans_b != 0, cm);
+    gp->num_units = (int)n;
+    return 0;
+}
+
+static void engine_launch(struct mki_launch_desc *d, const void *fn, int grid, int cm)
+{
+    d->fn = fn;
     d->grid = (unsigned)grid;
     d->block = mki::gemm::kThreads;
     d->cluster = (unsigned)cm;
     d->smem = mki::gemm::kSmemBytes;
     d->exact = 1; /* every CTA spins, and the split counts them */
+}
+
+template <bool kGlu>
+static int moe_gemm_describe(const struct mki_moe_params *mp, const mki_gemm_grouped_args *ga,
+                             int dctas_max, struct mki_launch_desc *d, int *dctas, char *msg,
+                             size_t len)
+{
+    GemmParams gp;
+    MoeGemmHooks<kGlu> h;
+    int grid = 0, D = 0;
+    memset(d, 0, offsetof(struct mki_launch_desc, param));
+    *dctas = 0;
+    const int r = moe_gemm_setup<kGlu>(mp, ga, dctas_max, &gp, &h, &grid, &D, msg, len);
+    if (r) return r;
+    const int cm = gp.cluster_m;
+    engine_launch(d, moe_gemm_kernel_of<kGlu>(ga->in_type == MKI_DT_F16, ga->trans_b != 0, cm),
+                  grid, cm);
     if (mki_launch_arg(d, &gp, sizeof(gp)) || mki_launch_arg(d, &h, sizeof(h))) {
         snprintf(msg, len, "mkMoEDispatchGemm: kernel parameters of %zu bytes do not fit",
                  sizeof(gp) + sizeof(h));
@@ -483,6 +627,20 @@ static int moe_gemm_describe(const struct mki_moe_params *mp, const mki_gemm_gro
     return 0;
 }
 
+template <bool kF16, bool kTransB>
+const void *moe_layer_kernel_for(int cm)
+{
+    return cm == 2 ? (const void *)moe_layer_kernel<kF16, kTransB, 2>
+                   : (const void *)moe_layer_kernel<kF16, kTransB, 1>;
+}
+
+const void *moe_layer_kernel_of(bool f16, bool tb, int cm)
+{
+    return f16 ? (tb ? moe_layer_kernel_for<true, true>(cm) : moe_layer_kernel_for<true, false>(cm))
+               : (tb ? moe_layer_kernel_for<false, true>(cm)
+                     : moe_layer_kernel_for<false, false>(cm));
+}
+
 extern "C" int mki_moe_gemm_describe(const struct mki_moe_params *mp,
                                      const mki_gemm_grouped_args *ga, int dctas_max,
                                      struct mki_launch_desc *d, int *dctas, char *msg,
@@ -490,6 +648,60 @@ extern "C" int mki_moe_gemm_describe(const struct mki_moe_params *mp,
 {
     return ga->glu > 0 ? moe_gemm_describe<true>(mp, ga, dctas_max, d, dctas, msg, len)
                        : moe_gemm_describe<false>(mp, ga, dctas_max, d, dctas, msg, len);
+}
+
+extern "C" int mki_moe_layer_describe(const struct mki_moe_params *mp,
+                                      const mki_gemm_grouped_args *ga,
+                                      const mki_gemm_grouped_args *down, int dctas_max,
+                                      struct mki_launch_desc *d, int *dctas, char *msg,
+                                      size_t len)
+{
+    GemmParams gp, gp2;
+    MoeLayerHooks h;
+    mki::gemm::GroupedHooks gh2;
+    int grid = 0, D = 0, grid2 = 0;
+    memset(d, 0, offsetof(struct mki_launch_desc, param));
+    memset(&h, 0, sizeof(h));
+    *dctas = 0;
+    int r = moe_gemm_setup<true>(mp, ga, dctas_max, &gp, &h, &grid, &D, msg, len);
+    if (r) return r;
+    const int cm = gp.cluster_m;
+    r = mki::gemm::grouped_params(down, &gp2, &gh2, &grid2, msg, len);
+    if (r) return r;
+    /* the plans differ, or not the same table and offsets: two launches */
+    if (gp2.cluster_m != cm || gh2.table != h.g.table || gh2.off != h.g.off) return 1;
+    /* mp->ready past mkMoEDispatchGemm's words: the second schedule's
+     * counter, a count per tile (both zeroed by the dispatch), the slots
+     * and ends (mki_moe_layer_sched_words) */
+    const size_t tiles = (size_t)MKI_GEMM_GROUP_TABLE(down->rows, down->groups) / 2;
+    uint64_t *base = mp->ready + mki_moe_gemm_sched_words(mp->el, grid);
+    h.hdone = base + 1;
+    h.mp.zero2 = base;
+    h.mp.nzero2 = (int64_t)(1 + tiles);
+    MoeDownHooks &h2 = h.second;
+    h2.g = gh2;
+    h2.rt = mp->rt;
+    h2.hdone = h.hdone;
+    h2.need = gp.num_n_blk;
+    h2.gnext = reinterpret_cast<unsigned long long *>(base);
+    h2.gslot = base + 1 + tiles;
+    h2.gend = h2.gslot + (size_t)(grid / cm) * 8;
+    const long long n = (long long)gp2.num_units + grid / cm;
+    if (n > (1ll << 24)) {
+        snprintf(msg, len, "mkMoEDispatchFfnCombine: %lld work units (at most 2^24)", n);
+        return MKI_GEMM_ERR_INVALID;
+    }
+    gp2.num_units = (int)n;
+    h.p2 = gp2;
+    engine_launch(d, moe_layer_kernel_of(ga->in_type == MKI_DT_F16, ga->trans_b != 0, cm), grid,
+                  cm);
+    if (mki_launch_arg(d, &gp, sizeof(gp)) || mki_launch_arg(d, &h, sizeof(h))) {
+        snprintf(msg, len, "mkMoEDispatchFfnCombine: kernel parameters of %zu bytes do not fit",
+                 sizeof(gp) + sizeof(h));
+        return MKI_GEMM_ERR_INVALID;
+    }
+    *dctas = D;
+    return 0;
 }
 
 extern "C" int mki_moe_preload(char *msg, size_t len)
@@ -511,7 +723,11 @@ extern "C" int mki_moe_preload(char *msg, size_t len)
                        moe_gemm_kernel_of<true>(false, false, 2),
                        moe_gemm_kernel_of<true>(false, true, 2),
                        moe_gemm_kernel_of<true>(true, false, 2),
-                       moe_gemm_kernel_of<true>(true, true, 2)};
+                       moe_gemm_kernel_of<true>(true, true, 2),
+                       moe_layer_kernel_of(false, false, 1), moe_layer_kernel_of(false, true, 1),
+                       moe_layer_kernel_of(true, false, 1), moe_layer_kernel_of(true, true, 1),
+                       moe_layer_kernel_of(false, false, 2), moe_layer_kernel_of(false, true, 2),
+                       moe_layer_kernel_of(true, false, 2), moe_layer_kernel_of(true, true, 2)};
     for (unsigned i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
         cudaFuncAttributes a;
         cudaError_t err = cudaFuncGetAttributes(&a, k[i]);

@@ -63,6 +63,13 @@
  * every CTA of the launch reads the same call number at entry.  The
  * records carry each sender CTA's pair count per destination
  * (MKI_MOE_REC_WORDS_FUSED), for the unpack's order.
+ *
+ * mkMoEDispatchFfnCombine's one launch: the same, the first GEMM (W13,
+ * SwiGLU) raising, once each of its tiles is stored, a count per M-block
+ * (tile of the table); then every CTA runs the down projection's units
+ * (the same table, a second schedule), each tile's loads waiting until its
+ * M-block's count reaches the first GEMM's N-blocks.  The dispatch zeroes
+ * the counts and the second schedule's unit counter (zero2).
  */
 #ifndef MKI_OPS_MOE_H
 #define MKI_OPS_MOE_H
@@ -135,6 +142,11 @@ struct mki_moe_params {
     uint64_t *ready;                       /* [el]: rows of each local expert in place */
     int32_t *order;                        /* [tokens * P]: each CTA's pairs, sorted */
     int32_t *table;                        /* the grouped GEMM's table of tiles */
+    uint64_t *zero2;                       /* mkMoEDispatchFfnCombine's one launch: nzero2
+                                            * words the dispatch zeroes (the down
+                                            * projection's unit counter, then each tile's
+                                            * count of stored first-GEMM tiles) */
+    int64_t nzero2;
     /* combine */
     const void *y;
     void *out;
@@ -243,6 +255,21 @@ int mki_moe_gemm_describe(const struct mki_moe_params *p, const mki_gemm_grouped
 static inline size_t mki_moe_gemm_sched_words(int el, int ctas)
 {
     return (size_t)el + 1 + 9 * (size_t)ctas;
+}
+/* mkMoEDispatchFfnCombine's one launch (the first GEMM ga with SwiGLU, the
+ * down projection down on the same table and offsets): as
+ * mki_moe_gemm_describe, p->ready mki_moe_layer_sched_words(el, grid,
+ * tiles) words, tiles = MKI_GEMM_GROUP_TABLE(rows, el) / 2.  0; 1 when the
+ * grid is too small to split or the two GEMMs' plans differ (run the
+ * launches in turn); or an MKI_GEMM_ERR_* with msg set. */
+int mki_moe_layer_describe(const struct mki_moe_params *p, const mki_gemm_grouped_args *ga,
+                           const mki_gemm_grouped_args *down, int dctas_max,
+                           struct mki_launch_desc *d, int *dctas, char *msg, size_t len);
+/* Words of p->ready for it: mkMoEDispatchGemm's, then the second
+ * schedule's counter, a count per tile, 8 slots and an end per cluster. */
+static inline size_t mki_moe_layer_sched_words(int el, int ctas, size_t tiles)
+{
+    return mki_moe_gemm_sched_words(el, ctas) + 1 + tiles + 9 * (size_t)ctas;
 }
 /* The dispatch CTAs of mkMoEDispatchGemm's launch of grid CTAs: a quarter,
  * even, 2 .. MKI_MOE_FUSED_MAXD (the plan's and mkinfo's rule). */

@@ -348,8 +348,11 @@ __device__ __forceinline__ bool dispatch_cta(const mki_moe_params &p, int G, int
     const int64_t t0 = (int64_t)mulhi_div(T, b, G), t1 = (int64_t)mulhi_div(T, b + 1, G);
 
     /* ---- count ---- */
-    if constexpr (kFused) /* the row counts and the GEMM's unit counter */
+    if constexpr (kFused) { /* the row counts and the GEMM's unit counter */
         for (int i = b * NT + tid; i <= EL; i += G * NT) p.ready[i] = 0;
+        if (p.zero2) /* the layer's second schedule (moe.h) */
+            for (int64_t i = b * NT + tid; i < p.nzero2; i += G * NT) p.zero2[i] = 0;
+    }
     for (int64_t i = t0 * K + tid; i < t1 * K; i += NT) {
         const int v = p.idx[i];
         if (v < -1 || v >= E) atomicMin(&s_bad, (int)i);

@@ -408,8 +408,10 @@ static mkResult_t run_fused(struct mki_call *k, struct moe_state *g, const struc
         g->table_set = g->table;
     }
     const int ctas = pl->sm_budget > 0 ? pl->sm_budget : comm->dev->sm_count;
+    const size_t tiles = (size_t)MKI_GEMM_GROUP_TABLE(c->cap, EL) / 2;
     MKI_CHECK(mki_op_buf(k, &g->bufs, &g->ready, &g->ready_bytes,
-                         sizeof(uint64_t) * mki_moe_gemm_sched_words(EL, ctas),
+                         sizeof(uint64_t) * (c->down ? mki_moe_layer_sched_words(EL, ctas, tiles)
+                                                     : mki_moe_gemm_sched_words(EL, ctas)),
                          "the MoE GEMM's row counts and schedule"));
     MKI_CHECK(mki_op_buf(k, &g->bufs, &g->order, &g->order_bytes,
                          sizeof(int32_t) * (size_t)(c->tokens > 0 ? c->tokens : 1) * (size_t)P,
@@ -424,8 +426,18 @@ static mkResult_t run_fused(struct mki_call *k, struct moe_state *g, const struc
     int dctas = 0;
     /* the plan's dispatch CTAs (a quarter of the SMs, or MK_SM_SPLIT's
      * intra count) */
-    const int rc = mki_moe_gemm_describe(p, &ga, pl->split.intra > 0 ? pl->split.intra : 2, &d,
-                                         &dctas, msg, sizeof(msg));
+    const int dmax = pl->split.intra > 0 ? pl->split.intra : 2;
+    int rc = 1;
+    if (c->down) {
+        /* the layer: its down projection in the same launch, on the same
+         * table */
+        mki_gemm_grouped_args ga2;
+        grouped_args(comm, g, c->down, pl, &ga2);
+        ga2.table = g->table;
+        rc = mki_moe_layer_describe(p, &ga, &ga2, dmax, &d, &dctas, msg, sizeof(msg));
+        if (rc == 0) *c->down_done = 1;
+    }
+    if (rc == 1) rc = mki_moe_gemm_describe(p, &ga, dmax, &d, &dctas, msg, sizeof(msg));
     if (rc == 1) return mkSuccess;
     if (rc != 0)
         return mki_error(comm, rc == MKI_GEMM_ERR_INVALID ? mkErrInvalidArgument
@@ -527,10 +539,11 @@ static mkResult_t run(struct mki_call *k, struct moe_state *g, struct moe_call *
     return mki_moe_run_gemm(k, g, c, &pl);
 }
 
-/* mkMoEDispatchFfnCombine, in this version three launches on the stream:
+/* mkMoEDispatchFfnCombine, in this version two launches on the stream:
  * mkMoEDispatchGemm's kernel with W13 and SwiGLU in its epilogue (into the
- * intermediate rows), the grouped GEMM of the intermediate rows with W2
- * (into the experts' output rows), and mkMoECombine's kernel; the layout
+ * intermediate rows) extended by the grouped GEMM of the intermediate rows
+ * with W2 (into the experts' output rows; a launch of its own where the
+ * two cannot share one), and mkMoECombine's kernel; the layout
  * (expert_offsets, send_rows) stays here. */
 static mkResult_t run_layer(struct mki_call *k, struct moe_state *g, const struct moe_call *c)
 {
@@ -558,8 +571,8 @@ static mkResult_t run_layer(struct mki_call *k, struct moe_state *g, const struc
     d.send_rows = g->lsend;
     d.recv_w = NULL;
     d.recv_src = NULL;
-    MKI_CHECK(run(k, g, &d));
-    /* 2: the down projection, within the rank's SMs like the first GEMM */
+    /* 2: the down projection, within the rank's SMs like the first GEMM
+     * (in the first kernel's launch where it can) */
     struct moe_call e = d;
     e.glu = 0;
     e.n = H;
@@ -567,11 +580,17 @@ static mkResult_t run_layer(struct mki_call *k, struct moe_state *g, const struc
     e.a_in = g->hrows;
     e.w_mat = c->w2;
     e.y_out = g->yrows;
-    struct mki_op_plan pl;
-    memset(&pl, 0, sizeof(pl));
-    MKI_CHECK(mki_plan_op(comm, MKI_OP_MOE_LAYER, c->tokens > 0 ? c->tokens : 1, H, c->topk,
-                          c->es, &pl));
-    MKI_CHECK(mki_moe_run_gemm(k, g, &e, &pl));
+    int down_done = 0;
+    d.down = &e;
+    d.down_done = &down_done;
+    MKI_CHECK(run(k, g, &d));
+    if (!down_done) {
+        struct mki_op_plan pl;
+        memset(&pl, 0, sizeof(pl));
+        MKI_CHECK(mki_plan_op(comm, MKI_OP_MOE_LAYER, c->tokens > 0 ? c->tokens : 1, H,
+                              c->topk, c->es, &pl));
+        MKI_CHECK(mki_moe_run_gemm(k, g, &e, &pl));
+    }
     /* 3: the combine */
     struct moe_call m = *c;
     m.layer = 0;

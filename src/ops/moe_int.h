@@ -60,6 +60,9 @@ struct moe_call {
     int64_t n;                      /* its output columns (the layer's inter) */
     int64_t glu;                    /* the GEMM's gated unit: its columns (0: none) */
     const void *a_in;               /* the GEMM's A when not the received rows */
+    const struct moe_call *down;    /* the layer's first kernel: its down projection, run in
+                                     * the same launch where it can (then *down_done = 1) */
+    int *down_done;
     void *y_out;                    /* its output (y, as the caller gave it) */
     int trans_w;
     const char *func;

@@ -827,7 +827,7 @@ mkResult_t mki_plan_model_attn(const struct mki_model *md,
         else
             snprintf(p.reason, sizeof(p.reason), "one persistent kernel on %d SMs%s", p.ctas,
                      op == MKI_OP_MOE_DISPATCH_GEMM ? " (the dispatch's CTAs first)"
-                     : op == MKI_OP_MOE_LAYER ? " (the first of three launches, the dispatch's "
+                     : op == MKI_OP_MOE_LAYER ? " (the first of two launches, the dispatch's "
                                                 "CTAs first)" : "");
     }
     *out = p;

@@ -229,12 +229,13 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
                       "is too small to split)\n", p->ctas, p->split.intra);
     }
     if (p->op == MKI_OP_MOE_LAYER)
-        mki_sb_printf(sb, "  kernels   three launches: the GEMM engine (up to %d CTAs of 384 "
+        mki_sb_printf(sb, "  kernels   two launches: the GEMM engine (up to %d CTAs of 384 "
                       "threads), its first %d dispatching, the others computing each local "
                       "expert's gate and up projections once its rows are in place, SwiGLU in "
-                      "the epilogue; the grouped down projection on the same SMs; the combine "
-                      "(%d threads a CTA: stage, then a warp per token sums its top-k rows in "
-                      "fp32)\n", p->ctas, p->split.intra, MKI_MOE_THREADS);
+                      "the epilogue, then every CTA the grouped down projection, each tile once "
+                      "the rows it reads are stored; the combine (%d threads a CTA: stage, then "
+                      "a warp per token sums its top-k rows in fp32)\n", p->ctas,
+                      p->split.intra, MKI_MOE_THREADS);
     if (p->op == MKI_OP_RING_ATTN) ring_attn_print(sb, c, p);
     if (p->op == MKI_OP_MOE_COMBINE)
         mki_sb_printf(sb, "  kernel    %d CTAs of %d threads: stage y for the peers, then a warp "

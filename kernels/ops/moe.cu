@@ -251,11 +251,44 @@ __device__ __forceinline__ TileCoord take_unit(const G &g, const mki_rt_dev &rt,
     return g.tile(p, u);
 }
 
+/* What both MoE GEMMs' hooks take from the grouped GEMM's (g): A's rows,
+ * B's rows per group, and the target, dropped (EPI_NONE) for a tile
+ * whose rows did not all come (a wait failed) or of a CTA without the
+ * call's table. */
+template <class G>
+struct MoeGroupedBase {
+    static constexpr bool kBRow = true;
+    static constexpr bool kBSplit = true;
+    static constexpr bool kASrc = true;
+    G g;
+    __device__ __forceinline__ const CUtensorMap *a_src(const GemmParams &p, int m_blk,
+                                                         int *row) const
+    {
+        return g.a_src(p, m_blk, row);
+    }
+    __device__ __forceinline__ int b_row(const GemmParams &p, TileCoord t) const
+    {
+        return g.b_row(p, t);
+    }
+    __device__ __forceinline__ bool b_split(const GemmParams &p, TileCoord u) const
+    {
+        return g.b_split(p, u);
+    }
+    __device__ __forceinline__ EpiTarget target(const GemmParams &p, TileCoord t) const
+    {
+        EpiTarget e = g.target(p, t);
+        if (*(volatile int *)&mg.note.quit || !*(volatile int *)&mg.go)
+            e.mode = mki::gemm::EPI_NONE;
+        return e;
+    }
+};
+
 /* The grouped GEMM's hooks, plus: a tile waits for its expert's rows, and
  * units go to clusters as they ask (tile()).  kGluT: SwiGLU in the
  * epilogue (mkMoEDispatchFfnCombine's gate and up projections). */
 template <bool kGluT>
-struct MoeGemmHooks {
+struct MoeGemmHooks : MoeGroupedBase<GroupedHooksT<kGluT>> {
+    using MoeGroupedBase<GroupedHooksT<kGluT>>::g;
     static constexpr bool kGlu = kGluT;
     static constexpr bool kWaitA = true;
     /* the layer's first GEMM: each stored tile counted for the down
@@ -263,10 +296,6 @@ struct MoeGemmHooks {
      * for before the next mainloop) */
     static constexpr bool kSignal = kGluT;
     static constexpr bool kDeferSignal = kGluT;
-    static constexpr bool kBRow = true;
-    static constexpr bool kBSplit = true;
-    static constexpr bool kASrc = true;
-    GroupedHooksT<kGluT> g;
     int glu; /* kGluT: g.glu */
     int dcl; /* clusters that dispatch first */
     mki_moe_params mp;
@@ -288,19 +317,6 @@ struct MoeGemmHooks {
     {
         return take_unit(g, mp.rt, p, i, gnext, gslot, gend, &mg.past, mg.units);
     }
-    __device__ __forceinline__ const CUtensorMap *a_src(const GemmParams &p, int m_blk,
-                                                         int *row) const
-    {
-        return g.a_src(p, m_blk, row);
-    }
-    __device__ __forceinline__ int b_row(const GemmParams &p, TileCoord t) const
-    {
-        return g.b_row(p, t);
-    }
-    __device__ __forceinline__ bool b_split(const GemmParams &p, TileCoord u) const
-    {
-        return g.b_split(p, u);
-    }
     /* before a tile's first loads: every row of its expert is in place
      * (polled with a pause: a hundred producers polling the one counter
      * that every row of a skewed expert adds to slowed the dispatch five
@@ -312,15 +328,6 @@ struct MoeGemmHooks {
         const uint64_t need = (uint64_t)(__ldg(g.off + x + 1) - __ldg(g.off + x));
         (void)wait_noted(mp.rt, mg.note, mp.ready + x, need, mp.rt.rank, x, 5, pause_backoff(),
                          load_gpu());
-    }
-    /* a tile whose rows did not all come (a wait failed), or of a CTA
-     * without the call's table, is dropped */
-    __device__ __forceinline__ EpiTarget target(const GemmParams &p, TileCoord t) const
-    {
-        EpiTarget e = g.target(p, t);
-        if (*(volatile int *)&mg.note.quit || !*(volatile int *)&mg.go)
-            e.mode = mki::gemm::EPI_NONE;
-        return e;
     }
     /* kSignal: tile t's stores are complete and fenced (the engine); one
      * more of its M-block's tiles for the down projection */
@@ -338,13 +345,9 @@ struct MoeGemmHooks {
  * with W2 on the same table, its units from a second schedule, each tile's
  * loads once its M-block's first-GEMM tiles are all stored (hdone[m_blk]
  * == need). */
-struct MoeDownHooks {
+struct MoeDownHooks : MoeGroupedBase<mki::gemm::GroupedHooks> {
     static constexpr bool kWaitA = true;
     static constexpr bool kSignal = false;
-    static constexpr bool kBRow = true;
-    static constexpr bool kBSplit = true;
-    static constexpr bool kASrc = true;
-    mki::gemm::GroupedHooks g;
     mki_rt_dev rt;
     unsigned long long *gnext;
     uint64_t *gslot, *gend;
@@ -354,33 +357,12 @@ struct MoeDownHooks {
     {
         return take_unit(g, rt, p, i, gnext, gslot, gend, &mg.past2, mg.units2);
     }
-    __device__ __forceinline__ const CUtensorMap *a_src(const GemmParams &p, int m_blk,
-                                                         int *row) const
-    {
-        return g.a_src(p, m_blk, row);
-    }
-    __device__ __forceinline__ int b_row(const GemmParams &p, TileCoord t) const
-    {
-        return g.b_row(p, t);
-    }
-    __device__ __forceinline__ bool b_split(const GemmParams &p, TileCoord u) const
-    {
-        return g.b_split(p, u);
-    }
     __device__ __forceinline__ void wait_a(const GemmParams &, TileCoord t, int kb) const
     {
         if (kb != t.kb0 || !*(volatile int *)&mg.go || t.m_blk >= __ldg(g.table)) return;
         (void)wait_noted(rt, mg.note, hdone + t.m_blk, (uint64_t)need, rt.rank, t.m_blk, 8,
                          pause_backoff(), load_gpu());
     }
-    __device__ __forceinline__ EpiTarget target(const GemmParams &p, TileCoord t) const
-    {
-        EpiTarget e = g.target(p, t);
-        if (*(volatile int *)&mg.note.quit || !*(volatile int *)&mg.go)
-            e.mode = mki::gemm::EPI_NONE;
-        return e;
-    }
-    __device__ __forceinline__ void after_store(const GemmParams &, TileCoord) const {}
 };
 
 /* mkMoEDispatchFfnCombine's one launch: the first GEMM's hooks, and the

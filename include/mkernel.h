@@ -409,7 +409,8 @@ MK_API mkResult_t mkMoEDispatchGemm(const void *x, const int32_t *topk_idx,
  * none (a rank without tokens included).  On one node two launches on
  * stream: mkMoEDispatchGemm's kernel with W13 and SwiGLU in its
  * epilogue, which then runs the grouped down projection (a tile once the
- * rows it reads are stored), and mkMoECombine's kernel.  Across
+ * rows it reads are stored) into the combine's stage, and mkMoECombine's
+ * kernel, which only pulls and sums.  Across
  * nodes the dispatch and the combine run as those calls' sequences, with
  * the two grouped GEMMs between them.  Stream-ordered and asynchronous.
  */

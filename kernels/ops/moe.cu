@@ -77,8 +77,8 @@ __global__ void __launch_bounds__(NT, 1) moe_combine_kernel(const __grid_constan
     const uint64_t c = s_c;
     const int64_t rb = p.row_bytes;
 
-    /* ---- stage y for the peers ---- */
-    if (P > 1) {
+    /* ---- stage y for the peers (the layer's first kernel did: staged) ---- */
+    if (P > 1 && !p.staged) {
         if (tid == 0)
             for (int q = 0; q < P; q++)
                 if (q != me &&
@@ -200,6 +200,8 @@ struct MoeGemmCta {
     int past;    /* the producer took a unit past the last */
     int past2;   /* the same in mkMoEDispatchFfnCombine's down projection */
     int units2;  /* its units */
+    int gated2;  /* its stores may go to the stage (the peers pulled the last combine) */
+    uint64_t cc; /* the combine call the layer's stage is for */
     int poster;  /* this CTA's producer takes the cluster's units */
     int ncl, cl; /* clusters, this CTA's */
     int units;   /* the GEMM's units (after the table) */
@@ -352,14 +354,34 @@ struct MoeDownHooks : MoeGroupedBase<mki::gemm::GroupedHooks> {
     unsigned long long *gnext;
     uint64_t *gslot, *gend;
     uint64_t *hdone;
-    int need; /* the first GEMM's N-blocks */
+    mki_moe_ctl *ctl; /* this rank's control block */
+    int need;         /* the first GEMM's N-blocks */
+    int staged;       /* the outputs go into this rank's combine stage */
+    int P, me;
     __device__ __forceinline__ TileCoord tile(const GemmParams &p, int i) const
     {
         return take_unit(g, rt, p, i, gnext, gslot, gend, &mg.past2, mg.units2);
     }
+    /* The stage may take this call's rows once every peer has pulled the
+     * last combine's from it: one side thread waits (MoeLayerHooks) and
+     * raises mg.gated2 (also when a wait failed: the failure is noted and
+     * no tile is stored); the producer holds the CTA's first down tile's
+     * loads until then, and the consumers store only what it loaded. */
+    __device__ __forceinline__ void gate_stage() const
+    {
+        if (mg.cc > 1)
+            for (int q = 0; q < P; q++)
+                if (q != me && !wait_noted(rt, mg.note, &ctl->peer_pulled[q], mg.cc - 1,
+                                           rt.glob[q], -1, 9, pause_backoff()))
+                    break;
+        __threadfence_block();
+        *(volatile int *)&mg.gated2 = 1;
+    }
     __device__ __forceinline__ void wait_a(const GemmParams &, TileCoord t, int kb) const
     {
         if (kb != t.kb0 || !*(volatile int *)&mg.go || t.m_blk >= __ldg(g.table)) return;
+        if (staged)
+            while (!*(volatile int *)&mg.gated2) __nanosleep(64);
         (void)wait_noted(rt, mg.note, hdone + t.m_blk, (uint64_t)need, rt.rank, t.m_blk, 8,
                          pause_backoff(), load_gpu());
     }
@@ -369,9 +391,16 @@ struct MoeDownHooks : MoeGroupedBase<mki::gemm::GroupedHooks> {
  * down projection as the engine's second problem (kTwoProblems). */
 struct MoeLayerHooks : MoeGemmHooks<true> {
     static constexpr bool kTwoProblems = true;
+    static constexpr bool kSideWork = true;
     typedef MoeDownHooks Second;
     GemmParams p2;
     MoeDownHooks second;
+    /* an idle thread of the producer warpgroup (not the producer's warp): the
+     * stage's gate */
+    __device__ __forceinline__ void side_work(const GemmParams &, int, int t) const
+    {
+        if (t == 32 && second.staged) second.gate_stage();
+    }
 };
 static_assert(sizeof(GemmParams) + sizeof(MoeLayerHooks) + 64 <= MKI_LAUNCH_PARAM_BYTES,
               "the layer kernel's parameters must fit a launch");
@@ -399,7 +428,7 @@ __device__ bool wait_table(const H &h, uint64_t e)
 /* One thread, after the CTA's GEMM: its first failed wait reported, and
  * the kernel's last CTA out moves the call number (moe.h). */
 template <class H>
-__device__ __noinline__ void moe_gemm_exit(const H &h)
+__device__ __noinline__ void moe_gemm_exit(const H &h, bool staged = false)
 {
     mki_moe_ctl *ctl = h.mp.ctl[h.mp.me];
     note_report(h.mp.rt, mg.note, mg.e);
@@ -407,8 +436,14 @@ __device__ __noinline__ void moe_gemm_exit(const H &h)
     if (atomicAdd(reinterpret_cast<unsigned long long *>(&ctl->gexit), 1ull) ==
         (unsigned long long)gridDim.x - 1) {
         ctl->gexit = 0;
-        if (ld_vol(&ctl->dok) == mg.e) *reinterpret_cast<volatile uint64_t *>(&ctl->dcalls) = mg.e;
+        const bool ok = ld_vol(&ctl->dok) == mg.e;
+        if (ok) *reinterpret_cast<volatile uint64_t *>(&ctl->dcalls) = mg.e;
         __threadfence_system();
+        /* the layer's outputs are in the stage: the combine's peers may
+         * pull them (not after a failed dispatch: no combine follows) */
+        if (staged && ok)
+            for (int q = 0; q < h.mp.P; q++)
+                if (q != h.mp.me) st_release_sys(&h.mp.ctl[q]->peer_staged[h.mp.me], mg.cc);
     }
 }
 
@@ -486,14 +521,20 @@ __global__ void __launch_bounds__(mki::gemm::kThreads, 1)
     extern __shared__ __align__(1024) char smem[];
     __shared__ dispatch_out dout;
     moe_gemm_prologue<kCM>(p, h, smem, &dout);
-    if (threadIdx.x == 0) { /* the poster (thread 0) alone reads them */
+    if (threadIdx.x == 0) { /* the producer (thread 0) alone reads them */
         mg.past2 = 0;
         mg.units2 = (int)((__ldg(h.g.table) + kCM - 1) / kCM * h.p2.num_n_blk);
+        mg.gated2 = 0;
+        mg.cc = ld_vol(&h.mp.ctl[h.mp.me]->ccalls) + 1;
     }
     mki::gemm::run_cta<kF16, kTransB, kCM, MoeLayerHooks>(p, h, blockIdx.x, gridDim.x, smem);
     __syncwarp();
+    /* the consumers' TMA stores (complete: run_cta waited) before the
+     * generic release of peer_staged */
+    if (h.second.staged && threadIdx.x >= 128 && threadIdx.x % 128 == 0)
+        fence_proxy_async_global();
     __syncthreads();
-    if (threadIdx.x == 0) moe_gemm_exit(h);
+    if (threadIdx.x == 0) moe_gemm_exit(h, h.second.staged != 0);
 }
 
 template <bool kF16, bool kTransB, bool kGlu>
@@ -664,6 +705,10 @@ extern "C" int mki_moe_layer_describe(const struct mki_moe_params *mp,
     h2.g = gh2;
     h2.rt = mp->rt;
     h2.hdone = h.hdone;
+    h2.ctl = mp->ctl[mp->me];
+    h2.staged = mp->staged;
+    h2.P = mp->P;
+    h2.me = mp->me;
     h2.need = gp.num_n_blk;
     h2.gnext = reinterpret_cast<unsigned long long *>(base);
     h2.gslot = base + 1 + tiles;

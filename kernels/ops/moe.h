@@ -69,7 +69,13 @@
  * (tile of the table); then every CTA runs the down projection's units
  * (the same table, a second schedule), each tile's loads waiting until its
  * M-block's count reaches the first GEMM's N-blocks.  The dispatch zeroes
- * the counts and the second schedule's unit counter (zero2).
+ * the counts and the second schedule's unit counter (zero2).  On one node
+ * the down projection stores the experts' outputs straight into this
+ * rank's combine stage: its first tile's loads in a CTA wait until every
+ * peer has pulled the last combine (peer_pulled[q] >= c - 1, c =
+ * ccalls + 1 at entry), and the kernel's last CTA out raises
+ * peer_staged[me] = c in every rank where the dispatch completed (dok ==
+ * e); the combine that follows (staged) copies nothing and only pulls.
  */
 #ifndef MKI_OPS_MOE_H
 #define MKI_OPS_MOE_H
@@ -154,7 +160,10 @@ struct mki_moe_params {
     int32_t topk, experts, el, dtype;
     int32_t P, me;
     uint32_t tag_hi;                       /* high word of the inbox tags */
-    int32_t pad0;
+    int32_t staged;                        /* combine: y is this rank's stage already,
+                                            * peer_staged raised (the layer's first
+                                            * kernel): no copy; the layer's first
+                                            * kernel: its down projection stores there */
 };
 
 /* ---- across nodes (moe_net.cu) ----------------------------------------

@@ -434,8 +434,10 @@ static mkResult_t run_fused(struct mki_call *k, struct moe_state *g, const struc
         mki_gemm_grouped_args ga2;
         grouped_args(comm, g, c->down, pl, &ga2);
         ga2.table = g->table;
+        p->staged = c->down->staged; /* its rows into the combine's stage */
         rc = mki_moe_layer_describe(p, &ga, &ga2, dmax, &d, &dctas, msg, sizeof(msg));
         if (rc == 0) *c->down_done = 1;
+        else p->staged = 0;
     }
     if (rc == 1) rc = mki_moe_gemm_describe(p, &ga, dmax, &d, &dctas, msg, sizeof(msg));
     if (rc == 1) return mkSuccess;
@@ -491,6 +493,7 @@ static mkResult_t run(struct mki_call *k, struct moe_state *g, struct moe_call *
     /* the inbox tags' high word (moe.h): the same on every rank of the
      * communicator, top bit set */
     p.tag_hi = (uint32_t)(comm->cookie ^ (comm->cookie >> 32)) | 0x80000000u;
+    p.staged = c->staged;
     for (int l = 0; l < P; l++) {
         p.ctl[l] = (struct mki_moe_ctl *)mki_heap_ptr(comm, &g->ctl, l);
         p.rec[l] = (int32_t *)mki_heap_ptr(comm, &g->rec, l);
@@ -572,7 +575,8 @@ static mkResult_t run_layer(struct mki_call *k, struct moe_state *g, const struc
     d.recv_w = NULL;
     d.recv_src = NULL;
     /* 2: the down projection, within the rank's SMs like the first GEMM
-     * (in the first kernel's launch where it can) */
+     * (in the first kernel's launch where it can: then on one node its
+     * rows go straight into the combine's stage, moe.h) */
     struct moe_call e = d;
     e.glu = 0;
     e.n = H;
@@ -580,11 +584,23 @@ static mkResult_t run_layer(struct mki_call *k, struct moe_state *g, const struc
     e.a_in = g->hrows;
     e.w_mat = c->w2;
     e.y_out = g->yrows;
+    void *ystage = NULL;
+    if (!c->net) {
+        /* the combine's stage, as the combine asks for it (run) */
+        if (g->stage.bytes < cap * (size_t)H * es) MKI_CHECK(wait_pulled(k, g));
+        MKI_CHECK(mki_op_bank(k, &g->stage, cap * (size_t)H * es, &g->nretired_stage,
+                              "the MoE combine's stage"));
+        ystage = mki_heap_ptr(comm, &g->stage, comm->dev->me);
+        e.y_out = ystage;
+        e.staged = 1;
+    }
     int down_done = 0;
     d.down = &e;
     d.down_done = &down_done;
     MKI_CHECK(run(k, g, &d));
     if (!down_done) {
+        e.y_out = g->yrows;
+        e.staged = 0;
         struct mki_op_plan pl;
         memset(&pl, 0, sizeof(pl));
         MKI_CHECK(mki_plan_op(comm, MKI_OP_MOE_LAYER, c->tokens > 0 ? c->tokens : 1, H,
@@ -597,7 +613,8 @@ static mkResult_t run_layer(struct mki_call *k, struct moe_state *g, const struc
     m.of_layer = 1;
     m.combine = 1;
     m.same_tokens = 1;
-    m.y = g->yrows;
+    m.y = down_done && ystage ? ystage : g->yrows;
+    m.staged = down_done && ystage;
     m.off_in = g->loff;
     m.send_rows = g->lsend;
     return run(k, g, &m);

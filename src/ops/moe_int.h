@@ -63,6 +63,9 @@ struct moe_call {
     const struct moe_call *down;    /* the layer's first kernel: its down projection, run in
                                      * the same launch where it can (then *down_done = 1) */
     int *down_done;
+    int staged;                     /* the layer: the down projection's output (y_out) is
+                                     * this rank's combine stage; its combine: y is staged
+                                     * and announced already */
     void *y_out;                    /* its output (y, as the caller gave it) */
     int trans_w;
     const char *func;

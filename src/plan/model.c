@@ -603,26 +603,6 @@ static int decode_model(const struct mki_model *md, const struct mki_plan_ctx *c
     return 1;
 }
 
-/* A user split must fit the rank's SMs. */
-mkResult_t mki_plan_check_ovr(const struct mki_split_ovr *o, enum mki_op op,
-                            int budget)
-{
-    if (!o) return mkSuccess;
-    const struct mki_split *s = &o->split;
-    int given = s->intra + s->inter_send + s->inter_reduce +
-                (op_has_gemm(op) ? s->compute : 0);
-    if (given > budget)
-        return mki_error(NULL, mkErrInvalidArgument, "MK_SM_SPLIT asks for %d "
-                         "CTAs for %s but this rank may use %d SMs (the GPU's "
-                         "SMs, or MK_SM_BUDGET / ranks sharing the GPU); "
-                         "lower the counts", given, mki_op_name(op), budget);
-    if (op_has_gemm(op) && (o->set & MKI_OVR_COMPUTE) && s->compute < 1)
-        return mki_error(NULL, mkErrInvalidArgument, "MK_SM_SPLIT sets "
-                         "compute=0 for %s, which has a GEMM to run; give at "
-                         "least 1", mki_op_name(op));
-    return mkSuccess;
-}
-
 static mkResult_t check_shape(enum mki_op op, int64_t m, int64_t n, int64_t k,
                               int e)
 {
@@ -798,38 +778,8 @@ mkResult_t mki_plan_model_attn(const struct mki_model *md,
                         dmax(p.t_compute_us, p.t_intra_us / md->epi_link_eff);
     }
     if (op == MKI_OP_MOE_DISPATCH || op == MKI_OP_MOE_COMBINE || op == MKI_OP_MOE_DISPATCH_GEMM ||
-        op == MKI_OP_MOE_LAYER) {
-        /* one kernel whose CTAs take every role in turn (count, send,
-         * unpack; stage, pull): all the SMs of the rank, or MK_SM_SPLIT's
-         * intra count */
-        memset(&p.split, 0, sizeof(p.split));
-        const int ovr = o && (o->set & MKI_OVR_INTRA) && o->split.intra > 0;
-        p.split.intra = ovr ? o->split.intra : budget;
-        p.ctas = p.split.intra;
-        if (op == MKI_OP_MOE_DISPATCH_GEMM || op == MKI_OP_MOE_LAYER) {
-            /* the GEMM engine's launch on the rank's SMs, its first CTAs
-             * dispatching (kernels/ops/moe.h); the layer's first kernel */
-            p.split.intra = ovr ? (o->split.intra < MKI_MOE_FUSED_MAXD ? o->split.intra
-                                                                       : MKI_MOE_FUSED_MAXD)
-                                : mki_moe_gemm_dctas(budget);
-            p.split.compute = budget > p.split.intra ? budget - p.split.intra : 0;
-            p.ctas = budget;
-        }
-        p.mover = MKI_MOVER_REG;
-        p.fused = c->nnodes == 1;
-        if (c->nnodes > 1)
-            snprintf(p.reason, sizeof(p.reason), "across %d nodes a sequence on the stream: "
-                     "all-gathers and routing kernels%s", c->nnodes,
-                     op == MKI_OP_MOE_COMBINE ? " and a reduce-scatter of fp32 sums"
-                     : op == MKI_OP_MOE_LAYER ? ", the two grouped GEMMs, a reduce-scatter of "
-                                                "fp32 sums"
-                     : op == MKI_OP_MOE_DISPATCH_GEMM ? ", the grouped GEMM" : "");
-        else
-            snprintf(p.reason, sizeof(p.reason), "one persistent kernel on %d SMs%s", p.ctas,
-                     op == MKI_OP_MOE_DISPATCH_GEMM ? " (the dispatch's CTAs first)"
-                     : op == MKI_OP_MOE_LAYER ? " (the first of two launches, the dispatch's "
-                                                "CTAs first)" : "");
-    }
+        op == MKI_OP_MOE_LAYER)
+        mki_plan_moe(c, o, op, budget, &p);
     *out = p;
     return mkSuccess;
 }

@@ -2,7 +2,8 @@
  * parse.c - the syntax of the plan's two settings: the transport list
  * (MK_TRANSPORT, config->transports) and the SM split overrides
  * (MK_SM_SPLIT, config->smSplit).  Communicator creation checks them
- * (src/core/config.c), so that a bad value fails there, naming it.
+ * (src/core/config.c), so that a bad value fails there, naming it; a split
+ * is checked against the rank's SMs here too (mki_plan_check_ovr).
  */
 #include <math.h>
 #include <stdio.h>
@@ -184,3 +185,21 @@ mkResult_t mki_split_parse(const char *spec, const char *what,
     return mkSuccess;
 }
 
+/* A user split must fit the rank's SMs. */
+mkResult_t mki_plan_check_ovr(const struct mki_split_ovr *o, enum mki_op op, int budget)
+{
+    if (!o) return mkSuccess;
+    const struct mki_split *s = &o->split;
+    int given = s->intra + s->inter_send + s->inter_reduce +
+                (mki_op_has_gemm(op) ? s->compute : 0);
+    if (given > budget)
+        return mki_error(NULL, mkErrInvalidArgument, "MK_SM_SPLIT asks for %d "
+                         "CTAs for %s but this rank may use %d SMs (the GPU's "
+                         "SMs, or MK_SM_BUDGET / ranks sharing the GPU); "
+                         "lower the counts", given, mki_op_name(op), budget);
+    if (mki_op_has_gemm(op) && (o->set & MKI_OVR_COMPUTE) && s->compute < 1)
+        return mki_error(NULL, mkErrInvalidArgument, "MK_SM_SPLIT sets "
+                         "compute=0 for %s, which has a GEMM to run; give at "
+                         "least 1", mki_op_name(op));
+    return mkSuccess;
+}

@@ -6,8 +6,9 @@
  *
  *   model.c  the cost model of the fused ops (pure: tests and mkinfo)
  *   model_table.c  its constants (mki_model_default)
+ *   model_moe.c  the MoE calls' kernels and roles
  *   coll.c   the plain collectives' measured rules (pure, and per call)
- *   parse.c  MK_TRANSPORT and MK_SM_SPLIT
+ *   parse.c  MK_TRANSPORT and MK_SM_SPLIT (and a split against the SMs)
  *   setup.c  a communicator's facts, transports, SM budget; plan cache
  *   print.c  the communicator and its plans as text; mkCommGetInfo
  *
@@ -264,6 +265,10 @@ struct mki_plan_attn {
  * at head_dim (64, else 128) and mask (mkAttnMask_t; 0: none). */
 double mki_model_attn_rate(const struct mki_model *model, int head_dim, int mask,
                            double keys);
+/* The MoE calls' split, kernel and reason in *p (model_moe.c), after the
+ * cost model filled its times and bytes; budget: the rank's SMs. */
+void mki_plan_moe(const struct mki_plan_ctx *ctx, const struct mki_split_ovr *ovr, enum mki_op op,
+                  int budget, struct mki_op_plan *p);
 /* mki_plan_model with attn (ring_attn only; NULL elsewhere). */
 mkResult_t mki_plan_model_attn(const struct mki_model *model,
                                const struct mki_plan_ctx *ctx,
@@ -370,7 +375,7 @@ void mki_plan_print_comm(struct mki_strbuf *sb, const struct mkComm *comm);
 void mki_plan_ctx_from_host(const struct mki_host_topo *h, int ranks_per_node,
                             int nnodes, struct mki_plan_ctx *ctx);
 
-/* ---- model.c helpers shared with parse.c ------------------------------ */
+/* ---- helpers shared between the plan's files ---------------------------- */
 unsigned mki_plan_movers(enum mki_op op);   /* bit per enum mki_mover it may use */
 /* What a rank gets of one NIC (its kinds: bits of enum mki_nic_kind) for
  * the share of it that its GPU has. */

@@ -293,18 +293,13 @@ struct MoeGemmHooks : MoeGroupedBase<GroupedHooksT<kGluT>> {
     using MoeGroupedBase<GroupedHooksT<kGluT>>::g;
     static constexpr bool kGlu = kGluT;
     static constexpr bool kWaitA = true;
-    /* the layer's first GEMM: each stored tile counted for the down
-     * projection (after_store), one tile late (the stores are not waited
-     * for before the next mainloop) */
-    static constexpr bool kSignal = kGluT;
-    static constexpr bool kDeferSignal = kGluT;
+    static constexpr bool kSignal = false;
     int glu; /* kGluT: g.glu */
     int dcl; /* clusters that dispatch first */
     mki_moe_params mp;
     unsigned long long *gnext; /* the next unit of the schedule (zeroed by the dispatch) */
     uint64_t *gslot;           /* [clusters x 8]: a cluster's k-th unit, tagged */
     uint64_t *gend;            /* [clusters]: the cluster's first iteration past the units */
-    uint64_t *hdone;           /* the layer's one launch: stored first-GEMM tiles per M-block */
 
     /* Units are handed out in the schedule's order as clusters ask (a CTA
      * that dispatched first joins when it is done, a CTA slowed by a wait
@@ -330,15 +325,6 @@ struct MoeGemmHooks : MoeGroupedBase<GroupedHooksT<kGluT>> {
         const uint64_t need = (uint64_t)(__ldg(g.off + x + 1) - __ldg(g.off + x));
         (void)wait_noted(mp.rt, mg.note, mp.ready + x, need, mp.rt.rank, x, 5, pause_backoff(),
                          load_gpu());
-    }
-    /* kSignal: tile t's stores are complete and fenced (the engine); one
-     * more of its M-block's tiles for the down projection */
-    __device__ __forceinline__ void after_store(const GemmParams &, TileCoord t) const
-    {
-        if (hdone && t.m_blk < __ldg(g.table)) {
-            __threadfence();
-            atomicAdd(reinterpret_cast<unsigned long long *>(hdone + t.m_blk), 1ull);
-        }
     }
 };
 
@@ -392,9 +378,23 @@ struct MoeDownHooks : MoeGroupedBase<mki::gemm::GroupedHooks> {
 struct MoeLayerHooks : MoeGemmHooks<true> {
     static constexpr bool kTwoProblems = true;
     static constexpr bool kSideWork = true;
+    /* each stored first-GEMM tile counted for the down projection
+     * (after_store), one tile late (the stores are not waited for before
+     * the next mainloop) */
+    static constexpr bool kSignal = true;
+    static constexpr bool kDeferSignal = true;
     typedef MoeDownHooks Second;
     GemmParams p2;
     MoeDownHooks second;
+    uint64_t *hdone; /* [tiles of the table]: stored first-GEMM tiles per M-block */
+    /* kSignal: tile t's stores are complete and fenced (the engine) */
+    __device__ __forceinline__ void after_store(const GemmParams &, TileCoord t) const
+    {
+        if (t.m_blk < __ldg(g.table)) {
+            __threadfence();
+            atomicAdd(reinterpret_cast<unsigned long long *>(hdone + t.m_blk), 1ull);
+        }
+    }
     /* an idle thread of the producer warpgroup (not the producer's warp): the
      * stage's gate */
     __device__ __forceinline__ void side_work(const GemmParams &, int, int t) const

@@ -327,6 +327,15 @@ static mkResult_t wait_pulled(struct mki_call *k, struct moe_state *g)
     }
 }
 
+/* The combine's stage, at least bytes (grown only once every peer has
+ * pulled the last combine from it). */
+static mkResult_t stage_bank(struct mki_call *k, struct moe_state *g, size_t bytes)
+{
+    if (g->stage.bytes < bytes) MKI_CHECK(wait_pulled(k, g));
+    return mki_op_bank(k, &g->stage, bytes, &g->nretired_stage, "the MoE combine's stage");
+}
+
+
 /* The grouped GEMM of mkMoEDispatchGemm: every local expert's received
  * rows (the private buffer, expert_offsets) times its matrix of W into y,
  * within the rank's SMs. */
@@ -483,9 +492,7 @@ static mkResult_t run(struct mki_call *k, struct moe_state *g, struct moe_call *
         MKI_CHECK(mki_op_buf(k, &g->bufs, &g->scratch, &g->scratch_bytes, rec * 4u,
                              "the MoE dispatch's per-CTA counts"));
     } else {
-        if (g->stage.bytes < cap * rb) MKI_CHECK(wait_pulled(k, g));
-        MKI_CHECK(mki_op_bank(k, &g->stage, cap * rb, &g->nretired_stage,
-                              "the MoE combine's stage"));
+        MKI_CHECK(stage_bank(k, g, cap * rb));
     }
     struct mki_moe_params p;
     memset(&p, 0, sizeof(p));
@@ -587,9 +594,7 @@ static mkResult_t run_layer(struct mki_call *k, struct moe_state *g, const struc
     void *ystage = NULL;
     if (!c->net) {
         /* the combine's stage, as the combine asks for it (run) */
-        if (g->stage.bytes < cap * (size_t)H * es) MKI_CHECK(wait_pulled(k, g));
-        MKI_CHECK(mki_op_bank(k, &g->stage, cap * (size_t)H * es, &g->nretired_stage,
-                              "the MoE combine's stage"));
+        MKI_CHECK(stage_bank(k, g, cap * (size_t)H * es));
         ystage = mki_heap_ptr(comm, &g->stage, comm->dev->me);
         e.y_out = ystage;
         e.staged = 1;

@@ -86,6 +86,7 @@ struct work {
     int epi;                  /* moved by the compute CTAs' epilogues */
     int ar, es;               /* GEMM+AR; bytes of an element of C */
     int64_t row_bytes, shard_rows;
+    int plain;                /* a plain collective (coll.cu's slot pipeline) */
 };
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -141,12 +142,16 @@ static void work_of(const struct mki_model *md, const struct mki_plan_ctx *c,
     case MKI_OP_ALLGATHER:
     case MKI_OP_REDUCESCATTER:
     case MKI_OP_ALLREDUCE:
+        w->plain = 1;
         coll_op_bytes(c, op, (op == MKI_OP_ALLREDUCE ? 2 : 1) * mn * e,
                       op == MKI_OP_ALLREDUCE ? (uint64_t)(m * n)
                                              : (uint64_t)(m * n) / (uint64_t)c->nranks,
                       e, &intra, &inter);
         break;
-    case MKI_OP_ALLTOALL: coll_bytes(c, mn * e, 1, &intra, &inter); break;
+    case MKI_OP_ALLTOALL:
+        w->plain = 1;
+        coll_bytes(c, mn * e, 1, &intra, &inter);
+        break;
     case MKI_OP_MOE_DISPATCH:
     case MKI_OP_MOE_DISPATCH_GEMM:
     case MKI_OP_MOE_LAYER:
@@ -283,13 +288,14 @@ static double gemm_us(const struct mki_model *md, const struct mki_plan_ctx *c,
 
 /* Rates of one mover on the node's slowest path, GB/s. */
 static void mover_rates(const struct mki_model *md, const struct mki_plan_ctx *c,
-                        enum mki_mover mv, double *per_cta, double *sat)
+                        enum mki_mover mv, int plain, double *per_cta, double *sat)
 {
     double scale = 1.0;
     *per_cta = mv == MKI_MOVER_TMA ? md->tma_cta_gbs
              : mv == MKI_MOVER_REG ? md->reg_cta_gbs : INFINITY;
-    *sat = mv == MKI_MOVER_TMA ? md->tma_sat_gbs
-         : mv == MKI_MOVER_REG ? md->reg_sat_gbs : md->ce_gbs;
+    *sat = mv == MKI_MOVER_CE ? md->ce_gbs
+         : plain ? md->coll_sat_gbs
+         : mv == MKI_MOVER_TMA ? md->tma_sat_gbs : md->reg_sat_gbs;
     switch (c->intra_path) {
     case MKI_PATH_NVLINK:
         if (c->nvlinks > 0 && c->nvlinks < md->nvlink_ref_links)
@@ -307,10 +313,10 @@ static void mover_rates(const struct mki_model *md, const struct mki_plan_ctx *c
 }
 
 static double intra_gbs(const struct mki_model *md, const struct mki_plan_ctx *c,
-                        enum mki_mover mv, int n_i, int reduce, int epi)
+                        enum mki_mover mv, int n_i, int reduce, int epi, int plain)
 {
     double per_cta, sat;
-    mover_rates(md, c, mv, &per_cta, &sat);
+    mover_rates(md, c, mv, plain, &per_cta, &sat);
     /* every peer of the node through the same links (NVLink or NVSwitch) */
     if (c->intra_path == MKI_PATH_NVLINK && c->local_size > 2)
         sat *= 1 - md->link_share_loss * (1 - 2.0 / c->local_size);
@@ -342,7 +348,8 @@ static void evaluate(const struct mki_model *md, const struct mki_plan_ctx *c,
                      enum mki_mover mv, struct times *t)
 {
     int comm = w->intra > 0 || w->inter > 0;
-    const double ibw = w->intra > 0 ? intra_gbs(md, c, mv, s->intra, w->reduce, w->epi) : 0;
+    const double ibw = w->intra > 0 ? intra_gbs(md, c, mv, s->intra, w->reduce, w->epi, w->plain)
+                                    : 0;
     const double epi = w->epi && comm ? epi_us(md, c, w, s->compute, ibw) : -1;
     t->c = epi >= 0 ? epi : gemm_us(md, c, w, s->compute) * (comm ? md->gemm_interference : 1);
     t->i = w->intra > 0 ? us_of(w->intra, ibw) : 0;
@@ -357,6 +364,11 @@ static void evaluate(const struct mki_model *md, const struct mki_plan_ctx *c,
      * leave) wait for all of them, and nothing overlaps. */
     double fill = w->flops > 0 ? dmin(t->c, t->comm) / md->chunks_per_shard : 0;
     if (w->flops > 0 && tiles_of(md, w) <= s->compute) fill = dmin(t->c, t->comm);
+    /* a plain collective's first chunk per CTA: sent, then taken out of
+     * the slot, nothing beside it (on one node) */
+    if (w->plain && w->intra > 0 && s->intra > 0 && mv != MKI_MOVER_CE)
+        fill = us_of((int64_t)dmin((double)w->intra / s->intra, (double)md->coll_chunk_bytes),
+                     md->coll_chunk_gbs);
     if (epi >= 0) {
         /* epi_us has the last tiles' wait; the movers reach part of the
          * link's rate beside the GEMM, and where the link is the bound (3
@@ -449,6 +461,9 @@ static void search(const struct mki_model *md, const struct mki_plan_ctx *c,
         }
         for (int mv = MKI_MOVER_CE; mv < MKI_MOVER_COUNT; mv++) {
             if (!(op_movers[op] & MV(mv))) continue;
+            /* the plain collectives' kernel moves with its CTAs on one
+             * node (the copy engine serves the fused kernels) */
+            if (w->plain && mv == MKI_MOVER_CE && c->nnodes == 1) continue;
             if ((fixed & MKI_OVR_MOVER) && o->mover != (enum mki_mover)mv)
                 continue;
             search_mover(md, c, w, &base, fixed, (enum mki_mover)mv, budget,
@@ -579,10 +594,10 @@ static int decode_model(const struct mki_model *md, const struct mki_plan_ctx *c
         w->gm > MKI_GDEC_MAXM || P < 2 || P > MKI_MAXLOCAL || c->nnodes > 1)
         return 0;
     const double b_us = us_of((int64_t)((double)w->gn * (double)w->gk * w->es), md->hbm_read_gbs);
-    const double mma_us = w->flops / (md->gemm_tflops * 1e6);
+    const double mma_us = w->flops / (md->gemm_tflops * md->decode_mma_eff * 1e6);
     const double x = (double)w->gm * (double)w->gn * md->partial_bytes *
                      (w->ar ? (double)(P - 1) : (double)(P - 1) / P);
-    const double link = intra_gbs(md, c, MKI_MOVER_REG, budget, 0, 1);
+    const double link = intra_gbs(md, c, MKI_MOVER_REG, budget, 0, 1, 0);
     /* the receiver's sum reads every rank's partial of its rows once */
     const int64_t kr = w->gk, S = mki_gdec_slices(w->gn, kr, budget);
     const double rows = w->ar ? (double)w->gm : (double)cdiv(w->gm, P);
@@ -693,7 +708,7 @@ static void ring_attn_model(const struct mki_model *md, const struct mki_plan_ct
         return;
     }
     const int64_t ring_bytes = (int64_t)(L - 1) * seg;
-    const double t_ring = us_of(ring_bytes, intra_gbs(md, c, MKI_MOVER_CE, 0, 0, 0));
+    const double t_ring = us_of(ring_bytes, intra_gbs(md, c, MKI_MOVER_CE, 0, 0, 0, 0));
     const double t_chunk = p->t_compute_us / ((double)P * (double)mki_attn_nsc(s, p->chunk_rows));
     /* (the copies' interference with the core is not modelled: not measured) */
     p->t_fused_us = dmax(p->t_compute_us, t_ring + t_chunk) + md->fused_overhead_us +

@@ -30,6 +30,13 @@ const struct mki_model mki_model_default = {
     .reg_cta_gbs = 20.0,       /* 512 threads, 16-byte stores */
     .reg_sat_gbs = 367.0,      /* 16 CTAs 316-322, 132 367 */
     .ce_gbs = 385.0,           /* cudaMemcpyPeerAsync beside a GEMM */
+    /* mkAllGather, mkReduceScatter, mkAllReduce, mkAllToAll at 2 x H200
+     * (thirtieth session, mkbench coll, the default path and TMA, 1-256
+     * MB per rank): 16 us + bytes / 328 GB/s + one chunk per CTA at 20
+     * GB/s fits all 40 records within 8.6% (tools/model_check.py) */
+    .coll_sat_gbs = 328.0,
+    .coll_chunk_gbs = 20.0,
+    .coll_chunk_bytes = 256u << 10,
     .pcie_gbs = 24.0,          /* PCIe Gen4 x16 peer copies */
     .host_gbs = 10.0,          /* two PCIe hops through pinned host memory */
     .same_gpu_gbs = 2000.0,    /* device-local copy: 4.25 TB/s read+write */
@@ -57,6 +64,9 @@ const struct mki_model mki_model_default = {
     .epi_link_eff_wide = 0.93, /* 4 x H100, 17th session: 0.91-0.95 at the same shapes */
     .launch_us = 5.0,
     .hbm_read_gbs = 3000.0,    /* a stream read by every SM (H100 HBM3 3.35 TB/s peak) */
+    /* 2 x H200, thirtieth session: the decode kernel at m = 128 took 29-30
+     * us beside the 22 us read of B (m = 1 and 16: the read) */
+    .decode_mma_eff = 0.42,
     .gemm_interference = 1.02, /* a peer copy slowed cuBLAS 8192^3 by 1.5% */
     .fuse_margin = 0.05,
     .partial_bytes = 4,        /* fp32 partial sums (one rounding) */

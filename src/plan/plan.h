@@ -204,6 +204,10 @@ struct mki_model {
     double tma_cta_gbs, tma_sat_gbs;
     double reg_cta_gbs, reg_sat_gbs;
     double ce_gbs;             /* copy engine over NV18 */
+    double coll_sat_gbs;       /* the plain collectives' slot pipeline (kernels/ops/coll.cu),
+                                * two peers over NV18, either mover */
+    double coll_chunk_gbs;     /* its first chunk per CTA, which nothing overlaps */
+    size_t coll_chunk_bytes;   /* that chunk: the workspace's slot */
     double pcie_gbs;           /* GPU-GPU peer copies over PCIe */
     double host_gbs;           /* staged through host memory */
     double same_gpu_gbs;       /* device-local copy (MPS peers) */
@@ -225,6 +229,8 @@ struct mki_model {
     double epi_link_eff_wide;  /* the same with two rows in flight (wide_movers) */
     double launch_us;          /* one more kernel in the unfused sequence */
     double hbm_read_gbs;       /* HBM read by every SM at once (a GEMM bound by B) */
+    double decode_mma_eff;     /* the decode kernel's MMA rate over gemm_tflops (one
+                                * warpgroup per SM, the m rows as wgmma's N) */
     double gemm_interference;  /* compute slowdown beside transfers */
     double fuse_margin;        /* fused must win by this fraction */
     int partial_bytes;         /* cross-rank partial sums travel as fp32 */

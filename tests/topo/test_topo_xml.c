@@ -148,7 +148,9 @@ static void grs_model(void)
         enum mki_op op;
         int64_t m;
         double us;
-    } dec[] = {{MKI_OP_GEMM_AR, 16, 32.5}, {MKI_OP_GEMM_RS, 16, 30.9}, {MKI_OP_GEMM_AR, 1, 29.7}};
+    } dec[] = {{MKI_OP_GEMM_AR, 16, 32.5}, {MKI_OP_GEMM_RS, 16, 30.9}, {MKI_OP_GEMM_AR, 1, 29.7},
+               /* m = 128, 2 x H200, thirtieth session (the MMA's share) */
+               {MKI_OP_GEMM_AR, 128, 55.7}, {MKI_OP_GEMM_RS, 128, 46.3}};
     for (size_t i = 0; i < sizeof(dec) / sizeof(dec[0]); i++) {
         plan_of(&h, 2, 1, dec[i].op, dec[i].m, 8192, 8192, &p);
         const double err = p.t_fused_us / dec[i].us - 1;
@@ -160,6 +162,29 @@ static void grs_model(void)
     }
     plan_of(&h, 2, 1, MKI_OP_GEMM_AR, 129, 8192, 8192, &p);
     CHECK(p.decode == 0);
+    /* The plain collectives at 2 ranks against 2 x H200 (thirtieth
+     * session, mkbench coll, the default path; us per call, bytes per
+     * rank): all-gather and all-reduce at 1, 16 and 256 MiB, within 10%,
+     * on the kernel's own movers (the copy engine is not theirs). */
+    static const struct {
+        enum mki_op op;
+        int64_t mib;
+        double us;
+    } col[] = {{MKI_OP_ALLGATHER, 1, 19.2},   {MKI_OP_ALLGATHER, 16, 75.9},
+               {MKI_OP_ALLGATHER, 256, 816.0}, {MKI_OP_ALLREDUCE, 1, 19.7},
+               {MKI_OP_ALLREDUCE, 16, 82.4},  {MKI_OP_ALLREDUCE, 256, 828.6}};
+    for (size_t i = 0; i < sizeof(col) / sizeof(col[0]); i++) {
+        /* elements of 2 bytes: the all-gather's whole output (2 blocks),
+         * the all-reduce's buffer */
+        const int64_t elems = col[i].mib * (1 << 20) / 2 * (col[i].op == MKI_OP_ALLGATHER ? 2 : 1);
+        plan_of(&h, 2, 1, col[i].op, elems, 1, 0, &p);
+        const double err = p.t_fused_us / col[i].us - 1;
+        CHECK(p.mover != MKI_MOVER_CE);
+        CHECK(err < 0.10 && err > -0.10);
+        if (!(err < 0.10 && err > -0.10))
+            fprintf(stderr, "collective case %zu: model %.0f us, measured %.1f\n", i,
+                    p.t_fused_us, col[i].us);
+    }
     plan_of(&h, 2, 2, MKI_OP_GEMM_AR, 16, 8192, 8192, &p); /* two nodes: not the decode kernel */
     CHECK(p.decode == 0);
 }

@@ -35,6 +35,7 @@ import sys
 COLL = {"allgather", "reducescatter", "allreduce", "alltoall"}
 GEMM = {"ag_gemm", "gemm_rs", "gemm_ar"}
 ATTN = {"attn", "ring_attn"}
+MOE = {"moe_dispatch", "moe_combine"}  # (m, n, k) = tokens, hidden, top-k
 MODEL_RE = re.compile(r"model\s+compute (\S+) us, intra (\S+) us, inter (\S+) us; "
                       r"fused (\S+) us, unfused (\S+) us")
 DECISION_RE = re.compile(r"decision\s+(fused|unfused)")
@@ -43,7 +44,7 @@ DECISION_RE = re.compile(r"decision\s+(fused|unfused)")
 def plan(mkinfo, op, m, n, k, dtype, rpn, nodes, extra=()):
     args = [mkinfo, "--op", op, "--m", str(m), "--n", str(n), "--dtype", dtype,
             "--ranks", str(rpn), "--nodes", str(nodes)] + list(extra)
-    if op in GEMM or op == "ring_attn":
+    if op in GEMM or op in MOE or op == "ring_attn":
         args += ["--k", str(k)]
     out = subprocess.run(args, capture_output=True, text=True, check=False)
     if out.returncode != 0:
@@ -93,7 +94,8 @@ def main():
             recs = json.load(f)
         for r in recs if isinstance(recs, list) else [recs]:
             op = r.get("op")
-            if (op not in COLL and op not in GEMM and op not in ATTN) or r.get("zero_copy") or \
+            if (op not in COLL and op not in GEMM and op not in ATTN and op not in MOE) or \
+               r.get("zero_copy") or \
                r.get("ours_ms") is None or a.device not in r.get("device", ""):
                 skipped += 1
                 continue

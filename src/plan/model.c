@@ -87,6 +87,9 @@ struct work {
     int ar, es;               /* GEMM+AR; bytes of an element of C */
     int64_t row_bytes, shard_rows;
     int plain;                /* a plain collective (coll.cu's slot pipeline) */
+    int moe;                  /* 1 mkMoEDispatch, 2 mkMoECombine on one node: their kernels'
+                               * measured rates */
+    int64_t moe_rows;         /* mkMoECombine: the bytes of every slot's row it pulls */
 };
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -166,6 +169,10 @@ static void work_of(const struct mki_model *md, const struct mki_plan_ctx *c,
         const double back = op == MKI_OP_MOE_COMBINE || op == MKI_OP_MOE_LAYER ? (double)k : 0;
         const double peers = L > 1 ? (to + back) * (L - 1) / L : 0;
         intra = mn * e * peers;
+        if (c->nnodes == 1 && (op == MKI_OP_MOE_DISPATCH || op == MKI_OP_MOE_COMBINE)) {
+            w->moe = op == MKI_OP_MOE_DISPATCH ? 1 : 2;
+            w->moe_rows = (int64_t)(mn * e * (double)k);
+        }
         if (c->nnodes > 1) {
             /* across nodes (kernels/ops/moe.h): every rank's tokens
              * all-gathered; the combine reduce-scatters fp32 sums of every
@@ -377,6 +384,12 @@ static void evaluate(const struct mki_model *md, const struct mki_plan_ctx *c,
         fill = 0;
         t->comm /= md->epi_link_eff;
         if (t->comm > t->c) fill = tile_s(md, c, w) * 1e6;
+    }
+    if (w->moe && w->intra > 0) {
+        /* the MoE collectives' kernels: their own measured terms */
+        t->i = w->moe == 1 ? us_of(w->intra, md->moe_send_gbs) : us_of(w->moe_rows, md->moe_pull_gbs);
+        t->comm = t->i;
+        fill = w->moe == 1 ? md->moe_dispatch_us : md->moe_combine_us;
     }
     t->fused = dmax(t->c, t->comm) + fill +
                (comm ? (w->epi ? md->epi_overhead_us : md->fused_overhead_us) : 0) +

@@ -67,6 +67,16 @@ const struct mki_model mki_model_default = {
     /* 2 x H200, thirtieth session: the decode kernel at m = 128 took 29-30
      * us beside the 22 us read of B (m = 1 and 16: the read) */
     .decode_mma_eff = 0.42,
+    /* The MoE collectives' kernels on 2 x H200 (thirtieth session, mkbench
+     * moe, DeepSeek-like 4096 / 16384 tokens and Mixtral-like 8192,
+     * random routing): the dispatch 103 us + its crossing rows at 223 GB/s
+     * (0.365 / 1.152 / 0.331 ms), the combine, a warp per token with one
+     * row's load in flight per lane, 30 us + every slot's row at 457 GB/s
+     * (1.058 / 4.142 / 0.349 ms) */
+    .moe_send_gbs = 223.0,
+    .moe_dispatch_us = 87.0,
+    .moe_pull_gbs = 457.0,
+    .moe_combine_us = 14.0,
     .gemm_interference = 1.02, /* a peer copy slowed cuBLAS 8192^3 by 1.5% */
     .fuse_margin = 0.05,
     .partial_bytes = 4,        /* fp32 partial sums (one rounding) */

@@ -229,6 +229,11 @@ struct mki_model {
     double epi_link_eff_wide;  /* the same with two rows in flight (wide_movers) */
     double launch_us;          /* one more kernel in the unfused sequence */
     double hbm_read_gbs;       /* HBM read by every SM at once (a GEMM bound by B) */
+    double moe_send_gbs;       /* mkMoEDispatch: the rows that cross, per rank, once a token */
+    double moe_dispatch_us;    /* and its count, records and handshakes, beyond the common fixed
+                                * cost */
+    double moe_pull_gbs;       /* mkMoECombine: every slot's row pulled (local or remote) */
+    double moe_combine_us;     /* and its fixed cost beyond the common one */
     double decode_mma_eff;     /* the decode kernel's MMA rate over gemm_tflops (one
                                 * warpgroup per SM, the m rows as wgmma's N) */
     double gemm_interference;  /* compute slowdown beside transfers */

@@ -185,6 +185,24 @@ static void grs_model(void)
             fprintf(stderr, "collective case %zu: model %.0f us, measured %.1f\n", i,
                     p.t_fused_us, col[i].us);
     }
+    /* mkMoEDispatch and mkMoECombine at 2 ranks against 2 x H200
+     * (thirtieth session, random routing; tokens, hidden, top-k): within
+     * 10% */
+    static const struct {
+        enum mki_op op;
+        int64_t t, h, k;
+        double us;
+    } moe[] = {{MKI_OP_MOE_DISPATCH, 4096, 7168, 8, 365.1}, {MKI_OP_MOE_DISPATCH, 16384, 7168, 8, 1151.6},
+               {MKI_OP_MOE_DISPATCH, 8192, 4096, 2, 331.1}, {MKI_OP_MOE_COMBINE, 4096, 7168, 8, 1057.9},
+               {MKI_OP_MOE_COMBINE, 16384, 7168, 8, 4141.6}, {MKI_OP_MOE_COMBINE, 8192, 4096, 2, 348.9}};
+    for (size_t i = 0; i < sizeof(moe) / sizeof(moe[0]); i++) {
+        plan_of(&h, 2, 1, moe[i].op, moe[i].t, moe[i].h, moe[i].k, &p);
+        const double err = p.t_fused_us / moe[i].us - 1;
+        CHECK(err < 0.10 && err > -0.10);
+        if (!(err < 0.10 && err > -0.10))
+            fprintf(stderr, "MoE case %zu: model %.0f us, measured %.1f\n", i, p.t_fused_us,
+                    moe[i].us);
+    }
     plan_of(&h, 2, 2, MKI_OP_GEMM_AR, 16, 8192, 8192, &p); /* two nodes: not the decode kernel */
     CHECK(p.decode == 0);
 }

@@ -11,7 +11,9 @@ for the GPUs of the machine it runs on, or, without a GPU, for 132-SM
 H200s joined by NV18 (REFERENCE.md): compare with records of the same GPU
 (--device, default "H200"; "" keeps all).  Records the model does not
 describe are skipped (zero-copy collectives, the copy-engine all-gather
-sweep, the MoE calls: the plan of the MoE calls has no GEMM time).
+sweep, mkMoEDispatchGemm and the layer: their plan has no GEMM time).
+mkMoEDispatch and mkMoECombine (mkbench moe): m, n, k = tokens, hidden,
+top-k.
 
 Collective sizes, as mkbench coll writes them (bytes per rank), become the
 plan's element counts: all-gather and all-to-all P * bytes (the whole

@@ -10,6 +10,7 @@
  *   mkinfo --op OP --m M --n N [--k K] [--dtype bf16|fp16|fp32]
  *          [--ranks R] [--nodes N] [--net cx7|efa|socket]
  *          [--head-dim 64|128] [--mask full|causal|zigzag]
+ *          [--experts E --gemm-n N]
  *                     the plan of one operation: for R ranks per node
  *                     (default: one per GPU) on N nodes, or, with --comm,
  *                     for the communicator of this job; --net: the NICs to
@@ -18,7 +19,10 @@
  *                     p5en's 16 per node; socket: TCP) instead of this
  *                     host's; --head-dim, --mask: ring_attn's (default
  *                     128, full; not with --comm, whose plan is
- *                     mkCommGetInfo's: 128, full)
+ *                     mkCommGetInfo's: 128, full); --experts, --gemm-n:
+ *                     moe_dispatch_gemm's and moe_layer's (m tokens per
+ *                     rank, n hidden, k top-k; N the first GEMM's columns,
+ *                     the layer's 2 x inter): the grouped GEMMs' time
  *   mkinfo --predict [--ranks R] [--nodes N] [--net ...]
  *                     the model's time and TFLOP/s per GPU of each fused
  *                     GEMM operation at M x 8192 x 8192 (M from 8192 to
@@ -93,6 +97,7 @@ struct plan_args {
     const char *net; /* NULL: this host's NICs */
     int attn_set;    /* --head-dim or --mask given */
     struct mki_plan_attn attn;
+    struct mki_plan_moe moe; /* --experts, --gemm-n (0: not given) */
 };
 
 /* --net: the NICs each rank plans with across nodes. */
@@ -164,7 +169,10 @@ static int print_topo(const struct plan_args *pa)
         if (r == mkSuccess)
             r = mki_plan_coll_mover_param(mki_params_str(&pr, MKI_P_COLL_MOVER),
                                           mki_params_is_set(&pr, MKI_P_COLL_MOVER), &mover);
-        if (r == mkSuccess)
+        if (r == mkSuccess && pa->moe.experts)
+            r = mki_plan_model_moe(&mki_model_default, &c, &ovr[op], op, pa->m, pa->n, pa->k,
+                                   pa->elem, &pa->moe, &p);
+        else if (r == mkSuccess)
             r = mki_plan_model_attn(&mki_model_default, &c, &ovr[op], op, pa->m, pa->n,
                                     pa->k, pa->elem, pa->attn_set ? &pa->attn : NULL, &p);
         if (r == mkSuccess) r = mki_plan_runs(&c, &pr, mover, 0, &p);
@@ -281,7 +289,7 @@ static int plan_option(int argc, char **argv, int *i, struct plan_args *pa)
     if (strcmp(o, "--op") && strcmp(o, "--m") && strcmp(o, "--n") &&
         strcmp(o, "--k") && strcmp(o, "--dtype") && strcmp(o, "--ranks") &&
         strcmp(o, "--nodes") && strcmp(o, "--net") && strcmp(o, "--head-dim") &&
-        strcmp(o, "--mask"))
+        strcmp(o, "--mask") && strcmp(o, "--experts") && strcmp(o, "--gemm-n"))
         return 0;
     ++*i;
     if (!strcmp(o, "--head-dim")) {
@@ -332,6 +340,8 @@ static int plan_option(int argc, char **argv, int *i, struct plan_args *pa)
     if (!strcmp(o, "--m")) pa->m = x;
     else if (!strcmp(o, "--n")) pa->n = x;
     else if (!strcmp(o, "--k")) pa->k = x;
+    else if (!strcmp(o, "--experts")) pa->moe.experts = x;
+    else if (!strcmp(o, "--gemm-n")) pa->moe.gemm_n = x;
     else if (!strcmp(o, "--ranks")) pa->ranks = (int)x;
     else pa->nodes = (int)x;
     return 1;
@@ -341,7 +351,7 @@ int main(int argc, char **argv)
 {
     int only_params = 0, comm = 0;
     int topo = 0, predict = 0, rc;
-    struct plan_args pa = {NULL, 0, 0, 0, 2, 0, 1, NULL, 0, {128, 0}};
+    struct plan_args pa = {NULL, 0, 0, 0, 2, 0, 1, NULL, 0, {128, 0}, {0, 0}};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--params")) only_params = 1;
         else if (!strcmp(argv[i], "--comm")) comm = 1;
@@ -351,7 +361,8 @@ int main(int argc, char **argv)
             fprintf(stderr, "usage: mkinfo [--params] [--comm] [--topo] "
                     "[--op OP --m M --n N [--k K] [--dtype bf16|fp16|fp32] "
                     "[--ranks R] [--nodes N] [--net cx7|efa|socket]\n"
-                    "        [--head-dim 64|128] [--mask full|causal|zigzag]]\n"
+                    "        [--head-dim 64|128] [--mask full|causal|zigzag]\n"
+                    "        [--experts E --gemm-n N]]\n"
                     "       mkinfo --predict [--ranks R] [--nodes N] [--net cx7|efa|socket]\n");
             return 2;
         }
@@ -371,6 +382,14 @@ int main(int argc, char **argv)
     }
     if (pa.attn_set && (!pa.op || mki_op_from_name(pa.op) != MKI_OP_RING_ATTN || comm)) {
         fprintf(stderr, "mkinfo: --head-dim and --mask go with --op ring_attn, without --comm\n");
+        return 2;
+    }
+    if ((pa.moe.experts || pa.moe.gemm_n) &&
+        (!pa.op || !pa.moe.experts || !pa.moe.gemm_n || comm ||
+         (mki_op_from_name(pa.op) != MKI_OP_MOE_DISPATCH_GEMM &&
+          mki_op_from_name(pa.op) != MKI_OP_MOE_LAYER))) {
+        fprintf(stderr, "mkinfo: --experts and --gemm-n go together with --op "
+                "moe_dispatch_gemm or moe_layer, without --comm\n");
         return 2;
     }
     if (comm && pa.op) return print_comm_plan(&pa);

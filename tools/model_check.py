@@ -11,9 +11,9 @@ for the GPUs of the machine it runs on, or, without a GPU, for 132-SM
 H200s joined by NV18 (REFERENCE.md): compare with records of the same GPU
 (--device, default "H200"; "" keeps all).  Records the model does not
 describe are skipped (zero-copy collectives, the copy-engine all-gather
-sweep, mkMoEDispatchGemm and the layer: their plan has no GEMM time).
-mkMoEDispatch and mkMoECombine (mkbench moe): m, n, k = tokens, hidden,
-top-k.
+sweep).  The MoE calls (mkbench moe): mkinfo's m, n, k = tokens, hidden,
+top-k, and for mkMoEDispatchGemm and the layer --experts and --gemm-n (the
+first GEMM's columns: the record's N, or 2 x inter).
 
 Collective sizes, as mkbench coll writes them (bytes per rank), become the
 plan's element counts: all-gather and all-to-all P * bytes (the whole
@@ -38,6 +38,7 @@ COLL = {"allgather", "reducescatter", "allreduce", "alltoall"}
 GEMM = {"ag_gemm", "gemm_rs", "gemm_ar"}
 ATTN = {"attn", "ring_attn"}
 MOE = {"moe_dispatch", "moe_combine"}  # (m, n, k) = tokens, hidden, top-k
+MOE_GEMM = {"moe_dispatch_gemm", "moe_layer"}  # the same, with --experts and --gemm-n
 MODEL_RE = re.compile(r"model\s+compute (\S+) us, intra (\S+) us, inter (\S+) us; "
                       r"fused (\S+) us, unfused (\S+) us")
 DECISION_RE = re.compile(r"decision\s+(fused|unfused)")
@@ -46,7 +47,7 @@ DECISION_RE = re.compile(r"decision\s+(fused|unfused)")
 def plan(mkinfo, op, m, n, k, dtype, rpn, nodes, extra=()):
     args = [mkinfo, "--op", op, "--m", str(m), "--n", str(n), "--dtype", dtype,
             "--ranks", str(rpn), "--nodes", str(nodes)] + list(extra)
-    if op in GEMM or op in MOE or op == "ring_attn":
+    if op in GEMM or op in MOE or op in MOE_GEMM or op == "ring_attn":
         args += ["--k", str(k)]
     out = subprocess.run(args, capture_output=True, text=True, check=False)
     if out.returncode != 0:
@@ -96,7 +97,8 @@ def main():
             recs = json.load(f)
         for r in recs if isinstance(recs, list) else [recs]:
             op = r.get("op")
-            if (op not in COLL and op not in GEMM and op not in ATTN and op not in MOE) or \
+            if (op not in COLL and op not in GEMM and op not in ATTN and op not in MOE and
+                op not in MOE_GEMM) or \
                r.get("zero_copy") or \
                r.get("ours_ms") is None or a.device not in r.get("device", ""):
                 skipped += 1
@@ -105,6 +107,15 @@ def main():
             m, n, k, label = shape_of(r)
             if op in ATTN:
                 dec, pred = attn_plan(a.mkinfo, r, P // nodes, nodes)
+            elif op in MOE_GEMM:
+                # mkbench moe: dispatch + GEMM m, n, k = tokens, N, hidden; the
+                # layer tokens, hidden, inter
+                gn = int(r["n"]) if op == "moe_dispatch_gemm" else 2 * int(r["k"])
+                label = "%dx%dx%d/%d %s" % (r["m"], r["hidden"], r["experts"], r["topk"],
+                                            r.get("routing", "")[:6])
+                dec, pred, _ = plan(a.mkinfo, op, int(r["m"]), int(r["hidden"]), int(r["topk"]),
+                                    r.get("dtype", "bf16"), P // nodes, nodes,
+                                    ["--experts", str(r["experts"]), "--gemm-n", str(gn)])
             else:
                 dec, pred, _ = plan(a.mkinfo, op, m, n, k, r.get("dtype", "bf16"), P // nodes,
                                     nodes)

@@ -234,6 +234,8 @@ struct mki_model {
                                 * cost */
     double moe_pull_gbs;       /* mkMoECombine: every slot's row pulled (local or remote) */
     double moe_combine_us;     /* and its fixed cost beyond the common one */
+    double moe_gemm_eff;       /* the MoE calls' grouped GEMMs over gemm_tflops, on their
+                                * tiles (power-capped clocks, the groups' order) */
     double decode_mma_eff;     /* the decode kernel's MMA rate over gemm_tflops (one
                                 * warpgroup per SM, the m rows as wgmma's N) */
     double gemm_interference;  /* compute slowdown beside transfers */
@@ -272,6 +274,22 @@ mkResult_t mki_plan_model(const struct mki_model *model,
 struct mki_plan_attn {
     int head_dim, mask;
 };
+/* What the model of mkMoEDispatchGemm's and the layer's GEMMs needs beyond
+ * (tokens, hidden, top-k): the experts and the first GEMM's columns (the
+ * dispatch + GEMM's N; the layer's 2 x inter).  Without it their plan has
+ * no GEMM time. */
+struct mki_plan_moe {
+    int64_t experts, gemm_n;
+};
+/* mki_plan_model with that (op moe_dispatch_gemm or moe_layer, one node):
+ * the grouped GEMMs' time from the tiles of uniform routing's groups
+ * (each expert's rows at their mean, a half tile more for its partial
+ * last one) at moe_gemm_eff of the GEMM rate; the layer's combine after
+ * them (mkMoECombine's model). */
+mkResult_t mki_plan_model_moe(const struct mki_model *model, const struct mki_plan_ctx *ctx,
+                              const struct mki_split_ovr *ovr, enum mki_op op, int64_t m,
+                              int64_t n, int64_t k, int dtype_bytes,
+                              const struct mki_plan_moe *moe, struct mki_op_plan *out);
 /* The model's attention rate (TFLOP/s on a whole GPU, per FLOP computed)
  * at head_dim (64, else 128) and mask (mkAttnMask_t; 0: none). */
 double mki_model_attn_rate(const struct mki_model *model, int head_dim, int mask,

@@ -57,6 +57,31 @@ out=$("$mkinfo" --op moe_layer --m 4096 --n 7168 --k 8 2>&1)
 expect "--op moe_layer" "plan of moe_layer m=4096 n=7168 k=8" "$out"
 expect "--op moe_layer" "two launches" "$out"
 expect "--op moe_layer" "the experts' GEMMs are not in the model" "$out"
+# with the experts and the first GEMM's columns: the grouped GEMMs' time
+# (2 x H200 records of the thirtieth session: 7.45 ms, 4.55 ms)
+out=$("$mkinfo" --op moe_layer --m 4096 --n 7168 --k 8 --experts 256 --gemm-n 4096 --ranks 2 2>&1)
+expect "moe_layer --experts" "model     compute 6442 us, .* fused 7603 us" "$out"
+expect "moe_layer --experts" "the combine after them" "$out"
+out=$("$mkinfo" --op moe_dispatch_gemm --m 4096 --n 7168 --k 8 --experts 256 --gemm-n 4096 \
+      --ranks 2 2>&1)
+expect "moe_dispatch_gemm --experts" "fused 4398 us" "$out"
+for bad in "--op moe_layer --m 64 --n 64 --k 2 --experts 8" \
+           "--op moe_combine --m 64 --n 64 --k 2 --experts 8 --gemm-n 64" \
+           "--comm --op moe_layer --m 64 --n 64 --k 2 --experts 8 --gemm-n 64"; do
+    # shellcheck disable=SC2086
+    out=$("$mkinfo" $bad 2>&1); rc=$?
+    if [ $rc = 2 ] && echo "$out" | grep -q -- "--experts and --gemm-n go together"; then
+        passed=$((passed + 1))
+    else
+        echo "FAIL: mkinfo $bad: exit $rc, $out"; failed=$((failed + 1))
+    fi
+done
+out=$("$mkinfo" --op moe_layer --m 64 --n 64 --k 2 --experts 7 --gemm-n 64 --ranks 2 2>&1); rc=$?
+if [ $rc = 1 ] && echo "$out" | grep -q "experts a multiple of the 2 ranks"; then
+    passed=$((passed + 1))
+else
+    echo "FAIL: mkinfo --experts 7 at 2 ranks: exit $rc, $out"; failed=$((failed + 1))
+fi
 out=$("$mkinfo" --op gemm_rs --m 16 --n 8192 --k 8192 2>&1)
 expect "gemm_rs m=16" "decode-sized m (<= 128)" "$out"
 expect "gemm_rs m=16" "(the rows' owner) as LL lines" "$out"

@@ -777,14 +777,15 @@ mkResult_t mki_plan_model_moe(const struct mki_model *md, const struct mki_plan_
     const double L = c->local_size, mu = L * (double)m * (double)k / (double)moe->experts;
     const double groups = (double)moe->experts / c->nranks;
     struct mki_op_plan d, cb;
-    MKI_CHECK(mki_plan_model(md, c, o, MKI_OP_MOE_DISPATCH, m, n, k, e, &d));
+    /* the dispatch's and the combine's own models (not the layer's overrides) */
+    MKI_CHECK(mki_plan_model(md, c, NULL, MKI_OP_MOE_DISPATCH, m, n, k, e, &d));
     double gemm = moe_gemm_us(md, mu, groups, moe->gemm_n, n, budget);
     double after = 0;
     if (op == MKI_OP_MOE_LAYER) {
         /* the down projection (hidden columns, inter deep) and the
          * combine after both */
         gemm += moe_gemm_us(md, mu, groups, n, moe->gemm_n / 2, budget);
-        MKI_CHECK(mki_plan_model(md, c, o, MKI_OP_MOE_COMBINE, m, n, k, e, &cb));
+        MKI_CHECK(mki_plan_model(md, c, NULL, MKI_OP_MOE_COMBINE, m, n, k, e, &cb));
         after = cb.t_fused_us;
     }
     out->flops = 2.0 * mu * groups * (double)n * (double)moe->gemm_n *

@@ -97,7 +97,7 @@ struct plan_args {
     const char *net; /* NULL: this host's NICs */
     int attn_set;    /* --head-dim or --mask given */
     struct mki_plan_attn attn;
-    struct mki_plan_moe moe; /* --experts, --gemm-n (0: not given) */
+    struct mki_plan_moe_shape moe; /* --experts, --gemm-n (0: not given) */
 };
 
 /* --net: the NICs each rank plans with across nodes. */

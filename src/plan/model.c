@@ -87,9 +87,6 @@ struct work {
     int ar, es;               /* GEMM+AR; bytes of an element of C */
     int64_t row_bytes, shard_rows;
     int plain;                /* a plain collective (coll.cu's slot pipeline) */
-    int moe;                  /* 1 mkMoEDispatch, 2 mkMoECombine on one node: their kernels'
-                               * measured rates */
-    int64_t moe_rows;         /* mkMoECombine: the bytes of every slot's row it pulls */
 };
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -139,22 +136,20 @@ static void work_of(const struct mki_model *md, const struct mki_plan_ctx *c,
     double mn = (double)m * (double)n;
     memset(w, 0, sizeof(*w));
     w->reduce = op_reduces(op);
+    w->plain = op == MKI_OP_ALLGATHER || op == MKI_OP_REDUCESCATTER || op == MKI_OP_ALLREDUCE ||
+               op == MKI_OP_ALLTOALL;
     w->shard_rows = cdiv(m, c->nranks);
     w->row_bytes = n * e;
     switch (op) {
     case MKI_OP_ALLGATHER:
     case MKI_OP_REDUCESCATTER:
     case MKI_OP_ALLREDUCE:
-        w->plain = 1;
         coll_op_bytes(c, op, (op == MKI_OP_ALLREDUCE ? 2 : 1) * mn * e,
                       op == MKI_OP_ALLREDUCE ? (uint64_t)(m * n)
                                              : (uint64_t)(m * n) / (uint64_t)c->nranks,
                       e, &intra, &inter);
         break;
-    case MKI_OP_ALLTOALL:
-        w->plain = 1;
-        coll_bytes(c, mn * e, 1, &intra, &inter);
-        break;
+    case MKI_OP_ALLTOALL: coll_bytes(c, mn * e, 1, &intra, &inter); break;
     case MKI_OP_MOE_DISPATCH:
     case MKI_OP_MOE_DISPATCH_GEMM:
     case MKI_OP_MOE_LAYER:
@@ -169,10 +164,6 @@ static void work_of(const struct mki_model *md, const struct mki_plan_ctx *c,
         const double back = op == MKI_OP_MOE_COMBINE || op == MKI_OP_MOE_LAYER ? (double)k : 0;
         const double peers = L > 1 ? (to + back) * (L - 1) / L : 0;
         intra = mn * e * peers;
-        if (c->nnodes == 1 && (op == MKI_OP_MOE_DISPATCH || op == MKI_OP_MOE_COMBINE)) {
-            w->moe = op == MKI_OP_MOE_DISPATCH ? 1 : 2;
-            w->moe_rows = (int64_t)(mn * e * (double)k);
-        }
         if (c->nnodes > 1) {
             /* across nodes (kernels/ops/moe.h): every rank's tokens
              * all-gathered; the combine reduce-scatters fp32 sums of every
@@ -384,12 +375,6 @@ static void evaluate(const struct mki_model *md, const struct mki_plan_ctx *c,
         fill = 0;
         t->comm /= md->epi_link_eff;
         if (t->comm > t->c) fill = tile_s(md, c, w) * 1e6;
-    }
-    if (w->moe && w->intra > 0) {
-        /* the MoE collectives' kernels: their own measured terms */
-        t->i = w->moe == 1 ? us_of(w->intra, md->moe_send_gbs) : us_of(w->moe_rows, md->moe_pull_gbs);
-        t->comm = t->i;
-        fill = w->moe == 1 ? md->moe_dispatch_us : md->moe_combine_us;
     }
     t->fused = dmax(t->c, t->comm) + fill +
                (comm ? (w->epi ? md->epi_overhead_us : md->fused_overhead_us) : 0) +
@@ -739,66 +724,6 @@ static void ring_attn_model(const struct mki_model *md, const struct mki_plan_ct
              "engines beside the kernel");
 }
 
-/* One rank's grouped GEMM of the MoE calls (mki_plan_moe in plan.h): its
- * groups' tiles at the GEMM rate times moe_gemm_eff, over budget CTAs. */
-static double moe_gemm_us(const struct mki_model *md, double mu, double groups, int64_t n,
-                          int64_t k, int budget)
-{
-    if (mu <= 0 || groups <= 0 || n <= 0 || k <= 0 || budget <= 0) return 0;
-    /* a group's M-blocks: its mean rows' worth and, on average, half a
-     * block more for its partial last one (at least one if it has rows) */
-    double per = mu / md->tile_m + 0.5;
-    if (per < 1 && mu >= 1) per = 1;
-    const double tiles = groups * per * (double)cdiv(n, md->tile_n);
-    const double tile_us = 2.0 * md->tile_m * md->tile_n * (double)k /
-                           (md->gemm_tflops * md->moe_gemm_eff * 1e6 / md->sm_count);
-    return tiles * tile_us / budget;
-}
-
-mkResult_t mki_plan_model_moe(const struct mki_model *md, const struct mki_plan_ctx *c,
-                              const struct mki_split_ovr *o, enum mki_op op, int64_t m,
-                              int64_t n, int64_t k, int e, const struct mki_plan_moe *moe,
-                              struct mki_op_plan *out)
-{
-    if (moe && op != MKI_OP_MOE_DISPATCH_GEMM && op != MKI_OP_MOE_LAYER)
-        return mki_error(NULL, mkErrInvalidArgument, "plan %s: experts and the GEMM's columns "
-                         "are for moe_dispatch_gemm and moe_layer only", mki_op_name(op));
-    if (moe && (moe->experts < c->nranks || moe->experts % c->nranks || moe->gemm_n < 1 ||
-                (op == MKI_OP_MOE_LAYER && moe->gemm_n % 2)))
-        return mki_error(NULL, mkErrInvalidArgument, "plan %s: %lld experts, GEMM columns "
-                         "%lld; give experts a multiple of the %d ranks and columns >= 1 (the "
-                         "layer's: 2 x inter)", mki_op_name(op), (long long)moe->experts,
-                         (long long)moe->gemm_n, c->nranks);
-    MKI_CHECK(mki_plan_model(md, c, o, op, m, n, k, e, out));
-    if (!moe || c->nnodes != 1) return mkSuccess;
-    /* uniform routing: every rank's m tokens, k slots each, spread over
-     * the experts; this rank's experts / ranks groups */
-    const int budget = c->sm_budget > 0 ? c->sm_budget : c->sm_count;
-    const double L = c->local_size, mu = L * (double)m * (double)k / (double)moe->experts;
-    const double groups = (double)moe->experts / c->nranks;
-    struct mki_op_plan d, cb;
-    /* the dispatch's and the combine's own models (not the layer's overrides) */
-    MKI_CHECK(mki_plan_model(md, c, NULL, MKI_OP_MOE_DISPATCH, m, n, k, e, &d));
-    double gemm = moe_gemm_us(md, mu, groups, moe->gemm_n, n, budget);
-    double after = 0;
-    if (op == MKI_OP_MOE_LAYER) {
-        /* the down projection (hidden columns, inter deep) and the
-         * combine after both */
-        gemm += moe_gemm_us(md, mu, groups, n, moe->gemm_n / 2, budget);
-        MKI_CHECK(mki_plan_model(md, c, NULL, MKI_OP_MOE_COMBINE, m, n, k, e, &cb));
-        after = cb.t_fused_us;
-    }
-    out->flops = 2.0 * mu * groups * (double)n * (double)moe->gemm_n *
-                 (op == MKI_OP_MOE_LAYER ? 1.5 : 1.0);
-    out->t_compute_us = gemm;
-    /* the dispatch hidden under the GEMM but for its fixed cost; unfused:
-     * the dispatch, then the GEMMs */
-    out->t_fused_us = gemm + md->moe_dispatch_us + md->fused_overhead_us +
-                      md->peer_latency_us * (c->local_size - 1) + after;
-    out->t_unfused_us = d.t_fused_us + gemm + md->launch_us + after;
-    return mkSuccess;
-}
-
 mkResult_t mki_plan_model(const struct mki_model *md,
                           const struct mki_plan_ctx *c,
                           const struct mki_split_ovr *o, enum mki_op op,
@@ -867,7 +792,7 @@ mkResult_t mki_plan_model_attn(const struct mki_model *md,
     }
     if (op == MKI_OP_MOE_DISPATCH || op == MKI_OP_MOE_COMBINE || op == MKI_OP_MOE_DISPATCH_GEMM ||
         op == MKI_OP_MOE_LAYER)
-        mki_plan_moe(c, o, op, budget, &p);
+        mki_plan_moe(md, c, o, op, budget, &p);
     *out = p;
     return mkSuccess;
 }

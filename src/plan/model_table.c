@@ -70,8 +70,8 @@ const struct mki_model mki_model_default = {
     /* The MoE collectives' kernels on 2 x H200 (thirtieth session, mkbench
      * moe, DeepSeek-like 4096 / 16384 tokens and Mixtral-like 8192,
      * random routing): the dispatch 103 us + its crossing rows at 223 GB/s
-     * (0.365 / 1.152 / 0.331 ms), the combine, a warp per token with one
-     * row's load in flight per lane, 30 us + every slot's row at 457 GB/s
+     * (0.365 / 1.152 / 0.331 ms), the combine, a warp per token with a
+     * few rows' loads in flight per lane, 30 us + every slot's row at 457 GB/s
      * (1.058 / 4.142 / 0.349 ms) */
     .moe_send_gbs = 223.0,
     .moe_dispatch_us = 87.0,

@@ -278,7 +278,7 @@ struct mki_plan_attn {
  * (tokens, hidden, top-k): the experts and the first GEMM's columns (the
  * dispatch + GEMM's N; the layer's 2 x inter).  Without it their plan has
  * no GEMM time. */
-struct mki_plan_moe {
+struct mki_plan_moe_shape {
     int64_t experts, gemm_n;
 };
 /* mki_plan_model with that (op moe_dispatch_gemm or moe_layer, one node):
@@ -289,15 +289,18 @@ struct mki_plan_moe {
 mkResult_t mki_plan_model_moe(const struct mki_model *model, const struct mki_plan_ctx *ctx,
                               const struct mki_split_ovr *ovr, enum mki_op op, int64_t m,
                               int64_t n, int64_t k, int dtype_bytes,
-                              const struct mki_plan_moe *moe, struct mki_op_plan *out);
+                              const struct mki_plan_moe_shape *moe, struct mki_op_plan *out);
 /* The model's attention rate (TFLOP/s on a whole GPU, per FLOP computed)
  * at head_dim (64, else 128) and mask (mkAttnMask_t; 0: none). */
 double mki_model_attn_rate(const struct mki_model *model, int head_dim, int mask,
                            double keys);
 /* The MoE calls' split, kernel and reason in *p (model_moe.c), after the
- * cost model filled its times and bytes; budget: the rank's SMs. */
-void mki_plan_moe(const struct mki_plan_ctx *ctx, const struct mki_split_ovr *ovr, enum mki_op op,
-                  int budget, struct mki_op_plan *p);
+ * cost model filled its times and bytes, and on one node mkMoEDispatch's
+ * and mkMoECombine's times from their kernels' measured rates; budget:
+ * the rank's SMs. */
+void mki_plan_moe(const struct mki_model *model, const struct mki_plan_ctx *ctx,
+                  const struct mki_split_ovr *ovr, enum mki_op op, int budget,
+                  struct mki_op_plan *p);
 /* mki_plan_model with attn (ring_attn only; NULL elsewhere). */
 mkResult_t mki_plan_model_attn(const struct mki_model *model,
                                const struct mki_plan_ctx *ctx,

@@ -254,18 +254,19 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
                   p->t_intra_us, p->t_inter_us, p->t_fused_us, p->t_unfused_us);
     /* without the experts and the GEMM's columns (mki_plan_model_moe) the
      * MoE GEMMs have no time */
-    if (p->op == MKI_OP_MOE_DISPATCH_GEMM && p->t_compute_us <= 0)
-        mki_sb_printf(sb, "            (the dispatch only: the experts' GEMM is not in the "
-                      "model, its n and the rows per expert are not part of the plan's "
-                      "shape)\n");
-    if (p->op == MKI_OP_MOE_LAYER && p->t_compute_us <= 0)
+    const int layer = p->op == MKI_OP_MOE_LAYER;
+    if ((layer || p->op == MKI_OP_MOE_DISPATCH_GEMM) && p->t_compute_us > 0)
+        mki_sb_printf(sb, "            (compute: the grouped GEMMs of uniform routing's "
+                      "groups; fused: with the dispatch's fixed cost%s)\n",
+                      layer ? " and the combine after them" : "");
+    else if (layer)
         mki_sb_printf(sb, "            (the dispatch and the combine only: the experts' GEMMs "
                       "are not in the model, inter and the rows per expert are not part of "
                       "the plan's shape)\n");
-    if ((p->op == MKI_OP_MOE_DISPATCH_GEMM || p->op == MKI_OP_MOE_LAYER) && p->t_compute_us > 0)
-        mki_sb_printf(sb, "            (compute: the grouped GEMMs of uniform routing's "
-                      "groups; fused: with the dispatch's fixed cost%s)\n",
-                      p->op == MKI_OP_MOE_LAYER ? " and the combine after them" : "");
+    else if (p->op == MKI_OP_MOE_DISPATCH_GEMM)
+        mki_sb_printf(sb, "            (the dispatch only: the experts' GEMM is not in the "
+                      "model, its n and the rows per expert are not part of the plan's "
+                      "shape)\n");
     if (p->overridden)
         mki_sb_printf(sb, "  overrides from MK_SM_SPLIT: 0x%x\n", p->overridden);
 }

@@ -45,6 +45,18 @@ static void plan_of(const struct mki_host_topo *h, int rpn, int nodes,
               mkSuccess);
 }
 
+/* The model's time within tol of the measured one (the case named on
+ * stderr when it is not). */
+static void check_near(const char *what, size_t i, double model_us, double measured_us,
+                       double tol)
+{
+    const double err = model_us / measured_us - 1;
+    CHECK(err < tol && err > -tol);
+    if (!(err < tol && err > -tol))
+        fprintf(stderr, "%s case %zu: model %.0f us, measured %.1f\n", what, i, model_us,
+                measured_us);
+}
+
 static void dgx(void)
 {
     static struct mki_host_topo h;
@@ -129,12 +141,8 @@ static void grs_model(void)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         plan_of(&h, cases[i].ranks, 1, cases[i].op, cases[i].m, cases[i].n, cases[i].k, &p);
-        const double err = p.t_fused_us / cases[i].us - 1;
         CHECK(p.fused == 1);
-        CHECK(err < cases[i].tol && err > -cases[i].tol);
-        if (!(err < cases[i].tol && err > -cases[i].tol))
-            fprintf(stderr, "case %zu (%d ranks): model %.0f us, measured %.0f\n", i,
-                    cases[i].ranks, p.t_fused_us, cases[i].us);
+        check_near("GEMM + RS/AR", i, p.t_fused_us, cases[i].us, cases[i].tol);
         CHECK(p.t_unfused_us > p.t_fused_us);
         CHECK(p.wide_movers == (cases[i].ranks == 4 && cases[i].op == MKI_OP_GEMM_RS));
     }
@@ -153,12 +161,8 @@ static void grs_model(void)
                {MKI_OP_GEMM_AR, 128, 55.7}, {MKI_OP_GEMM_RS, 128, 46.3}};
     for (size_t i = 0; i < sizeof(dec) / sizeof(dec[0]); i++) {
         plan_of(&h, 2, 1, dec[i].op, dec[i].m, 8192, 8192, &p);
-        const double err = p.t_fused_us / dec[i].us - 1;
         CHECK(p.fused == 1 && p.decode == 1);
-        CHECK(err < 0.10 && err > -0.10);
-        if (!(err < 0.10 && err > -0.10))
-            fprintf(stderr, "decode case %zu: model %.0f us, measured %.1f\n", i, p.t_fused_us,
-                    dec[i].us);
+        check_near("decode", i, p.t_fused_us, dec[i].us, 0.10);
     }
     plan_of(&h, 2, 1, MKI_OP_GEMM_AR, 129, 8192, 8192, &p);
     CHECK(p.decode == 0);
@@ -178,12 +182,8 @@ static void grs_model(void)
          * the all-reduce's buffer */
         const int64_t elems = col[i].mib * (1 << 20) / 2 * (col[i].op == MKI_OP_ALLGATHER ? 2 : 1);
         plan_of(&h, 2, 1, col[i].op, elems, 1, 0, &p);
-        const double err = p.t_fused_us / col[i].us - 1;
         CHECK(p.mover != MKI_MOVER_CE);
-        CHECK(err < 0.10 && err > -0.10);
-        if (!(err < 0.10 && err > -0.10))
-            fprintf(stderr, "collective case %zu: model %.0f us, measured %.1f\n", i,
-                    p.t_fused_us, col[i].us);
+        check_near("collective", i, p.t_fused_us, col[i].us, 0.10);
     }
     /* mkMoEDispatch and mkMoECombine at 2 ranks against 2 x H200
      * (thirtieth session, random routing; tokens, hidden, top-k): within
@@ -197,11 +197,7 @@ static void grs_model(void)
                {MKI_OP_MOE_COMBINE, 16384, 7168, 8, 4141.6}, {MKI_OP_MOE_COMBINE, 8192, 4096, 2, 348.9}};
     for (size_t i = 0; i < sizeof(moe) / sizeof(moe[0]); i++) {
         plan_of(&h, 2, 1, moe[i].op, moe[i].t, moe[i].h, moe[i].k, &p);
-        const double err = p.t_fused_us / moe[i].us - 1;
-        CHECK(err < 0.10 && err > -0.10);
-        if (!(err < 0.10 && err > -0.10))
-            fprintf(stderr, "MoE case %zu: model %.0f us, measured %.1f\n", i, p.t_fused_us,
-                    moe[i].us);
+        check_near("MoE", i, p.t_fused_us, moe[i].us, 0.10);
     }
     plan_of(&h, 2, 2, MKI_OP_GEMM_AR, 16, 8192, 8192, &p); /* two nodes: not the decode kernel */
     CHECK(p.decode == 0);

@@ -199,7 +199,7 @@ struct TileCoord {
     int part = 0;          /* the hooks' own tag (e.g. a K-slice), passed through */
 };
 
-enum EpiMode { EPI_TMA_STORE = 0, EPI_TMA_ADD = 1, EPI_DIRECT = 2, EPI_NONE = 3 };
+enum EpiMode { EPI_TMA_STORE = 0, EPI_TMA_ADD = 1, EPI_DIRECT = 2, EPI_NONE = 3, EPI_ROWS = 4 };
 
 /* Where a tile's result goes. TMA modes: tmap has box {128 B / elem, 64} and
  * 128B swizzle (encode_out_map in gemm_launch.h makes one), and (row0, col0)
@@ -216,7 +216,10 @@ enum EpiMode { EPI_TMA_STORE = 0, EPI_TMA_ADD = 1, EPI_DIRECT = 2, EPI_NONE = 3 
  * are skipped, and rows of the tile from `rows` on when it is set (a
  * grouped GEMM's last tile of a group). EPI_NONE: the tile is computed and dropped
  * (a padding tile of a fused kernel's schedule; nothing is stored, no
- * hook runs). out_type (mki_dtype_t; -1: p.out_type) is the type the
+ * hook runs). EPI_ROWS (hooks with kRowPtr only): each row of the tile
+ * goes where the hooks' row_ptr(row0 + r) says (nullptr: not stored),
+ * columns from col0, rows from `rows` on skipped as in EPI_DIRECT (a
+ * scatter of rows, e.g. to other GPUs' memory).  out_type (mki_dtype_t; -1: p.out_type) is the type the
  * tile is stored as: a fused kernel stores some tiles as fp32 partial
  * sums and others in the caller's type. */
 struct EpiTarget {
@@ -289,7 +292,18 @@ MKI_HOOK_FLAG(HooksWiderSideWork, kWiderSideWork)
 MKI_HOOK_FLAG(HooksEarlySignal, kEarlySignal)
 MKI_HOOK_FLAG(HooksHaveGlu, kGlu)
 MKI_HOOK_FLAG(HooksTwoProblems, kTwoProblems)
+MKI_HOOK_FLAG(HooksHaveRowPtr, kRowPtr)
 #undef MKI_HOOK_FLAG
+/* Either problem's hooks store rows by EPI_ROWS (their copies are issued
+ * by more threads than the first). */
+template <typename H, bool kTwo = HooksTwoProblems<H>::value>
+struct HooksAnyRowPtr {
+    static constexpr bool value = HooksHaveRowPtr<H>::value;
+};
+template <typename H>
+struct HooksAnyRowPtr<H, true> {
+    static constexpr bool value = HooksHaveRowPtr<H>::value || HooksHaveRowPtr<typename H::Second>::value;
+};
 
 struct DefaultHooks {
     static constexpr bool kWaitA = false;  /* wait_a is called at all */
@@ -605,8 +619,9 @@ __device__ __forceinline__ void consumer(const GemmParams &p, const Hooks &h, in
         consumer_run<kF16, kTransB, kCM, HooksHaveGlu<typename Hooks::Second>::value>(
             h.p2, h.second, unit0, nunits_step, ring, full, empty, my_epi, wg, t, crank, stage, phase, it);
     }
-    /* Stores still in flight read smem: keep the CTA alive until they have. */
-    if (t == 0)
+    /* Stores still in flight read smem: keep the CTA alive until they have
+     * (EPI_ROWS: threads 0-63 of each consumer warpgroup issue them). */
+    if (t == 0 || (HooksAnyRowPtr<Hooks>::value && t < 64))
         bulk_wait_all();
     if constexpr (HooksHaveDone<Hooks>::value)
         h.done(p, wg * 128 + t);

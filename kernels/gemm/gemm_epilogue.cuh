@@ -150,6 +150,66 @@ __device__ __forceinline__ void direct_chunk(const float (&acc)[128], const Gemm
     }
 }
 
+/* EPI_ROWS: row r of the tile goes to h.row_ptr(e.row0 + r) (a row of n
+ * elements; nullptr: skipped), which thread r % 64 of the row's warpgroup
+ * looked up once for the tile (myrow).  The chunk is staged in shared
+ * memory without the swizzle (whole 128-byte row pieces), and each of
+ * those threads stores its row's piece with a bulk copy of its own
+ * (asynchronous, like the TMA stores: the consumers go on to the next
+ * tile while the rows travel, to another GPU's memory too). */
+template <int OT, int CH>
+__device__ __forceinline__ void rows_chunk(const float (&acc)[128], const GemmParams &p,
+                                          char *myrow, char *bufs, int wg, int t, int wrow, int q,
+                                          int col0)
+{
+    typedef typename OutT<OT>::T T;
+    constexpr int kEs = (int)sizeof(T);
+    constexpr int kCols = 128 / kEs;
+    constexpr bool f32 = OT == MKI_DT_F32;
+    constexpr int js = f32 ? 4 : 8;
+    char *buf = bufs + (CH & 1) * kEpiChunkBytes;
+    /* this thread's copy that last read this buffer (chunk CH-2, or the
+     * previous tile's) is done reading it */
+    if (t < 64)
+        bulk_wait_read<1>();
+    role_sync(1 + wg, 128);
+#pragma unroll
+    for (int jj = 0; jj < js; ++jj) {
+        const int j = CH * js + jj;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = wrow + h * 8;
+            const int off = r * 128 + (jj * 8 + q) * kEs;
+            const float a = acc[4 * j + 2 * h], b = acc[4 * j + 2 * h + 1];
+            if constexpr (f32) *reinterpret_cast<float2 *>(buf + off) = make_float2(a, b);
+            else *reinterpret_cast<uint32_t *>(buf + off) = OutT<OT>::pack(a, b);
+        }
+    }
+    fence_proxy_async_smem(); /* generic writes -> visible to the bulk copies */
+    role_sync(1 + wg, 128);
+    const int c = col0 + CH * kCols; /* the piece's first column */
+    if (t < 64 && myrow && c < p.n) {
+        const int left = (p.n - c) * kEs; /* a multiple of 16 (n * element, moe.c) */
+        const uint32_t bytes = left < 128 ? (uint32_t)left : 128u;
+        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+                     ::"l"(myrow + (size_t)c * kEs), "r"(smem_u32(buf + t * 128)), "r"(bytes)
+                     : "memory");
+    }
+    if (t < 64)
+        bulk_commit();
+}
+
+template <int OT, typename Hooks, int... CH>
+__device__ __forceinline__ void rows_chunks(const float (&acc)[128], const GemmParams &p,
+                                           const Hooks &h, const EpiTarget &e, char *bufs, int wg,
+                                           int t, int wrow, int q, std::integer_sequence<int, CH...>)
+{
+    /* the tile's row pointers, one lookup per thread, before the chunks */
+    const int lr = wg * 64 + t;
+    char *myrow = t >= 64 || (e.rows >= 0 && lr >= e.rows) ? nullptr : h.row_ptr(e.row0 + lr);
+    (rows_chunk<OT, CH>(acc, p, myrow, bufs, wg, t, wrow, q, e.col0), ...);
+}
+
 template <int OT, int... CH>
 __device__ __forceinline__ void direct_chunks(const float (&acc)[128], const GemmParams &p,
                                               const EpiTarget &e, char *bufs, int wg, int t,
@@ -190,7 +250,22 @@ __device__ __forceinline__ void epilogue(float (&acc)[128], const GemmParams &p,
         }
     }
     constexpr int kChunks = (OT == MKI_DT_F32 ? 8 : 4) / (kGlu ? 2 : 1);
-    if (e.mode == EPI_DIRECT) {
+    bool stored = false;
+    if constexpr (HooksHaveRowPtr<Hooks>::value) {
+        if (e.mode == EPI_ROWS) {
+            rows_chunks<OT>(acc, p, h, e, bufs, wg, t, wrow, q,
+                            std::make_integer_sequence<int, kChunks>{});
+            stored = true;
+        }
+    }
+    if constexpr (HooksHaveRowPtr<Hooks>::value) {
+        /* the row copies of an earlier tile (threads 0-63) may still read
+         * the buffers */
+        if (!stored && t < 64)
+            bulk_wait_read<0>();
+    }
+    if (stored) {
+    } else if (e.mode == EPI_DIRECT) {
         /* The TMA chunks' stores may still read the buffers (previous tile). */
         if (t == 0)
             bulk_wait_read<0>();
@@ -201,7 +276,7 @@ __device__ __forceinline__ void epilogue(float (&acc)[128], const GemmParams &p,
         tma_chunks<OT>(acc, e, bufs, wg, t, wrow, q, std::make_integer_sequence<int, kChunks>{});
     }
     if constexpr (Hooks::kSignal && !HooksDeferSignal<Hooks>::value) {
-        if (e.mode != EPI_DIRECT && t == 0)
+        if (e.mode != EPI_DIRECT && e.mode != EPI_ROWS && t == 0)
             bulk_wait_all();
         if (t == 0) /* this warpgroup's TMA writes, then the barrier */
             fence_proxy_async_global();

@@ -26,6 +26,49 @@ using namespace mki::moe;
 constexpr int NT = MKI_MOE_THREADS;
 constexpr int NW = NT / 32;
 
+/* Lab builds only (-DMKI_MOE_TRACE): per call and rank, the first and last
+ * CTA's globaltimer at points of the layer's first kernel and of the
+ * combine, printed by the kernel's last CTA out. */
+#ifdef MKI_MOE_TRACE
+enum { KT_ENTRY, KT_PRO, KT_END, KT_NPT };
+__device__ unsigned long long kt_min[2][KT_NPT] = {{~0ull, ~0ull, ~0ull}, {~0ull, ~0ull, ~0ull}};
+__device__ unsigned long long kt_max[2][KT_NPT];
+__device__ unsigned long long kt_wsum[2];
+__device__ unsigned int kt_cnt[2];
+__device__ __forceinline__ void kt_stamp(int k, int i)
+{
+    const unsigned long long t = globaltimer();
+    atomicMin(&kt_min[k][i], t);
+    atomicMax(&kt_max[k][i], t);
+}
+__device__ void kt_done(int k, int me, unsigned long long call)
+{
+    kt_stamp(k, KT_END);
+    __threadfence();
+    if (atomicAdd(&kt_cnt[k], 1u) != gridDim.x - 1) return;
+    __threadfence();
+    const unsigned long long t0 = kt_min[k][KT_ENTRY];
+    printf("MKT %s rank %d call %llu t0 %llu entry_max %.1f pro %.1f %.1f end %.1f %.1f wsum %.1f us\n",
+           k ? "C" : "L", me, call, t0, (kt_max[k][KT_ENTRY] - t0) * 1e-3,
+           (kt_min[k][KT_PRO] - t0) * 1e-3, (kt_max[k][KT_PRO] - t0) * 1e-3,
+           (kt_min[k][KT_END] - t0) * 1e-3, (kt_max[k][KT_END] - t0) * 1e-3, kt_wsum[k] * 1e-3);
+    for (int i = 0; i < KT_NPT; i++) {
+        kt_min[k][i] = ~0ull;
+        kt_max[k][i] = 0;
+    }
+    kt_wsum[k] = 0;
+    kt_cnt[k] = 0;
+    __threadfence();
+}
+#define KT_STAMP(k, i) kt_stamp(k, i)
+#define KT_DONE(k, me, call) kt_done(k, me, call)
+#define KT_WAIT(k, ns) atomicAdd(&kt_wsum[k], (unsigned long long)(ns))
+#else
+#define KT_STAMP(k, i) ((void)0)
+#define KT_DONE(k, me, call) ((void)0)
+#define KT_WAIT(k, ns) ((void)0)
+#endif
+
 __global__ void __launch_bounds__(NT, 1) moe_dispatch_kernel(const __grid_constant__ mki_moe_params p)
 {
     extern __shared__ int32_t dyn[];
@@ -48,6 +91,7 @@ __global__ void __launch_bounds__(NT, 1) moe_combine_kernel(const __grid_constan
     __shared__ uint64_t s_c;
     __shared__ volatile int s_quit;
     __shared__ int64_t s_rows;
+    __shared__ int s_push;
     /* peer d's stage: 1 seen by this CTA, 2 its wait failed; s_poll[d]: one
      * thread of the CTA polls for it, the others read s_staged */
     __shared__ volatile int s_staged[MKI_MAXLOCAL];
@@ -58,6 +102,7 @@ __global__ void __launch_bounds__(NT, 1) moe_combine_kernel(const __grid_constan
     mki_moe_ctl *ctl = p.ctl[me];
     if (tid < MKI_MAXLOCAL) s_staged[tid] = s_poll[tid] = 0;
     if (tid == 0) {
+        KT_STAMP(1, KT_ENTRY);
         s_c = ld_vol(&ctl->ccalls) + 1;
         s_quit = enter_ok(p.rt, b, s_c) ? 0 : 1;
         /* an error already recorded on this rank (the dispatch this
@@ -65,6 +110,9 @@ __global__ void __launch_bounds__(NT, 1) moe_combine_kernel(const __grid_constan
          * it): nothing to sum, nothing written */
         if (!s_quit && claimed(p.rt)) s_quit = 1;
         s_rows = p.off[EL];
+        /* the layer pushed every row to its token's slot in this rank's
+         * stage (moe.h) */
+        s_push = p.staged && ld_vol(&ctl->push_e) == ld_vol(&ctl->dcalls) && ld_vol(&ctl->push_e) != 0;
         if (!s_quit && (s_rows < 0 || s_rows > p.cap || (s_rows > 0 && !p.y))) {
             if (b == 0)
                 fail_input(p.rt, MKI_ERR_BADLAYOUT, me, -1, 0, (uint64_t)p.cap,
@@ -122,8 +170,13 @@ __global__ void __launch_bounds__(NT, 1) moe_combine_kernel(const __grid_constan
         const bool remote = v >= 0 && d != me;
         if (remote && s_staged[d] == 0) {
             if (atomicCAS(&s_poll[d], 0, 1) == 0) {
+#ifdef MKI_MOE_TRACE
+                const uint64_t kw0 = globaltimer();
+#endif
                 const bool ok = wait_geq_paused(p.rt, &ctl->peer_staged[d], c,
                                                 wait_site{d, b, (int)t, 3}, c, &s_quit);
+                KT_STAMP(1, KT_PRO);
+                KT_WAIT(1, globaltimer() - kw0);
                 __threadfence_block(); /* the system-scope acquire, passed on */
                 s_staged[d] = ok ? 1 : 2;
             } else {
@@ -135,8 +188,9 @@ __global__ void __launch_bounds__(NT, 1) moe_combine_kernel(const __grid_constan
             else row = -1;
         }
         if (__any_sync(0xffffffffu, s_quit != 0)) break;
-        const char *srcj = v >= 0 ? (d == me ? static_cast<const char *>(p.y) : p.stage[d]) + (int64_t)row * rb
-                                  : nullptr;
+        const char *srcj = v < 0 ? nullptr
+                           : s_push ? p.stage[me] + (t * K + lane) * rb
+                           : (d == me ? static_cast<const char *>(p.y) : p.stage[d]) + (int64_t)row * rb;
         char *o = static_cast<char *>(p.out) + t * rb;
         /* every lane takes every pass (the shuffles need the whole warp);
          * lanes past the row's end load and store nothing */
@@ -165,6 +219,7 @@ __global__ void __launch_bounds__(NT, 1) moe_combine_kernel(const __grid_constan
     }
     __syncthreads();
     if (s_quit) return;
+    if (tid == 0) KT_DONE(1, me, c);
     if (tid == 0 && last_out(&ctl->cexit, G)) {
         ctl->cstaged = 0;
         ctl->cexit = 0;
@@ -202,6 +257,7 @@ struct MoeGemmCta {
     int units2;  /* its units */
     int gated2;  /* its stores may go to the stage (the peers pulled the last combine) */
     uint64_t cc; /* the combine call the layer's stage is for */
+    int push;    /* the down projection's rows go to their tokens' ranks' stages (moe.h) */
     int poster;  /* this CTA's producer takes the cluster's units */
     int ncl, cl; /* clusters, this CTA's */
     int units;   /* the GEMM's units (after the table) */
@@ -336,6 +392,10 @@ struct MoeGemmHooks : MoeGroupedBase<GroupedHooksT<kGluT>> {
 struct MoeDownHooks : MoeGroupedBase<mki::gemm::GroupedHooks> {
     static constexpr bool kWaitA = true;
     static constexpr bool kSignal = false;
+    static constexpr bool kRowPtr = true;
+    char *stage[MKI_MAXLOCAL]; /* every rank's combine stage (push) */
+    const int32_t *rsrc;       /* the dispatch's recv_src: each row's (rank, t * topk + j) */
+    int64_t rb;                /* bytes of a row */
     mki_rt_dev rt;
     unsigned long long *gnext;
     uint64_t *gslot, *gend;
@@ -348,8 +408,9 @@ struct MoeDownHooks : MoeGroupedBase<mki::gemm::GroupedHooks> {
     {
         return take_unit(g, rt, p, i, gnext, gslot, gend, &mg.past2, mg.units2);
     }
-    /* The stage may take this call's rows once every peer has pulled the
-     * last combine's from it: one side thread waits (MoeLayerHooks) and
+    /* The stages may take this call's rows once every peer has finished
+     * the last combine (pulled from this rank's stage, or summed its own
+     * when the layer pushed): one side thread waits (MoeLayerHooks) and
      * raises mg.gated2 (also when a wait failed: the failure is noted and
      * no tile is stored); the producer holds the CTA's first down tile's
      * loads until then, and the consumers store only what it loaded. */
@@ -362,6 +423,29 @@ struct MoeDownHooks : MoeGroupedBase<mki::gemm::GroupedHooks> {
                     break;
         __threadfence_block();
         *(volatile int *)&mg.gated2 = 1;
+    }
+    /* push (mg.push): each stored row goes straight to its token's slot
+     * in the token's rank's stage (EPI_ROWS), instead of this rank's stage
+     * in expert order */
+    __device__ __forceinline__ EpiTarget target(const GemmParams &p, TileCoord t) const
+    {
+        EpiTarget e = MoeGroupedBase<mki::gemm::GroupedHooks>::target(p, t);
+        if (e.mode != mki::gemm::EPI_NONE && *(volatile int *)&mg.push) {
+            if (e.mode != mki::gemm::EPI_DIRECT) e.rows = mki::gemm::BM;
+            e.mode = mki::gemm::EPI_ROWS;
+        }
+        return e;
+    }
+    /* the row's (rank, slot), written by this launch's dispatch before the
+     * row's count (so read through L2, not the read-only path) */
+    __device__ __forceinline__ char *row_ptr(int row) const
+    {
+        const int s = __ldcg(rsrc + 2 * (int64_t)row), slot = __ldcg(rsrc + 2 * (int64_t)row + 1);
+        char *b = stage[0];
+#pragma unroll
+        for (int q = 1; q < MKI_MAXLOCAL; q++)
+            if (s == q) b = stage[q];
+        return b + (int64_t)slot * rb;
     }
     __device__ __forceinline__ void wait_a(const GemmParams &, TileCoord t, int kb) const
     {
@@ -520,12 +604,18 @@ __global__ void __launch_bounds__(mki::gemm::kThreads, 1)
 {
     extern __shared__ __align__(1024) char smem[];
     __shared__ dispatch_out dout;
+    if (threadIdx.x == 0) KT_STAMP(0, KT_ENTRY);
     moe_gemm_prologue<kCM>(p, h, smem, &dout);
     if (threadIdx.x == 0) { /* the producer (thread 0) alone reads them */
+        KT_STAMP(0, KT_PRO);
         mg.past2 = 0;
         mg.units2 = (int)((__ldg(h.g.table) + kCM - 1) / kCM * h.p2.num_n_blk);
         mg.gated2 = 0;
         mg.cc = ld_vol(&h.mp.ctl[h.mp.me]->ccalls) + 1;
+        /* push: the dispatch found every rank's slots within its stage
+         * (written before gemm_ready, which the prologue acquired) */
+        mg.push = h.second.staged && h.second.rsrc && mg.go &&
+                  ld_vol(&h.mp.ctl[h.mp.me]->push_e) == mg.e;
     }
     mki::gemm::run_cta<kF16, kTransB, kCM, MoeLayerHooks>(p, h, blockIdx.x, gridDim.x, smem);
     __syncwarp();
@@ -533,7 +623,14 @@ __global__ void __launch_bounds__(mki::gemm::kThreads, 1)
      * generic release of peer_staged */
     if (h.second.staged && threadIdx.x >= 128 && threadIdx.x % 128 == 0)
         fence_proxy_async_global();
+    /* push: the consumers' row copies into the peers' stages, before the
+     * last CTA's release of peer_staged */
+    if (mg.push && threadIdx.x >= 128) {
+        fence_proxy_async_global(); /* the row copies (complete: run_cta waited) */
+        __threadfence_system();
+    }
     __syncthreads();
+    if (threadIdx.x == 0) KT_DONE(0, h.mp.me, mg.e);
     if (threadIdx.x == 0) moe_gemm_exit(h, h.second.staged != 0);
 }
 
@@ -707,6 +804,9 @@ extern "C" int mki_moe_layer_describe(const struct mki_moe_params *mp,
     h2.hdone = h.hdone;
     h2.ctl = mp->ctl[mp->me];
     h2.staged = mp->staged;
+    for (int l = 0; l < MKI_MAXLOCAL; l++) h2.stage[l] = mp->stage[l];
+    h2.rsrc = mp->staged ? mp->recv_src : nullptr;
+    h2.rb = mp->row_bytes;
     h2.P = mp->P;
     h2.me = mp->me;
     h2.need = gp.num_n_blk;

@@ -70,12 +70,23 @@
  * (the same table, a second schedule), each tile's loads waiting until its
  * M-block's count reaches the first GEMM's N-blocks.  The dispatch zeroes
  * the counts and the second schedule's unit counter (zero2).  On one node
- * the down projection stores the experts' outputs straight into this
- * rank's combine stage: its first tile's loads in a CTA wait until every
- * peer has pulled the last combine (peer_pulled[q] >= c - 1, c =
- * ccalls + 1 at entry), and the kernel's last CTA out raises
- * peer_staged[me] = c in every rank where the dispatch completed (dok ==
- * e); the combine that follows (staged) copies nothing and only pulls.
+ * the down projection stores the experts' outputs into the combine's
+ * stages: its first tile's loads in a CTA wait until every peer has
+ * finished the last combine (peer_pulled[q] >= c - 1, c = ccalls + 1 at
+ * entry), and the kernel's last CTA out raises peer_staged[me] = c in
+ * every rank where the dispatch completed (dok == e).  Push: where every
+ * rank runs this launch (record word E + 11) and every rank's tokens * topk
+ * slots fit cap rows, the dispatch's CTA 0 sets push_e = e (else 0), the
+ * same verdict on every rank; the down projection then stores each row,
+ * by an asynchronous bulk copy per 128-byte piece (EPI_ROWS), into the
+ * stage of the token's rank at slot t * topk + j (recv_src of the row),
+ * over NVLink for a peer's token, and the combine that follows (staged,
+ * push_e == dcalls) sums each token's topk consecutive rows of its own
+ * stage, all local.  Otherwise the rows go into this rank's stage in
+ * expert order and the combine pulls them from there (staged: it copies
+ * nothing).  The push moves the link's bytes into the down projection,
+ * where they overlap the GEMM, and leaves the combine a local sum (2 x
+ * H200, 16384 tokens: the combine 2.9 -> 0.7 ms, bench/NOTES.md).
  */
 #ifndef MKI_OPS_MOE_H
 #define MKI_OPS_MOE_H
@@ -92,7 +103,8 @@
 #define MKI_MOE_MAXE 4096      /* MK_MOE_MAX_EXPERTS */
 #define MKI_MOE_MAXK 32        /* MK_MOE_MAX_TOPK */
 /* 32-bit words of one rank's record: rows per expert [E], tokens per
- * destination [8], first bad slot + 1 (0: none), tokens, 2 spare. */
+ * destination [8], first bad slot + 1 (0: none), tokens, then (fused
+ * kernels) the rank's dispatch CTAs and 1 where its layer can push. */
 #define MKI_MOE_REC_WORDS(E) ((E) + MKI_MAXLOCAL + 4)
 /* mkMoEDispatchGemm's records: word E + 10 holds the rank's dispatch CTAs
  * D, then come the (token, rank) pairs per destination [8] of each of
@@ -124,6 +136,7 @@ struct mki_moe_ctl {
     uint64_t peer_unpacked[MKI_MAXLOCAL]; /* rank q finished dispatch call n */
     uint64_t peer_staged[MKI_MAXLOCAL];   /* rank q's stage holds combine call n */
     uint64_t peer_pulled[MKI_MAXLOCAL];   /* rank q finished pulling combine call n from me */
+    uint64_t push_e;                      /* the layer's dispatch call n pushes (moe.h) */
 };
 
 /* Parameters of one launch (by value, __grid_constant__). */

@@ -394,6 +394,8 @@ __device__ __forceinline__ bool dispatch_cta(const mki_moe_params &p, int G, int
                 v = (int32_t)T;
             } else if (kFused && i == E + MKI_MAXLOCAL + 2) {
                 v = G; /* the dispatch CTAs of this rank */
+            } else if (kFused && i == E + MKI_MAXLOCAL + 3) {
+                v = p.staged && p.recv_src; /* this rank's layer can push (moe.h) */
             } else if (kFused && i >= MKI_MOE_REC_WORDS(E)) {
                 /* each CTA's (token, rank) pairs per destination */
                 const int c = (i - MKI_MOE_REC_WORDS(E)) / MKI_MAXLOCAL;
@@ -485,6 +487,15 @@ __device__ __forceinline__ bool dispatch_cta(const mki_moe_params &p, int G, int
             gemm::group_table_build(p.off, EL, p.cap, p.table, false, tid, NT, tfirst, tpart,
                                     &s_tbad, tperm);
             if (tid == 0) {
+                /* the layer's push (moe.h): every rank runs the one-launch
+                 * layer (its grid may be refused on some ranks under MPS)
+                 * and every rank's tokens' slots fit a stage of cap rows;
+                 * the same verdict on every rank */
+                bool push = true;
+                for (int s = 0; s < P && push; s++)
+                    push = R[(size_t)s * RW + E + MKI_MAXLOCAL + 3] != 0 &&
+                           (int64_t)R[(size_t)s * RW + E + MKI_MAXLOCAL + 1] * K <= p.cap;
+                *reinterpret_cast<volatile uint64_t *>(&ctl->push_e) = push ? e : 0;
                 __threadfence();
                 st_release_sys(&ctl->gemm_ready, e);
                 out->table_set = 1;

@@ -62,7 +62,7 @@ static void moe_destroy(struct mkComm *comm, void *state)
         if (g->table) (void)cudaFree(g->table);
         if (g->ready) (void)cudaFree(g->ready);
         if (g->order) (void)cudaFree(g->order);
-        void *own[] = {g->hrows, g->yrows, g->table2, g->loff, g->lsend, g->nx, g->nmeta,
+        void *own[] = {g->hrows, g->yrows, g->table2, g->loff, g->lsend, g->lsrc, g->nx, g->nmeta,
                        g->gx, g->gmeta, g->hist, g->start, g->src_of, g->nstate, g->partial,
                        g->red};
         for (unsigned i = 0; i < sizeof(own) / sizeof(own[0]); i++)
@@ -569,6 +569,10 @@ static mkResult_t run_layer(struct mki_call *k, struct moe_state *g, const struc
                          "the MoE layer's expert offsets"));
     MKI_CHECK(mki_op_buf(k, &g->bufs, &g->lsend, &g->lsend_bytes, sizeof(int32_t) * slots,
                          "the MoE layer's send rows"));
+    /* each received row's (rank, slot): where the down projection pushes
+     * it on one node (moe.h) */
+    MKI_CHECK(mki_op_buf(k, &g->bufs, &g->lsrc, &g->lsrc_bytes, 2 * sizeof(int32_t) * cap,
+                         "the MoE layer's row sources"));
     /* 1: dispatch + gate and up projections, SwiGLU */
     struct moe_call d = *c;
     d.layer = 0;
@@ -598,6 +602,7 @@ static mkResult_t run_layer(struct mki_call *k, struct moe_state *g, const struc
         ystage = mki_heap_ptr(comm, &g->stage, comm->dev->me);
         e.y_out = ystage;
         e.staged = 1;
+        d.recv_src = g->lsrc;
     }
     int down_done = 0;
     d.down = &e;

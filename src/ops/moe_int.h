@@ -34,8 +34,8 @@ struct moe_state {
     size_t order_bytes;
     /* mkMoEDispatchFfnCombine: the intermediate rows, the experts' output
      * rows, the down projection's table, and the dispatch's layout */
-    void *hrows, *yrows, *table2, *loff, *lsend;
-    size_t hrows_bytes, yrows_bytes, table2_bytes, loff_bytes, lsend_bytes;
+    void *hrows, *yrows, *table2, *loff, *lsend, *lsrc;
+    size_t hrows_bytes, yrows_bytes, table2_bytes, loff_bytes, lsend_bytes, lsrc_bytes;
     /* across nodes (moe.h): this rank's padded tokens and metadata, the
      * gathered ones, the routing's counts, layout and state, the
      * combine's partial sums and this rank's reduced ones */

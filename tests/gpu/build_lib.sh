@@ -3,7 +3,8 @@
 # (libmkcore.a of a build tree under build-gpu/, configured once) and
 # mkbench's common object, and the flags every GPU program is built with.
 #
-#   gpu_build_lib OUTDIR [BUILD_TREE]     (default tree: build-gpu/agg-build)
+#   gpu_build_lib OUTDIR [BUILD_TREE]     (default tree: $MK_BUILD_TREE, else
+#                                         build-gpu/agg-build)
 #
 # MK_BUILD_DEFS adds preprocessor definitions to the library's build (lab
 # builds, e.g. -DMKI_GRS_TRACE=40): give such a build a tree of its own.
@@ -12,7 +13,7 @@
 # to OUTDIR/build.log.  Returns non-zero, with the log's tail, on failure.
 gpu_build_lib() {
     NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
-    BLD=${2:-build-gpu/agg-build}
+    BLD=${2:-${MK_BUILD_TREE:-build-gpu/agg-build}}
     mkdir -p "$BLD" "$1"
     [ -f "$BLD/Makefile" ] || (cd "$BLD" && "$(cd ../.. && pwd)/configure" -q) || return 1
     make -C "$BLD" -j"${JOBS:-2}" ${MK_BUILD_DEFS:+"DEFS=-DHAVE_CONFIG_H $MK_BUILD_DEFS"} \

@@ -104,13 +104,17 @@ mkResult_t mki_plan_model_moe(const struct mki_model *md, const struct mki_plan_
     /* the dispatch's and the combine's own models (not the layer's overrides) */
     MKI_CHECK(mki_plan_model(md, c, NULL, MKI_OP_MOE_DISPATCH, m, n, k, e, &d));
     double gemm = moe_gemm_us(md, mu, groups, moe->gemm_n, n, budget);
-    double after = 0;
+    double after = 0, after_unfused = 0;
     if (op == MKI_OP_MOE_LAYER) {
         /* the down projection (hidden columns, inter deep) and the
-         * combine after both */
+         * combine after both: in the layer's launch a local sum of every
+         * slot's row, which the down projection pushed to the token's rank
+         * while it computed (kernels/ops/moe.h); unfused mkMoECombine's */
         gemm += moe_gemm_us(md, mu, groups, n, moe->gemm_n / 2, budget);
         MKI_CHECK(mki_plan_model(md, c, NULL, MKI_OP_MOE_COMBINE, m, n, k, e, &cb));
-        after = cb.t_fused_us;
+        after = (double)m * (double)k * (double)n * (double)e / (md->moe_sum_gbs * 1e3) +
+                md->moe_combine_us;
+        after_unfused = cb.t_fused_us;
     }
     out->flops = 2.0 * mu * groups * (double)n * (double)moe->gemm_n *
                  (op == MKI_OP_MOE_LAYER ? 1.5 : 1.0);
@@ -119,6 +123,6 @@ mkResult_t mki_plan_model_moe(const struct mki_model *md, const struct mki_plan_
      * the dispatch, then the GEMMs */
     out->t_fused_us = gemm + md->moe_dispatch_us + md->fused_overhead_us +
                       md->peer_latency_us * (c->local_size - 1) + after;
-    out->t_unfused_us = d.t_fused_us + gemm + md->launch_us + after;
+    out->t_unfused_us = d.t_fused_us + gemm + md->launch_us + after_unfused;
     return mkSuccess;
 }

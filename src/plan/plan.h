@@ -234,6 +234,8 @@ struct mki_model {
                                 * cost */
     double moe_pull_gbs;       /* mkMoECombine: every slot's row pulled (local or remote) */
     double moe_combine_us;     /* and its fixed cost beyond the common one */
+    double moe_sum_gbs;        /* the layer's combine on one node: every slot's row read
+                                * from its own stage (the down projection pushed them) */
     double moe_gemm_eff;       /* the MoE calls' grouped GEMMs over gemm_tflops, on their
                                 * tiles (power-capped clocks, the groups' order) */
     double decode_mma_eff;     /* the decode kernel's MMA rate over gemm_tflops (one

@@ -443,7 +443,7 @@ static mkResult_t run_fused(struct mki_call *k, struct moe_state *g, const struc
         mki_gemm_grouped_args ga2;
         grouped_args(comm, g, c->down, pl, &ga2);
         ga2.table = g->table;
-        p->staged = c->down->staged; /* its rows into the combine's stage */
+        p->staged = c->down->staged; /* its rows into the combine's stages (moe.h) */
         rc = mki_moe_layer_describe(p, &ga, &ga2, dmax, &d, &dctas, msg, sizeof(msg));
         if (rc == 0) *c->down_done = 1;
         else p->staged = 0;
@@ -587,7 +587,7 @@ static mkResult_t run_layer(struct mki_call *k, struct moe_state *g, const struc
     d.recv_src = NULL;
     /* 2: the down projection, within the rank's SMs like the first GEMM
      * (in the first kernel's launch where it can: then on one node its
-     * rows go straight into the combine's stage, moe.h) */
+     * rows go straight into the combine's stages, moe.h) */
     struct moe_call e = d;
     e.glu = 0;
     e.n = H;

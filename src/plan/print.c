@@ -233,8 +233,10 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
                       "threads), its first %d dispatching, the others computing each local "
                       "expert's gate and up projections once its rows are in place, SwiGLU in "
                       "the epilogue, then every CTA the grouped down projection, each tile once "
-                      "the rows it reads are stored, into the combine's stage; the combine (%d "
-                      "threads a CTA: a warp per token sums its top-k rows in fp32)\n", p->ctas,
+                      "the rows it reads are stored, each row into its token's slot of the "
+                      "token's rank's combine stage (over NVLink for a peer's token); the combine "
+                      "(%d threads a CTA: a warp per token sums its top-k rows of its own stage "
+                      "in fp32)\n", p->ctas,
                       p->split.intra, MKI_MOE_THREADS);
     if (p->op == MKI_OP_RING_ATTN) ring_attn_print(sb, c, p);
     if (p->op == MKI_OP_MOE_COMBINE)

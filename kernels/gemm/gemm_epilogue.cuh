@@ -56,8 +56,9 @@ __device__ __forceinline__ void apply_alpha_beta(float (&acc)[128], const GemmPa
 /* Writes the accumulators of one 64 x (128 B) chunk into a swizzled staging
  * buffer laid out as the TMA box expects (16-byte unit u of row r is stored
  * at unit u ^ (r % 8)): the 8 rows a warp writes at once fall in 8 different
- * bank groups. */
-template <int OT, int CH>
+ * bank groups.  kSwizzle false: each row's 128 bytes in order (EPI_ROWS's
+ * bulk copies; 8-way bank conflicts on these writes). */
+template <int OT, int CH, bool kSwizzle = true>
 __device__ __forceinline__ void write_chunk(const float (&acc)[128], char *buf, int wrow, int q)
 {
     /* 128 B of a row: 32 fp32 columns (j = 4 CH .. 4 CH + 3) or 64 of 16
@@ -71,7 +72,8 @@ __device__ __forceinline__ void write_chunk(const float (&acc)[128], char *buf, 
         for (int h = 0; h < 2; ++h) {
             const int r = wrow + h * 8;
             const int byte = (jj * 8 + q) * es; /* within the 128-B row */
-            const int off = r * 128 + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
+            const int off = kSwizzle ? r * 128 + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15)
+                                     : r * 128 + byte;
             const float a = acc[4 * j + 2 * h], b = acc[4 * j + 2 * h + 1];
             if constexpr (f32) *reinterpret_cast<float2 *>(buf + off) = make_float2(a, b);
             else *reinterpret_cast<uint32_t *>(buf + off) = OutT<OT>::pack(a, b);
@@ -165,26 +167,13 @@ __device__ __forceinline__ void rows_chunk(const float (&acc)[128], const GemmPa
     typedef typename OutT<OT>::T T;
     constexpr int kEs = (int)sizeof(T);
     constexpr int kCols = 128 / kEs;
-    constexpr bool f32 = OT == MKI_DT_F32;
-    constexpr int js = f32 ? 4 : 8;
     char *buf = bufs + (CH & 1) * kEpiChunkBytes;
     /* this thread's copy that last read this buffer (chunk CH-2, or the
      * previous tile's) is done reading it */
     if (t < 64)
         bulk_wait_read<1>();
     role_sync(1 + wg, 128);
-#pragma unroll
-    for (int jj = 0; jj < js; ++jj) {
-        const int j = CH * js + jj;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int r = wrow + h * 8;
-            const int off = r * 128 + (jj * 8 + q) * kEs;
-            const float a = acc[4 * j + 2 * h], b = acc[4 * j + 2 * h + 1];
-            if constexpr (f32) *reinterpret_cast<float2 *>(buf + off) = make_float2(a, b);
-            else *reinterpret_cast<uint32_t *>(buf + off) = OutT<OT>::pack(a, b);
-        }
-    }
+    write_chunk<OT, CH, false>(acc, buf, wrow, q);
     fence_proxy_async_smem(); /* generic writes -> visible to the bulk copies */
     role_sync(1 + wg, 128);
     const int c = col0 + CH * kCols; /* the piece's first column */

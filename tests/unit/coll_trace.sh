@@ -39,26 +39,7 @@ echo "unrelated" > "$tmp/none"
 python3 "$src/tools/coll_trace.py" "$tmp/none" > "$tmp/none.out" 2>&1
 [ $? = 1 ] && grep -q 'no COLLT lines' "$tmp/none.out" && ok || bad "a log without stamps: $(cat "$tmp/none.out")"
 
-NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
-PTXAS=$(dirname "$NVCC")/ptxas
-if [ -x "$NVCC" ] && [ -x "$PTXAS" ] && [ -f "$bld/config.h" ]; then
-    if "$NVCC" -gencode=arch=compute_90a,code=sm_90a -std=c++17 -O3 -DNDEBUG -DHAVE_CONFIG_H \
-        -DMKI_COLL_TRACE=20 -I"$src/include" -I"$src/src/core" -I"$src/src" -I"$src" -I"$bld" \
-        -I"$src/kernels" -I"$src/kernels/gemm" -I"$src/kernels/ops" -ptx "$src/kernels/ops/coll.cu" \
-        -o "$tmp/coll.ptx" > "$tmp/nvcc.log" 2>&1; then
-        "$PTXAS" -arch=sm_90a -v "$tmp/coll.ptx" -o "$tmp/coll.cubin" > "$tmp/ptxas.log" 2>&1 &&
-            ok || bad "ptxas of the trace build: $(tail -5 "$tmp/ptxas.log")"
-        if grep -E 'bytes spill (stores|loads)' "$tmp/ptxas.log" |
-            grep -vq ' 0 bytes spill stores, 0 bytes spill loads'; then
-            bad "the trace build spills registers"
-        else
-            ok
-        fi
-    else
-        bad "nvcc -DMKI_COLL_TRACE=20 kernels/ops/coll.cu: $(tail -5 "$tmp/nvcc.log")"
-    fi
-else
-    echo "note: no nvcc or config.h: the trace build's compile not checked"
-fi
+. "$src/tests/unit/trace_build.sh"
+trace_build MKI_COLL_TRACE=20 coll.cu
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

@@ -40,26 +40,7 @@ echo "unrelated" > "$tmp/none"
 python3 "$src/tools/moe_trace.py" "$tmp/none" > "$tmp/none.out" 2>&1
 [ $? = 1 ] && grep -q 'no MKT lines' "$tmp/none.out" && ok || bad "a log without stamps: $(cat "$tmp/none.out")"
 
-NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
-PTXAS=$(dirname "$NVCC")/ptxas
-if [ -x "$NVCC" ] && [ -x "$PTXAS" ] && [ -f "$bld/config.h" ]; then
-    if "$NVCC" -gencode=arch=compute_90a,code=sm_90a -std=c++17 -O3 -DNDEBUG -DHAVE_CONFIG_H \
-        -DMKI_MOE_TRACE -I"$src/include" -I"$src/src/core" -I"$src/src" -I"$src" -I"$bld" \
-        -I"$src/kernels" -I"$src/kernels/gemm" -I"$src/kernels/ops" -ptx "$src/kernels/ops/moe.cu" \
-        -o "$tmp/moe.ptx" > "$tmp/nvcc.log" 2>&1; then
-        "$PTXAS" -arch=sm_90a -v "$tmp/moe.ptx" -o "$tmp/moe.cubin" > "$tmp/ptxas.log" 2>&1 &&
-            ok || bad "ptxas of the trace build: $(tail -5 "$tmp/ptxas.log")"
-        if grep -E 'bytes spill (stores|loads)' "$tmp/ptxas.log" |
-            grep -vq ' 0 bytes spill stores, 0 bytes spill loads'; then
-            bad "the trace build spills registers"
-        else
-            ok
-        fi
-    else
-        bad "nvcc -DMKI_MOE_TRACE kernels/ops/moe.cu: $(tail -5 "$tmp/nvcc.log")"
-    fi
-else
-    echo "note: no nvcc or config.h: the trace build's compile not checked"
-fi
+. "$src/tests/unit/trace_build.sh"
+trace_build MKI_MOE_TRACE moe.cu
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

@@ -401,16 +401,19 @@ MK_API mkResult_t mkMoEDispatchGemm(const void *x, const int32_t *topk_idx,
  * mkMoEDispatch; the same on every rank; a call that needs more writes
  * nothing and every rank reports mkErrInvalidArgument).  The received
  * rows, the intermediate rows and the experts' outputs stay inside the
- * library (recv_capacity x (hidden + inter + hidden) elements, kept
- * between calls).  bf16 or fp16 (fp32: mkErrUnsupported); hidden and
+ * library (recv_capacity x (hidden + inter + hidden) elements and 8
+ * bytes, kept between calls).  bf16 or fp16 (fp32: mkErrUnsupported); hidden and
  * inter multiples of 8 up to 2^24; x, out, W13 and W2 16-byte aligned
  * device memory, out not overlapping any other argument; x, topk_idx and
  * out may be NULL where tokens = 0; topk_weights NULL on every rank or on
  * none (a rank without tokens included).  On one node two launches on
  * stream: mkMoEDispatchGemm's kernel with W13 and SwiGLU in its
  * epilogue, which then runs the grouped down projection (a tile once the
- * rows it reads are stored) into the combine's stage, and mkMoECombine's
- * kernel, which only pulls and sums.  Across
+ * rows it reads are stored), each output row sent as it is stored to its
+ * token's slot in the token's rank's combine stage, and mkMoECombine's
+ * kernel, which sums each token's rows there (where a rank cannot run the
+ * first launch whole, or tokens x topk exceeds recv_capacity on a rank:
+ * the rows stay in each rank's stage and the combine pulls them).  Across
  * nodes the dispatch and the combine run as those calls' sequences, with
  * the two grouped GEMMs between them.  Stream-ordered and asynchronous.
  */

@@ -239,21 +239,16 @@ __device__ __forceinline__ void epilogue(float (&acc)[128], const GemmParams &p,
         }
     }
     constexpr int kChunks = (OT == MKI_DT_F32 ? 8 : 4) / (kGlu ? 2 : 1);
-    bool stored = false;
+    bool rows = false;
     if constexpr (HooksHaveRowPtr<Hooks>::value) {
-        if (e.mode == EPI_ROWS) {
+        rows = e.mode == EPI_ROWS;
+        if (rows)
             rows_chunks<OT>(acc, p, h, e, bufs, wg, t, wrow, q,
                             std::make_integer_sequence<int, kChunks>{});
-            stored = true;
-        }
-    }
-    if constexpr (HooksHaveRowPtr<Hooks>::value) {
-        /* the row copies of an earlier tile (threads 0-63) may still read
-         * the buffers */
-        if (!stored && t < 64)
+        else if (t > 0 && t < 64) /* an earlier tile's row copies (thread 0: below) */
             bulk_wait_read<0>();
     }
-    if (stored) {
+    if (rows) {
     } else if (e.mode == EPI_DIRECT) {
         /* The TMA chunks' stores may still read the buffers (previous tile). */
         if (t == 0)

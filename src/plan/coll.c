@@ -63,11 +63,23 @@ int mki_plan_coll_oneshot(uint64_t bytes, uint64_t limit, int nranks)
  * per block (a chunk's bulk copies end with a wait for their completion
  * that register stores and a fence do not pay: 2 H200, 1 MB per rank,
  * all-reduce 20.3 -> 19.0 us, all-to-all 19.9 -> 17.9 us); TMA bulk copies
- * to the peers otherwise (256 MB, 64 CTAs: 333 against 317 GB/s). */
-enum mki_coll_pick_mover mki_plan_coll_mover(uint64_t block, int zero_copy)
+ * to the peers otherwise (256 MB, 64 CTAs: 333 against 317 GB/s).  An
+ * all-gather or all-to-all through the slots of more than 2 ranks of one
+ * node below COLL_TMA_RECV_MAX per block also copies what arrives by TMA
+ * (RECV drains several peers' slots at once, and its register copies bound
+ * the call at mid sizes).  4 H200, three rounds in turns, per call:
+ * all-gather 4 / 8 / 16 / 32 MB -3 / -17 / -5 / -4%, all-to-all -7 / -12 /
+ * -2 / 0%, level at 64-128 MB, +1.5% at 256 MB and 1 GB (so not there);
+ * bench/NOTES.md, thirty-third session. */
+#define COLL_TMA_RECV_MAX (128ull << 20)
+enum mki_coll_pick_mover mki_plan_coll_mover(enum mki_op op, uint64_t block, int zero_copy,
+                                             int nranks, int nnodes)
 {
-    return zero_copy || block < COLL_WIDE_MIN ? MKI_COLL_PICK_REG
-                                              : MKI_COLL_PICK_TMA_SEND;
+    if (zero_copy || block < COLL_WIDE_MIN) return MKI_COLL_PICK_REG;
+    if (nnodes == 1 && nranks > 2 && block < COLL_TMA_RECV_MAX &&
+        (op == MKI_OP_ALLGATHER || op == MKI_OP_ALLTOALL))
+        return MKI_COLL_PICK_TMA;
+    return MKI_COLL_PICK_TMA_SEND;
 }
 
 
@@ -178,8 +190,12 @@ void mki_plan_coll_model(const struct mki_coll_in *in, struct mki_coll_plan *out
     out->block = block_bytes(in, out->oneshot);
     int mover = in->mover >= 0 ? in->mover : MKI_COLL_MOVER_TMA_SEND;
     out->direct = zero_copy(in, out->oneshot, mover, out->block);
-    if (in->mover < 0 && mki_plan_coll_mover(out->block, out->direct) == MKI_COLL_PICK_REG)
-        mover = MKI_COLL_MOVER_REG;
+    if (in->mover < 0) {
+        const enum mki_coll_pick_mover pick =
+            mki_plan_coll_mover(in->op, out->block, out->direct, in->nranks, in->nnodes);
+        mover = pick == MKI_COLL_PICK_REG ? MKI_COLL_MOVER_REG
+              : pick == MKI_COLL_PICK_TMA ? MKI_COLL_MOVER_TMA : MKI_COLL_MOVER_TMA_SEND;
+    }
     /* Register stores push all-reduce results straight into peers'
      * slots, which a remote rank does not have: TMA (SEND2) there. */
     if (in->nnodes > 1 && in->op == MKI_OP_ALLREDUCE && !out->oneshot &&

@@ -156,7 +156,7 @@ void mki_plan_print(struct mki_strbuf *sb, const struct mki_plan_ctx *c,
                       "threads per role:", k->nch,
                       k->ll ? "LL lines (the flag in every word)"
                       : k->mover == MKI_COLL_MOVER_REG ? "register stores"
-                      : k->mover == MKI_COLL_MOVER_TMA ? "TMA" : "TMA to peers",
+                      : k->mover == MKI_COLL_MOVER_TMA ? "TMA to peers and locally" : "TMA to peers",
                       p->op != MKI_OP_ALLREDUCE ? "" : k->oneshot ? ", one phase" : ", two phases",
                       k->direct ? ", zero copy" : "",
                       k->peer_major ? ", peer after peer (one destination at a time)" : "",

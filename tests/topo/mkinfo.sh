@@ -169,7 +169,9 @@ printf '%s
 # after peer; reductions there only while a channel's part is one chunk
 # (reduce-scatter) or up to 4 (all-reduce); 2 ranks: chunk after chunk
 out=$("$mkinfo" --op allgather --m 16777216 --n 1 --ranks 4 2>&1)
-expect "peer-major all-gather" "TMA to peers, peer after peer" "$out"
+expect "peer-major all-gather" "TMA to peers and locally, peer after peer" "$out"
+out=$("$mkinfo" --op allgather --m 16777216 --n 1 --ranks 2 2>&1)
+expect "2-rank all-gather" "channel(s), TMA to peers, block" "$out"
 out=$("$mkinfo" --op alltoall --m 16777216 --n 1 --ranks 8 2>&1)
 expect "peer-major all-to-all" "peer after peer" "$out"
 out=$("$mkinfo" --op reducescatter --m 16777216 --n 1 --ranks 4 2>&1)

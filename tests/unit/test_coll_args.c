@@ -193,9 +193,18 @@ static void test_plan_rules(void)
     CHECK(mki_plan_coll_ctas(1u << 20, 0, 1, 16) == 16);
     CHECK(mki_plan_coll_ctas(1u << 30, 0, 1, 0) == 1);
     CHECK(mki_plan_coll_ctas(0, 0, 1, 64) == 1);
-    CHECK(mki_plan_coll_mover(1u << 20, 0) == MKI_COLL_PICK_REG);
-    CHECK(mki_plan_coll_mover(4u << 20, 0) == MKI_COLL_PICK_TMA_SEND);
-    CHECK(mki_plan_coll_mover(64u << 20, 1) == MKI_COLL_PICK_REG);
+    CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, 1u << 20, 0, 2, 1) == MKI_COLL_PICK_REG);
+    CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, 4u << 20, 0, 2, 1) == MKI_COLL_PICK_TMA_SEND);
+    CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, 64u << 20, 1, 4, 1) == MKI_COLL_PICK_REG);
+    /* more than 2 ranks of one node: the copies' receiving side by TMA too */
+    CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, 4u << 20, 0, 4, 1) == MKI_COLL_PICK_TMA);
+    CHECK(mki_plan_coll_mover(MKI_OP_ALLTOALL, 4u << 20, 0, 3, 1) == MKI_COLL_PICK_TMA);
+    CHECK(mki_plan_coll_mover(MKI_OP_ALLTOALL, (4u << 20) - 2, 0, 4, 1) == MKI_COLL_PICK_REG);
+    CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, (128u << 20) - 2, 0, 8, 1) == MKI_COLL_PICK_TMA);
+    CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, 128u << 20, 0, 4, 1) == MKI_COLL_PICK_TMA_SEND);
+    CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, 4u << 20, 0, 4, 2) == MKI_COLL_PICK_TMA_SEND);
+    CHECK(mki_plan_coll_mover(MKI_OP_REDUCESCATTER, 4u << 20, 0, 4, 1) == MKI_COLL_PICK_TMA_SEND);
+    CHECK(mki_plan_coll_mover(MKI_OP_ALLREDUCE, 4u << 20, 0, 8, 1) == MKI_COLL_PICK_TMA_SEND);
     /* hierarchical collectives: across nodes of equal size, > 1 rank per
      * node, from MK_COLL_HIER_MIN bytes of the whole buffer (all-reduce:
      * at least one element per rank of a node); never all-to-all, on one
@@ -263,12 +272,24 @@ static void test_plan_rules(void)
     mki_plan_coll_model(&in, &p);
     CHECK(p.direct && p.mover == MKI_COLL_MOVER_REG && p.roles.end[0] == 384);
     CHECK(!p.peer_major); /* zero copy: chunk after chunk */
-    in.registered = 0; /* through the slots by TMA: peer after peer */
-    mki_plan_coll_model(&in, &p);
+    in.registered = 0; /* through the slots by TMA to the peers: peer after peer */
+    mki_plan_coll_model(&in, &p); /* 256 MiB blocks: register copies locally */
     CHECK(!p.direct && p.mover == MKI_COLL_MOVER_TMA_SEND && p.peer_major);
+    in.count = 16u << 20; /* 64 MiB blocks: TMA for the local copies too */
+    mki_plan_coll_model(&in, &p);
+    CHECK(!p.direct && p.mover == MKI_COLL_MOVER_TMA && p.peer_major);
     in.op = MKI_OP_ALLTOALL;
     mki_plan_coll_model(&in, &p);
-    CHECK(p.peer_major);
+    CHECK(p.mover == MKI_COLL_MOVER_TMA && p.peer_major);
+    in.nranks = 2; /* one peer: TMA to it, register copies locally */
+    mki_plan_coll_model(&in, &p);
+    CHECK(p.mover == MKI_COLL_MOVER_TMA_SEND && !p.peer_major);
+    in.nranks = 4;
+    in.mover = MKI_COLL_MOVER_TMA_SEND; /* MK_COLL_MOVER decides */
+    mki_plan_coll_model(&in, &p);
+    CHECK(p.mover == MKI_COLL_MOVER_TMA_SEND && p.peer_major);
+    in.mover = -1;
+    in.count = 64u << 20;
     CHECK(!p.pipelined); /* peer after peer: drained chunks */
     in.op = MKI_OP_REDUCESCATTER; /* a reduction: every source's chunk k at once */
     mki_plan_coll_model(&in, &p); /* 256 MiB blocks: 16 chunks per part */

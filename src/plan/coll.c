@@ -33,13 +33,24 @@
 /* One-phase all-reduce from 1 MiB (2 H200, 1 MB: 18.7-18.8 us on 64 CTAs
  * against 18.9-19.1 on 32, three runs each). */
 #define COLL_WIDE_MIN_ONESHOT (1u << 20)
+/* All-gather, reduce-scatter and all-to-all on one node of more than 2
+ * ranks from 2 MiB (4 H200, 2 MB per block, 64 CTAs against 32, two
+ * rounds in turns: all-gather 47-49 against 52 us, reduce-scatter 41
+ * against 46-47, all-to-all 43-48 against 52-53; at 1 MB, 48 CTAs were
+ * 1-6% slower than 32; bench/NOTES.md, thirty-third session).  The
+ * two-phase all-reduce keeps COLL_WIDE_MIN (not measured). */
+#define COLL_WIDE_MIN_MANY (2u << 20)
 
-int mki_plan_coll_ctas(uint64_t block, int oneshot, int nnodes, int budget)
+int mki_plan_coll_ctas(enum mki_op op, uint64_t block, int oneshot, int nranks, int nnodes,
+                       int budget)
 {
     if (budget < 1) budget = 1;
+    const uint64_t wide = oneshot ? COLL_WIDE_MIN_ONESHOT
+                        : nranks > 2 && op != MKI_OP_ALLREDUCE ? COLL_WIDE_MIN_MANY
+                        : COLL_WIDE_MIN;
     /* across nodes at most the net block's channels (its maxch), each a
      * stream of large chunks through the proxy */
-    if (nnodes == 1 && block >= (oneshot ? COLL_WIDE_MIN_ONESHOT : COLL_WIDE_MIN))
+    if (nnodes == 1 && block >= wide)
         return budget;
     int cap = budget < COLL_NARROW_MAXCH ? budget : COLL_NARROW_MAXCH;
     uint64_t n = (block + COLL_BYTES_PER_CTA - 1) / COLL_BYTES_PER_CTA;
@@ -206,7 +217,8 @@ void mki_plan_coll_model(const struct mki_coll_in *in, struct mki_coll_plan *out
     if (in->maxch > 0 && cap > in->maxch) cap = in->maxch;
     if (cap < 1) cap = 1;
     out->nch = in->ctas > 0 ? (in->ctas < cap ? in->ctas : cap)
-                            : mki_plan_coll_ctas(out->block, out->oneshot, in->nnodes, cap);
+                            : mki_plan_coll_ctas(in->op, out->block, out->oneshot, in->nranks,
+                                                 in->nnodes, cap);
     out->chunk = in->slot_bytes;
     out->roles = coll_roles(in->op, mover, out->oneshot, out->direct, in->nranks);
     const int ll = mki_plan_coll_ll(in->op, out->oneshot, out->block, in->nnodes, in->nranks,

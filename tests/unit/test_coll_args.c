@@ -181,18 +181,26 @@ static void test_plan_rules(void)
     CHECK(mki_plan_coll_oneshot(4u << 20, 4u << 20, 8) == 0);
     CHECK(mki_plan_coll_oneshot(2, 0, 2) == 0);       /* 0: never */
     CHECK(mki_plan_coll_oneshot(2, 4u << 20, 1) == 0); /* nothing to reduce */
-    CHECK(mki_plan_coll_ctas(16u << 10, 0, 1, 64) == 1);
-    CHECK(mki_plan_coll_ctas(48u << 10, 0, 1, 64) == 3);
-    CHECK(mki_plan_coll_ctas(1u << 20, 0, 1, 64) == 32);
-    CHECK(mki_plan_coll_ctas((4u << 20) - 16, 0, 1, 64) == 32);
-    CHECK(mki_plan_coll_ctas(4u << 20, 0, 1, 64) == 64);
-    CHECK(mki_plan_coll_ctas(4u << 20, 0, 2, 64) == 32); /* across nodes */
-    CHECK(mki_plan_coll_ctas(1u << 20, 1, 1, 64) == 64); /* one phase */
-    CHECK(mki_plan_coll_ctas(512u << 10, 1, 1, 64) == 32);
-    CHECK(mki_plan_coll_ctas(1u << 30, 0, 1, 33) == 33); /* SM budget (MPS) */
-    CHECK(mki_plan_coll_ctas(1u << 20, 0, 1, 16) == 16);
-    CHECK(mki_plan_coll_ctas(1u << 30, 0, 1, 0) == 1);
-    CHECK(mki_plan_coll_ctas(0, 0, 1, 64) == 1);
+    CHECK(mki_plan_coll_ctas(MKI_OP_ALLGATHER, 16u << 10, 0, 2, 1, 64) == 1);
+    CHECK(mki_plan_coll_ctas(MKI_OP_ALLGATHER, 48u << 10, 0, 2, 1, 64) == 3);
+    CHECK(mki_plan_coll_ctas(MKI_OP_ALLGATHER, 1u << 20, 0, 2, 1, 64) == 32);
+    CHECK(mki_plan_coll_ctas(MKI_OP_ALLGATHER, (4u << 20) - 16, 0, 2, 1, 64) == 32);
+    CHECK(mki_plan_coll_ctas(MKI_OP_ALLGATHER, 4u << 20, 0, 2, 1, 64) == 64);
+    CHECK(mki_plan_coll_ctas(MKI_OP_ALLGATHER, 4u << 20, 0, 2, 2, 64) == 32); /* across nodes */
+    CHECK(mki_plan_coll_ctas(MKI_OP_ALLGATHER, 1u << 20, 1, 2, 1, 64) == 64); /* one phase */
+    CHECK(mki_plan_coll_ctas(MKI_OP_ALLGATHER, 512u << 10, 1, 2, 1, 64) == 32);
+    CHECK(mki_plan_coll_ctas(MKI_OP_ALLGATHER, 1u << 30, 0, 2, 1, 33) == 33); /* SM budget (MPS) */
+    CHECK(mki_plan_coll_ctas(MKI_OP_ALLGATHER, 1u << 20, 0, 2, 1, 16) == 16);
+    CHECK(mki_plan_coll_ctas(MKI_OP_ALLGATHER, 1u << 30, 0, 2, 1, 0) == 1);
+    CHECK(mki_plan_coll_ctas(MKI_OP_ALLGATHER, 0, 0, 2, 1, 64) == 1);
+    /* more than 2 ranks of one node: every CTA from 2 MiB blocks, but the
+     * two-phase all-reduce from 4 MiB */
+    CHECK(mki_plan_coll_ctas(MKI_OP_ALLTOALL, 2u << 20, 0, 4, 1, 64) == 64);
+    CHECK(mki_plan_coll_ctas(MKI_OP_REDUCESCATTER, 2u << 20, 0, 3, 1, 64) == 64);
+    CHECK(mki_plan_coll_ctas(MKI_OP_ALLGATHER, (2u << 20) - 2, 0, 8, 1, 64) == 32);
+    CHECK(mki_plan_coll_ctas(MKI_OP_ALLREDUCE, 2u << 20, 0, 4, 1, 64) == 32);
+    CHECK(mki_plan_coll_ctas(MKI_OP_ALLGATHER, 2u << 20, 0, 2, 1, 64) == 32);
+    CHECK(mki_plan_coll_ctas(MKI_OP_ALLGATHER, 2u << 20, 0, 4, 2, 64) == 32); /* across nodes */
     CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, 1u << 20, 0, 2, 1) == MKI_COLL_PICK_REG);
     CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, 4u << 20, 0, 2, 1) == MKI_COLL_PICK_TMA_SEND);
     CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, 64u << 20, 1, 4, 1) == MKI_COLL_PICK_REG);

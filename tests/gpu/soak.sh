@@ -9,7 +9,8 @@
 # checked on every rank against a host reference; the summary line counts
 # each kind) at 2 ranks on 2 GPUs where there are two, and on one GPU
 # under MPS at 2, 4 and 8 ranks, flat and as virtual nodes (2 x 2, 2 x 4:
-# socket transport); then the 8-rank 2 x 4 case of issue 23 (every
+# socket transport), and with 4 or 8 GPUs one rank per GPU at 4 and 8
+# ranks, flat and as 2 virtual nodes; then the 8-rank 2 x 4 case of issue 23 (every
 # collective, dtype and placement) 50 times in a row; then,
 # with two GPUs, 16 ranks (8 per GPU under MPS) as 2 x 8, 4 x 4 and 8 x 2
 # virtual nodes; with four, 32 ranks (8 per GPU) as 4 x 8.
@@ -231,6 +232,16 @@ if [ "$ngpu" -ge 2 ]; then
     export CUDA_VISIBLE_DEVICES=0,1
     step "2gpu soak ${S}s" $lim 2 $RT/test_scale soak "$S"
 fi
+# one rank per GPU at 4 and 8 ranks, on one node and as 2 virtual nodes
+# (issue 24: where users run)
+for np in 4 8; do
+    [ "$ngpu" -ge $np ] || continue
+    CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((np - 1)))
+    export CUDA_VISIBLE_DEVICES
+    step "${np}gpu soak ${S}s" $lim $np $RT/test_scale soak "$S"
+    MK_NODE_SIZE=$((np / 2)) MK_TRANSPORT=socket \
+        step "${np}gpu 2x$((np / 2)) soak ${S}s" $lim $np $RT/test_scale soak "$S"
+done
 export CUDA_VISIBLE_DEVICES=0 CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-soak CUDA_MPS_LOG_DIRECTORY=/tmp/mps-soak-log
 mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
 if nvidia-cuda-mps-control -d >> "$LOG" 2>&1; then

@@ -138,6 +138,20 @@ if [ $tests = 1 ] && [ "$ngpu" -ge 2 ]; then
     MK_TIMEOUT_MS=3000 step "2gpu nocall -> timeout" 40 2 $B/test_attn nocall
     MK_NODE_SIZE=1 MK_TRANSPORT=socket \
         step "2gpu 2x1 nodes (MK_NODE_SIZE=1) correct BSHD" 180 2 $B/test_attn correct bshd
+    # one rank per GPU at 4 and 8 ranks, on one node and as 2 virtual nodes
+    # (issue 24)
+    for np in 4 8; do
+        [ "$ngpu" -ge $np ] || continue
+        CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((np - 1)))
+        export CUDA_VISIBLE_DEVICES
+        step "${np}gpu correct BSHD" 180 $np $B/test_attn correct bshd
+        step "${np}gpu correct BHSD" 180 $np $B/test_attn correct bhsd
+        step "${np}gpu stress 200 calls" 90 $np $B/test_attn stress
+        MK_TIMEOUT_MS=3000 step "${np}gpu nocall -> timeout" 40 $np $B/test_attn nocall
+        MK_NODE_SIZE=$((np / 2)) MK_TRANSPORT=socket \
+            step "${np}gpu 2x$((np / 2)) nodes correct BSHD" 240 $np $B/test_attn correct bshd
+    done
+    export CUDA_VISIBLE_DEVICES=0,1
 elif [ $tests = 1 ] && [ "$ngpu" -ge 1 ]; then
     skip "2gpu steps" "$ngpu GPU: run at 2 ranks under MPS below"
 fi

@@ -112,6 +112,20 @@ if [ $tests = 1 ] && [ "$ngpu" -ge 2 ]; then
     step "2gpu bad input" 40 2 $B/test_gemm_rs ${AR}badinput
     MK_NODE_SIZE=1 MK_TRANSPORT=socket \
         step "2gpu 2 nodes (MK_NODE_SIZE=1) correct" 240 2 $B/test_gemm_rs ${AR}correct
+    # one rank per GPU at 4 and 8 ranks, on one node and as 2 virtual nodes
+    # (issue 24)
+    for np in 4 8; do
+        [ "$ngpu" -ge $np ] || continue
+        CUDA_VISIBLE_DEVICES=$(devs $np)
+        export CUDA_VISIBLE_DEVICES
+        step "${np}gpu correct" 240 $np $B/test_gemm_rs ${AR}correct
+        MK_SM_SPLIT=$OPN:fused=1 step "${np}gpu correct, all fused" 240 $np $B/test_gemm_rs ${AR}correct
+        step "${np}gpu stress 200 calls" 90 $np $B/test_gemm_rs ${AR}stress
+        MK_TIMEOUT_MS=3000 step "${np}gpu nocall -> timeout" 40 $np $B/test_gemm_rs ${AR}nocall
+        MK_NODE_SIZE=$((np / 2)) MK_TRANSPORT=socket \
+            step "${np}gpu 2x$((np / 2)) (MK_NODE_SIZE=$((np / 2))) correct" 240 $np $B/test_gemm_rs ${AR}correct
+    done
+    export CUDA_VISIBLE_DEVICES=0,1
 fi
 if [ $tests = 1 ]; then
     export CUDA_VISIBLE_DEVICES=0 CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-grs CUDA_MPS_LOG_DIRECTORY=/tmp/mps-grs-log

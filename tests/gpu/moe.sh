@@ -100,6 +100,9 @@ if [ $tests = 1 ] && [ "$ngpu" -ge 2 ]; then
         step "${np}gpu correct" 240 $np $B/test_moe correct
         step "${np}gpu stress 100 pairs" 120 $np $B/test_moe stress
         step "${np}gpu layer" 240 $np $B/test_moe layer
+        step "${np}gpu layer CUDA graph x20" 90 $np $B/test_moe layergraph
+        MK_NODE_SIZE=$((np / 2)) MK_TRANSPORT=socket \
+            step "${np}gpu 2x$((np / 2)) nodes correct, gemm, layer" 400 $np $B/test_moe multinode
     done
 fi
 if [ $tests = 1 ] && [ $mps = 1 ]; then

@@ -83,14 +83,14 @@ int mki_plan_coll_oneshot(uint64_t bytes, uint64_t limit, int nranks)
  * -2 / 0%, level at 64-128 MB, +1.5% at 256 MB and 1 GB (so not there);
  * bench/NOTES.md, thirty-third session. */
 #define COLL_TMA_RECV_MAX (128ull << 20)
-enum mki_coll_pick_mover mki_plan_coll_mover(enum mki_op op, uint64_t block, int zero_copy,
-                                             int nranks, int nnodes)
+enum mki_coll_mover mki_plan_coll_mover(enum mki_op op, uint64_t block, int zero_copy,
+                                        int nranks, int nnodes)
 {
-    if (zero_copy || block < COLL_WIDE_MIN) return MKI_COLL_PICK_REG;
+    if (zero_copy || block < COLL_WIDE_MIN) return MKI_COLL_MOVER_REG;
     if (nnodes == 1 && nranks > 2 && block < COLL_TMA_RECV_MAX &&
         (op == MKI_OP_ALLGATHER || op == MKI_OP_ALLTOALL))
-        return MKI_COLL_PICK_TMA;
-    return MKI_COLL_PICK_TMA_SEND;
+        return MKI_COLL_MOVER_TMA;
+    return MKI_COLL_MOVER_TMA_SEND;
 }
 
 
@@ -201,12 +201,8 @@ void mki_plan_coll_model(const struct mki_coll_in *in, struct mki_coll_plan *out
     out->block = block_bytes(in, out->oneshot);
     int mover = in->mover >= 0 ? in->mover : MKI_COLL_MOVER_TMA_SEND;
     out->direct = zero_copy(in, out->oneshot, mover, out->block);
-    if (in->mover < 0) {
-        const enum mki_coll_pick_mover pick =
-            mki_plan_coll_mover(in->op, out->block, out->direct, in->nranks, in->nnodes);
-        mover = pick == MKI_COLL_PICK_REG ? MKI_COLL_MOVER_REG
-              : pick == MKI_COLL_PICK_TMA ? MKI_COLL_MOVER_TMA : MKI_COLL_MOVER_TMA_SEND;
-    }
+    if (in->mover < 0)
+        mover = mki_plan_coll_mover(in->op, out->block, out->direct, in->nranks, in->nnodes);
     /* Register stores push all-reduce results straight into peers'
      * slots, which a remote rank does not have: TMA (SEND2) there. */
     if (in->nnodes > 1 && in->op == MKI_OP_ALLREDUCE && !out->oneshot &&

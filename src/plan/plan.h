@@ -348,11 +348,10 @@ mkResult_t mki_plan_op_attn(struct mkComm *comm, enum mki_op op, int64_t m, int6
 /* Measured rules.  block: bytes of one peer block; oneshot: all-reduce in
  * one phase; nnodes: nodes of the communicator; budget: CTAs every rank
  * may use.  The same inputs give the same answer on every rank. */
-enum mki_coll_pick_mover { MKI_COLL_PICK_TMA_SEND, MKI_COLL_PICK_REG, MKI_COLL_PICK_TMA };
 int mki_plan_coll_ctas(enum mki_op op, uint64_t block, int oneshot, int nranks, int nnodes,
                        int budget);
-enum mki_coll_pick_mover mki_plan_coll_mover(enum mki_op op, uint64_t block, int zero_copy,
-                                             int nranks, int nnodes);
+enum mki_coll_mover mki_plan_coll_mover(enum mki_op op, uint64_t block, int zero_copy,
+                                        int nranks, int nnodes);
 int mki_plan_coll_oneshot(uint64_t bytes, uint64_t limit, int nranks);
 
 /* What a collective's plan depends on. */

@@ -201,18 +201,18 @@ static void test_plan_rules(void)
     CHECK(mki_plan_coll_ctas(MKI_OP_ALLREDUCE, 2u << 20, 0, 4, 1, 64) == 32);
     CHECK(mki_plan_coll_ctas(MKI_OP_ALLGATHER, 2u << 20, 0, 2, 1, 64) == 32);
     CHECK(mki_plan_coll_ctas(MKI_OP_ALLGATHER, 2u << 20, 0, 4, 2, 64) == 32); /* across nodes */
-    CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, 1u << 20, 0, 2, 1) == MKI_COLL_PICK_REG);
-    CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, 4u << 20, 0, 2, 1) == MKI_COLL_PICK_TMA_SEND);
-    CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, 64u << 20, 1, 4, 1) == MKI_COLL_PICK_REG);
+    CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, 1u << 20, 0, 2, 1) == MKI_COLL_MOVER_REG);
+    CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, 4u << 20, 0, 2, 1) == MKI_COLL_MOVER_TMA_SEND);
+    CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, 64u << 20, 1, 4, 1) == MKI_COLL_MOVER_REG);
     /* more than 2 ranks of one node: the copies' receiving side by TMA too */
-    CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, 4u << 20, 0, 4, 1) == MKI_COLL_PICK_TMA);
-    CHECK(mki_plan_coll_mover(MKI_OP_ALLTOALL, 4u << 20, 0, 3, 1) == MKI_COLL_PICK_TMA);
-    CHECK(mki_plan_coll_mover(MKI_OP_ALLTOALL, (4u << 20) - 2, 0, 4, 1) == MKI_COLL_PICK_REG);
-    CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, (128u << 20) - 2, 0, 8, 1) == MKI_COLL_PICK_TMA);
-    CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, 128u << 20, 0, 4, 1) == MKI_COLL_PICK_TMA_SEND);
-    CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, 4u << 20, 0, 4, 2) == MKI_COLL_PICK_TMA_SEND);
-    CHECK(mki_plan_coll_mover(MKI_OP_REDUCESCATTER, 4u << 20, 0, 4, 1) == MKI_COLL_PICK_TMA_SEND);
-    CHECK(mki_plan_coll_mover(MKI_OP_ALLREDUCE, 4u << 20, 0, 8, 1) == MKI_COLL_PICK_TMA_SEND);
+    CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, 4u << 20, 0, 4, 1) == MKI_COLL_MOVER_TMA);
+    CHECK(mki_plan_coll_mover(MKI_OP_ALLTOALL, 4u << 20, 0, 3, 1) == MKI_COLL_MOVER_TMA);
+    CHECK(mki_plan_coll_mover(MKI_OP_ALLTOALL, (4u << 20) - 2, 0, 4, 1) == MKI_COLL_MOVER_REG);
+    CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, (128u << 20) - 2, 0, 8, 1) == MKI_COLL_MOVER_TMA);
+    CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, 128u << 20, 0, 4, 1) == MKI_COLL_MOVER_TMA_SEND);
+    CHECK(mki_plan_coll_mover(MKI_OP_ALLGATHER, 4u << 20, 0, 4, 2) == MKI_COLL_MOVER_TMA_SEND);
+    CHECK(mki_plan_coll_mover(MKI_OP_REDUCESCATTER, 4u << 20, 0, 4, 1) == MKI_COLL_MOVER_TMA_SEND);
+    CHECK(mki_plan_coll_mover(MKI_OP_ALLREDUCE, 4u << 20, 0, 8, 1) == MKI_COLL_MOVER_TMA_SEND);
     /* hierarchical collectives: across nodes of equal size, > 1 rank per
      * node, from MK_COLL_HIER_MIN bytes of the whole buffer (all-reduce:
      * at least one element per rank of a node); never all-to-all, on one

@@ -1,8 +1,8 @@
 /*
  * moe.cu - the kernels of mkMoEDispatch, mkMoECombine and
  * mkMoEDispatchGemm (the protocol: moe.h; the dispatch's work:
- * moe_dispatch.cuh; the combine's kernel: moe_combine.cuh; the lab trace:
- * moe_trace.cuh).  The first two: one CTA of MKI_MOE_THREADS threads
+ * moe_dispatch.cuh; the combine's kernel: moe_combine.cuh; their shared
+ * waits and counters: moe_sync.cuh; the lab trace: moe_trace.cuh).  The first two: one CTA of MKI_MOE_THREADS threads
  * per SM of the plan; the third: the GEMM engine's launch, its first CTAs
  * dispatching.  Every wait goes through the runtime's deadline wait
  * (wait.cuh).

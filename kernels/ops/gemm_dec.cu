@@ -11,8 +11,9 @@
  * by all m rows, over one K-slice: wgmma with the operands swapped, B's
  * block as the 64-row A operand and the caller's m rows (rounded up to NW
  * = 16, 32, 64 or 128) as the N operand, so that no MMA work is padding
- * beyond NW and every SM streams its own part of B through an 8-stage
- * (6 at NW = 128) TMA ring.
+ * beyond NW and every SM streams its own part of B through a TMA ring
+ * as deep as shared memory allows (16 stages at NW <= 32, 12 at 64, 7 at
+ * 128).
  *
  *   CTA: warps 0-3 (one warpgroup) compute, warp 4 (one thread) loads.
  *   unit u = (column block j = u / S, K-slice s = u % S), S slices where
@@ -56,6 +57,8 @@
 #include <cuda_runtime.h>
 #include <stdio.h>
 
+#include <type_traits>
+
 #include "gemm/gemm_launch.h"
 #include "ops/gemm_rs.h"
 #include "ops/gemm_rs_close.cuh"
@@ -76,7 +79,9 @@ constexpr int kBK = 64;
 constexpr int kTLd = kBN + 4; /* fp32 per row of the staging tile (no bank conflicts) */
 
 template <int NW> struct Cfg {
-    static constexpr int kStages = NW >= 128 ? 6 : 8;
+    /* as deep as shared memory allows (8 / 8 / 6 stages measured ~1 us
+     * slower per call at m = 16-128 on 2 x H200, bench/NOTES.md) */
+    static constexpr int kStages = NW >= 128 ? 7 : NW >= 64 ? 12 : 16;
     static constexpr int kBBytes = kBN * kBK * 2; /* 8 KiB */
     static constexpr int kABytes = NW * kBK * 2;
     static constexpr int kStageBytes = kBBytes + kABytes;
@@ -196,9 +201,16 @@ __device__ void consumer(const GdecParams &p, char *ring, float *T, uint64_t *fu
     for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
         int j, s, kb0, kb1;
         unit_of(p, u, &j, &s, &kb0, &kb1);
+        /* no instruction but the MMAs defines acc (ptxas serializes
+         * MMAs whose accumulators other instructions write): the unit's
+         * first MMA overwrites it (scale-d 0); a unit without a k-block
+         * (none) stages zeros */
         float acc[NW / 2];
-#pragma unroll
-        for (int i = 0; i < NW / 2; ++i) acc[i] = 0.0f;
+        bool none = true;
+        /* one k-block's MMAs stay in flight while the next k-block's are
+         * issued, as in the engine's mainloop; a stage goes back to the
+         * producer once the MMAs that read it have completed */
+        int prev = -1;
         for (int kb = kb0; kb < kb1; ++kb) {
             mbar_wait(&full[stage], phase);
             const uint32_t sb = smem_u32(ring + stage * C::kStageBytes), sa = sb + C::kBBytes;
@@ -208,14 +220,19 @@ __device__ void consumer(const GdecParams &p, char *ring, float *T, uint64_t *fu
                 const uint64_t da = kTransB ? smem_desc(sb + kk * 32, 16, 1024)
                                             : smem_desc(sb + kk * 2048, 8192, 1024);
                 const uint64_t db = smem_desc(sa + kk * 32, 16, 1024);
-                gdec::Wgmma<NW, kF16, kTransB ? 0 : 1>::run(acc, da, db, 1);
+                gdec::Wgmma<NW, kF16, kTransB ? 0 : 1>::run(acc, da, db,
+                                                             none && kk == 0 ? 0 : 1);
             }
+            none = false;
             wgmma_commit();
-            wgmma_wait<0>(acc);
-            if (lane == 0) mbar_arrive(&empty[stage]);
+            wgmma_wait<1>(acc);
+            if (prev >= 0 && lane == 0) mbar_arrive(&empty[prev]);
+            prev = stage;
             if (++stage == C::kStages) stage = 0, phase ^= 1;
         }
-        if (t == 0) GD_STAMP(1);
+        wgmma_wait<0>(acc);
+        if (prev >= 0 && lane == 0) mbar_arrive(&empty[prev]);
+        if (threadIdx.x == 0) GD_STAMP(1);
         /* acc[4i + 2h + x] is D(m = 8i + q + x, column r + 8h of the block),
          * r = 16 warp + lane / 4, q = 2 (lane % 4); T is m-major */
         role_sync(1, 128); /* the previous unit's T is published */
@@ -227,7 +244,8 @@ __device__ void consumer(const GdecParams &p, char *ring, float *T, uint64_t *fu
                 for (int h = 0; h < 2; ++h)
 #pragma unroll
                     for (int x = 0; x < 2; ++x)
-                        T[(8 * i + q + x) * kTLd + r + 8 * h] = acc[4 * i + 2 * h + x];
+                        T[(8 * i + q + x) * kTLd + r + 8 * h] =
+                            none ? 0.0f : acc[4 * i + 2 * h + x];
         }
         if (t == 0)
             for (int o = 1; o < p.P; ++o) {
@@ -296,11 +314,15 @@ __device__ __noinline__ bool ll_poll_failed(const GdecParams &p, uint32_t n, uin
 /* The CTA's shares of the sums, after all its units are published.
  * Each thread takes U elements (of 4 values) at a time and reads the
  * sources QB at a time: all their loads (plain, or LL lines) issued
- * before any is used, then added in source order (rank, then slice). */
-template <typename T>
+ * before any is used, then added in source order (rank, then slice).
+ * LL lines (<= 8 rows, one element per thread at most) poll with U = 2,
+ * QB = 4, and so do counters where a thread has at most 2 elements; with
+ * more (up to 16 at m = 128) it reads U = 8 at a time (QB = 2): with two
+ * the sum was a chain of dependent round trips (all-reduce m = 128 on
+ * 2 x H200: 9.3 us, with U = 8 6.2). */
+template <typename T, int U, int QB, bool kLL>
 __device__ void sum_units(const GdecParams &p, const float *Ts)
 {
-    constexpr int U = 2, QB = 4;
     const int t = threadIdx.x;
     const int rows = rows_of(p, p.me);
     if (rows == 0) return;
@@ -311,7 +333,7 @@ __device__ void sum_units(const GdecParams &p, const float *Ts)
     for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
         int j, s, kb0, kb1;
         unit_of(p, u, &j, &s, &kb0, &kb1);
-        if (t == 0 && !p.ll) { /* every source's S slices of every block of the group */
+        if (t == 0 && !kLL) { /* every source's S slices of every block of the group */
             const int g = j / p.grp, first = g * p.grp;
             const int cnt = p.nnb - first < p.grp ? p.nnb - first : p.grp;
             for (int x = 0; x < p.P - (keep ? 1 : 0); ++x) /* slot x: source me + x + 1
@@ -356,13 +378,13 @@ __device__ void sum_units(const GdecParams &p, const float *Ts)
                         if (keep && q / p.S == p.me)
                             v[qq][x] = *reinterpret_cast<const float4 *>(
                                 &Ts[(base + row[x]) * kTLd + 4 * c4[x]]);
-                        else if (!p.ll)
+                        else if constexpr (!kLL)
                             v[qq][x] = __ldcg(reinterpret_cast<const float4 *>(p.mine + at));
                         else
                             want |= 1u << (QB * x + qq);
                     }
                 const uint64_t t0 = want ? globaltimer() : 0;
-                for (uint32_t n = 1; want; ++n) {
+                for (uint32_t n = 1; kLL && want; ++n) {
                     uint64_t w[QB][U][4];
 #pragma unroll
                     for (int qq = 0; qq < QB; ++qq)
@@ -465,6 +487,16 @@ __device__ void finish(const GdecParams &p)
 #endif
 }
 
+/* The CTA's sums, by the variant of sum_units that suits the call. */
+template <bool kF16>
+__device__ __forceinline__ void sum_all(const GdecParams &p, const float *T)
+{
+    typedef typename std::conditional<kF16, __half, __nv_bfloat16>::type Out;
+    if (p.ll) sum_units<Out, 2, 4, true>(p, T);
+    else if (rows_of(p, p.me) * (kBN / 4) > 2 * 128 * p.S) sum_units<Out, 8, 2, false>(p, T);
+    else sum_units<Out, 2, 4, false>(p, T);
+}
+
 template <int NW, bool kF16, bool kTransB>
 __global__ void __launch_bounds__(kThreads, 1) gdec_kernel(const __grid_constant__ GdecParams p)
 {
@@ -495,8 +527,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdec_kernel(const __grid_constant
         if (threadIdx.x == 128) producer<NW, kTransB>(p, ring, full, empty);
     } else {
         consumer<NW, kF16, kTransB>(p, ring, T, full, empty);
-        if (p.dtype == MKI_F16) sum_units<__half>(p, T);
-        else sum_units<__nv_bfloat16>(p, T);
+        sum_all<kF16>(p, T);
     }
     __syncthreads();
     if (threadIdx.x == 0) finish(p);

@@ -20,7 +20,9 @@
  *                          shapes 10 and up only in a full run)
  *   test_gemm_rs stress    200 calls with different inputs, no host sync
  *                          between, every result checked (m = 1000, then
- *                          decode-sized m = 16 and m = 8, LL lines)
+ *                          decode-sized m = 16, m = 8 (LL lines) and
+ *                          m = 100 (two consumer warpgroups, two units
+ *                          per CTA))
  *   test_gemm_rs graph     3 calls captured in a CUDA graph, replayed 20
  *                          times with fresh inputs, every C checked (m =
  *                          2000, then m = 64 and m = 4)
@@ -675,6 +677,9 @@ int main(int argc, char **argv)
         bad = run_stress({"stress 1000x1032x256", 1000, 1032, 256, 1, 0, 0});
         bad += run_stress({"stress 16x1032x512 (decode, 2 K-slices)", 16, 1032, 512, 1, 0, 1});
         bad += run_stress({"stress 8x8192x256 (decode, LL lines)", 8, 8192, 256, 1, 0, 0});
+        /* two consumer warpgroups (m > 64); 141 column blocks: a CTA of
+         * a 132-CTA grid takes two units, so the staging tile is reused */
+        bad += run_stress({"stress 100x9000x520 (decode, two warpgroups)", 100, 9000, 520, 1, 0, 0});
     } else if (!strcmp(mode, "graph")) {
         bad = run_graph({"graph 2000x2048x1024", 2000, 2048, 1024, 1, 0, 1});
         bad += run_graph({"graph 64x2048x1024 (decode)", 64, 2048, 1024, 1, 0, 1});

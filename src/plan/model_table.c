@@ -63,10 +63,14 @@ const struct mki_model mki_model_default = {
     .epi_link_eff = 0.88, /* 4 x H100: 0.82-0.86 (16th session), then 0.88-0.94 with the combine by TMA (17th) */
     .epi_link_eff_wide = 0.93, /* 4 x H100, 17th session: 0.91-0.95 at the same shapes */
     .launch_us = 5.0,
-    .hbm_read_gbs = 3000.0,    /* a stream read by every SM (H100 HBM3 3.35 TB/s peak) */
-    /* 2 x H200, thirtieth session: the decode kernel at m = 128 took 29-30
-     * us beside the 22 us read of B (m = 1 and 16: the read) */
-    .decode_mma_eff = 0.42,
+    /* the decode kernel's read of B by every SM, and its MMA rate (one
+     * warpgroup per SM, the m rows as wgmma's N); fitted on 2 x H200 event
+     * times of the thirty-fourth session (its deeper ring and the sum with
+     * more loads in flight: all-reduce m = 1 / 16 / 64 / 128 28.6 / 32.3 /
+     * 38.0 / 49.9 us, reduce-scatter m = 16 / 64 / 128 29.7 / 34.6 / 40.3;
+     * the model within 5%).  Before: 3000 GB/s and 0.42 (thirtieth). */
+    .hbm_read_gbs = 3300.0,
+    .decode_mma_eff = 0.50,
     /* The MoE collectives' kernels on 2 x H200 (thirtieth session, mkbench
      * moe, DeepSeek-like 4096 / 16384 tokens and Mixtral-like 8192,
      * random routing): the dispatch 103 us + its crossing rows at 223 GB/s

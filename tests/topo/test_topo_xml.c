@@ -148,17 +148,17 @@ static void grs_model(void)
     }
     plan_of(&h, 4, 1, MKI_OP_GEMM_RS, 16384, 4096, 16384, &p); /* the GEMM binds */
     CHECK(p.fused == 1 && p.wide_movers == 0);
-    /* decode-sized M: the decode kernel's model (read of B, exchange,
-     * sum, fixed cost) against 2 x H200 (fifteenth session, call 15):
-     * all-reduce m = 16 32.5 us, reduce-scatter m = 16 30.9 us, within
-     * 10%; fused, and no decode plan above 128 rows */
+    /* decode-sized M: the decode kernel's model (read of B, its MMAs,
+     * exchange, sum, fixed cost) against 2 x H200 (thirty-fourth session,
+     * call 6, n = k = 8192), within 10%; fused, and no decode plan above
+     * 128 rows */
     static const struct {
         enum mki_op op;
         int64_t m;
         double us;
-    } dec[] = {{MKI_OP_GEMM_AR, 16, 32.5}, {MKI_OP_GEMM_RS, 16, 30.9}, {MKI_OP_GEMM_AR, 1, 29.7},
-               /* m = 128, 2 x H200, thirtieth session (the MMA's share) */
-               {MKI_OP_GEMM_AR, 128, 55.7}, {MKI_OP_GEMM_RS, 128, 46.3}};
+    } dec[] = {{MKI_OP_GEMM_AR, 16, 32.3}, {MKI_OP_GEMM_RS, 16, 29.7}, {MKI_OP_GEMM_AR, 1, 28.6},
+               {MKI_OP_GEMM_AR, 64, 38.0}, {MKI_OP_GEMM_RS, 64, 34.6},
+               {MKI_OP_GEMM_AR, 128, 49.9}, {MKI_OP_GEMM_RS, 128, 40.3}};
     for (size_t i = 0; i < sizeof(dec) / sizeof(dec[0]); i++) {
         plan_of(&h, 2, 1, dec[i].op, dec[i].m, 8192, 8192, &p);
         CHECK(p.fused == 1 && p.decode == 1);

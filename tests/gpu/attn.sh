@@ -142,7 +142,7 @@ if [ $tests = 1 ] && [ "$ngpu" -ge 2 ]; then
     # (issue 24)
     for np in 4 8; do
         [ "$ngpu" -ge $np ] || continue
-        CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((np - 1)))
+        CUDA_VISIBLE_DEVICES=$(devs $np)
         export CUDA_VISIBLE_DEVICES
         step "${np}gpu correct BSHD" 180 $np $B/test_attn correct bshd
         step "${np}gpu correct BHSD" 180 $np $B/test_attn correct bhsd
@@ -247,7 +247,7 @@ fi
 # one rank per GPU where there are more than 2 (issue 24: the same total
 # sequences over more ranks)
 if [ $bench = 1 ] && [ "$ngpu" -gt 2 ]; then
-    CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((ngpu - 1)))
+    CUDA_VISIBLE_DEVICES=$(devs "$ngpu")
     export CUDA_VISIBLE_DEVICES
     step "${ngpu}gpu mkbench ring_attn" 400 "$ngpu" $B/mkbench_attn ring_attn "$@" --tag np$ngpu
 fi

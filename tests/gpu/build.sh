@@ -21,9 +21,12 @@ bash tests/gpu/demo.sh build
 bash tests/gpu/net.sh build
 bash tests/gpu/kill.sh build
 bash tests/gpu/peer_red.sh build
-# One archive of every binary (xz: 180 MB -> 13 MB), which tests/gpu/all.sh
-# unpacks: carry build-gpu/bins.tar.xz alone.
-tar cJf build-gpu/bins.tar.xz build-gpu/rt/test_coll build-gpu/rt/test_scale build-gpu/rt/mkbench_coll \
+# One archive of every binary, which tests/gpu/all.sh unpacks: carry
+# build-gpu/bins.tar.xz alone.  Each binary holds its own copy of the
+# library (~22 MB), so xz's default 8 MiB window compresses them one by one
+# (84 MB, more than a device call carries); a window larger than a binary
+# finds the copies (7.7 MB; unpacking needs 256 MiB of memory).
+XZ_OPT="--lzma2=preset=6,dict=256MiB" tar cJf build-gpu/bins.tar.xz build-gpu/rt/test_coll build-gpu/rt/test_scale build-gpu/rt/mkbench_coll \
     build-gpu/agg/test_ag_gemm build-gpu/agg/mkbench_ag_gemm build-gpu/demo/demo \
     build-gpu/grs/test_gemm_rs build-gpu/grs/mkbench_gemm_rs build-gpu/moe/test_moe build-gpu/moe/mkbench_moe \
     build-gpu/attn/test_attn build-gpu/attn/test_attn_core build-gpu/attn/mkbench_attn \

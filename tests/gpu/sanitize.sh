@@ -39,6 +39,25 @@ if [ ! -x "$CS" ]; then
     exit 0
 fi
 status=0
+# racecheck sees shared memory only, and no ordering but barriers, so it
+# reports the library's flag handshakes through shared memory (a write
+# after a fence, a spin on the word, a fence after it) as races:
+#   - the one-shot all-reduce in place: SEND's leader writes how many chunks
+#     every peer has read, REDUCE's leader spins on it (kernels/ops/coll.cu:
+#     send_role, wait_sent), and the LL one-phase all-reduce's *x.sent
+#     likewise (coll_ll.cuh);
+#   - mkMoECombine (and the layer's combine): one thread polls a peer's
+#     staged flag and writes s_staged[d], the other warps spin on it
+#     (moe_combine.cuh; s_staged is volatile).
+# HS_SITES: FILE:LINE of every access to those words, found in the source
+# (so that edits elsewhere move nothing); step() counts a report whose
+# every access is there as known.
+hs_lines() { # FILE PATTERN
+    grep -n "$2" "kernels/ops/$1" | cut -d: -f1 | sed "s/^/$1:/"
+}
+HS_SITES=$( { hs_lines coll.cu '\*x\.sent =\|\*sent <'
+              hs_lines coll_ll.cuh '\*x\.sent'
+              hs_lines moe_combine.cuh 's_staged\[d\]'; } | tr '\n' ' ')
 step() { # NAME LIMIT NP TOOL[:OPTION,...] ARGS...
     local name=$1 limit=$2 np=$3 tool=${4%%:*} opts=
     case $4 in *:*) opts=${4#*:} ;; esac
@@ -80,38 +99,17 @@ step() { # NAME LIMIT NP TOOL[:OPTION,...] ARGS...
     errs=$( { grep -o "ERROR SUMMARY: [0-9]* error" "$tmp" | awk '{print $3}'
               grep -o "RACECHECK SUMMARY: .*(\([0-9]*\) error" "$tmp" |
                   sed 's/.*(\([0-9]*\) error/\1/'; } | awk '{s += $1} END {print s + 0}')
-    # racecheck sees shared memory only, and no ordering but barriers, so
-    # it reports the library's flag handshakes through shared memory (a
-    # write after a fence, a spin on the word, a fence after it) as races:
-    #   - the collectives: SEND's leader writes how many chunks every peer
-    #     has read and REDUCE's leader spins on it (kernels/ops/coll.cu:
-    #     send_role, wait_sent);
-    #   - the LL one-phase all-reduce in place: SEND's leader writes *x.sent
-    #     once src is read, REDUCE's leader spins on it (coll_ll.cuh);
-    #   - mkMoECombine (and the layer's combine): one thread polls a peer's
-    #     staged flag and writes s_staged[d], the other warps spin on it
-    #     (moe_combine.cuh; s_staged is volatile).
-    # A report whose every access is at one of those words (their source
-    # lines found here, so that edits elsewhere move nothing) is counted
-    # as known; any other hazard fails.
+    # racecheck: the reports whose every access is at a flag word of the
+    # handshakes (HS_SITES, above) are known; any other hazard fails.
     if [ "$tool" = racecheck ]; then
-        local hs
-        hs=$( { grep -n 'x\.sent\b' kernels/ops/coll_ll.cuh | grep -v '^[0-9]*: *\(/\*\|if\)' |
-                    cut -d: -f1 | sed 's/^/coll_ll.cuh:/'
-                grep -n 's_staged\[d\]' kernels/ops/moe_combine.cuh | cut -d: -f1 |
-                    sed 's/^/moe_combine.cuh:/'; } | tr '\n' ' ')
-        known=$(awk -v hs="$hs" '
+        known=$(awk -v hs="$HS_SITES" '
             function site(l) {
                 return match(l, / in [A-Za-z0-9_.]+:[0-9]+/) ? substr(l, RSTART + 4, RLENGTH - 4) : ""
             }
-            function chk(l) {
-                if (l ~ /Write access at .*send_role/ || l ~ /Read access at .*wait_sent/) return
-                if (!(site(l) in ok)) good = 0
-            }
             function done() { if (inb && good) k++; inb = 0 }
             BEGIN { n = split(hs, a, " "); for (i = 1; i <= n; i++) ok[a[i]] = 1 }
-            /Error: Race reported between/ { done(); inb = 1; good = 1; chk($0); next }
-            inb && /^=========  +and (Read|Write) access at/ { chk($0); next }
+            /Error: Race reported between/ { done(); inb = 1; good = site($0) in ok; next }
+            inb && /^=========  +and (Read|Write) access at/ { if (!(site($0) in ok)) good = 0; next }
             { done() }
             END { done(); print k + 0 }' "$tmp")
         errs=$((errs - known))

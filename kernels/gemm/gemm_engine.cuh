@@ -267,6 +267,14 @@ __device__ __forceinline__ void tma_add_2d(const CUtensorMap *map, int c0, int c
         : "memory");
 }
 
+/* Lab builds (a fused kernel's trace): MKI_LAB_TS(h, it, w), defined
+ * before this header as a call of the hooks, stamps point w of the
+ * it-th unit of the CTA: 0 the consumers' first full stage, 1 the end of
+ * their mainloop, 2 the producer's first load.  Nothing otherwise. */
+#ifndef MKI_LAB_TS
+#define MKI_LAB_TS(h, it, w) ((void)0)
+#endif
+
 /* ---------------------------------------------------------------- hooks */
 
 /* The optional hooks (the list at the top says what each does):
@@ -430,7 +438,8 @@ __device__ __forceinline__ void producer_run(const GemmParams &p, const Hooks &h
                                              uint64_t *empty, bool trans_b, uint32_t crank,
                                              int &stage, int &phase)
 {
-    for (int i = unit0; i < p.num_units; i += nunits_step) {
+    [[maybe_unused]] int pit = 0;
+    for (int i = unit0; i < p.num_units; i += nunits_step, ++pit) {
         const TileCoord unit = h.tile(p, i);
         TileCoord tc = my_tile<kCM>(unit, crank);
         /* The pair's second tile may lie past M: load real rows anyway (the
@@ -459,6 +468,7 @@ __device__ __forceinline__ void producer_run(const GemmParams &p, const Hooks &h
                 }
             }
             mbar_wait(&empty[stage], phase ^ 1);
+            if (kb == tc.kb0) MKI_LAB_TS(h, pit, 2);
             char *sa = ring + stage * kStageBytes;
             char *sb = sa + kABytes;
             mbar_expect_tx(&full[stage], kStageBytes);
@@ -547,6 +557,7 @@ __device__ __forceinline__ void consumer_run(const GemmParams &p, const Hooks &h
         const int kb_end = tc.kb1 < 0 ? p.num_k_blk : tc.kb1;
         for (int kb = tc.kb0; kb < kb_end; ++kb) {
             mbar_wait(&full[stage], phase);
+            if (kb == tc.kb0 && wg == 0 && t == 0) MKI_LAB_TS(h, it, 0);
             const uint32_t a_addr = ring_addr + stage * kStageBytes + wg * (64 * 128);
             const uint32_t b_addr = ring_addr + stage * kStageBytes + kABytes;
             wgmma_fence();
@@ -574,6 +585,7 @@ __device__ __forceinline__ void consumer_run(const GemmParams &p, const Hooks &h
             }
         }
         wgmma_wait<0>(acc);
+        if (wg == 0 && t == 0) MKI_LAB_TS(h, it, 1);
         if (prev >= 0 && lane == 0)
             release_stage<kCM>(empty, prev);
         if (tc.m_blk >= p.num_m_blk)

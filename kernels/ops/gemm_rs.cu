@@ -40,6 +40,9 @@
  * the peers computed the same tiles.  Every wait on a peer has a deadline
  * and watches the abort word (kernels/rt/wait.cuh).
  */
+#ifdef MKI_GRS_TRACE /* lab builds: the engine's timeline points (gemm_engine.cuh) */
+#define MKI_LAB_TS(h, it, w) h.lab_ts(it, w)
+#endif
 #include <cuda_runtime.h>
 #include <stdio.h>
 
@@ -66,6 +69,7 @@ __device__ __forceinline__ void begin(const GrsHooks &h)
     for (int i = 0; i < 10; ++i) grs.ts[i] = 0;
     for (int i = 0; i < GRS_NSUM; ++i) grs.sum[i] = 0;
     grs.kind = 0;
+    for (int i = 0; i < GRS_TL; ++i) grs.tl_k[i] = 0;
     GRS_STAMP(0);
 #endif
     grs.e = *reinterpret_cast<volatile const uint64_t *>(&h.ctl[h.me]->calls) + 1;
@@ -95,6 +99,11 @@ __device__ void finish(const GrsHooks &h)
                (unsigned long long)u[GRS_S_PEER_PERIOD], (unsigned long long)u[GRS_S_FLAGWAIT],
                (unsigned long long)u[GRS_S_COMBINE], (unsigned long long)u[GRS_S_OUTBOX],
                (unsigned long long)u[GRS_S_MV_WAIT], (unsigned long long)u[GRS_S_MV_COPY]);
+        for (int i = 0; i < GRS_TL; ++i)
+            if (grs.tl_k[i])
+                printf("TL %d %d %d %d %u %u %u %u %u\n", h.me, (int)blockIdx.x, i,
+                       (int)grs.tl_k[i], grs.tl_in[i], grs.tl_out[i], grs.tl_x[0][i],
+                       grs.tl_x[1][i], grs.tl_x[2][i]);
     }
 #endif
     __threadfence();

@@ -37,6 +37,10 @@ enum {
     GRS_NSUM
 };
 
+#ifdef MKI_GRS_TRACE
+#define GRS_TL 40 /* tiles per CTA in the lab timeline */
+#endif
+
 /* This CTA's call, the peers it may write to, the first failure it
  * noted (reported by one thread after the tiles), and the hand-over of
  * outbox tiles from its consumers to its movers. */
@@ -54,6 +58,12 @@ struct GrsCta {
     uint64_t ts[10]; /* lab builds: globaltimer at the points of GRS_STAMP */
     uint64_t sum[GRS_NSUM]; /* lab builds: per-CTA sums over the call (GRS_ADD) */
     int kind;       /* 1 own sum, 2 peer partial, 3 own slice */
+    /* the timeline of the CTA's first GRS_TL tiles (ns >> 10 from ts[0]):
+     * each tile's epilogue entry and the end of its combine (or outbox
+     * wait), its kind (1 own, 2 peer), and the engine's MKI_LAB_TS points */
+    uint32_t tl_in[GRS_TL], tl_out[GRS_TL];
+    uint8_t tl_k[GRS_TL];
+    uint32_t tl_x[3][GRS_TL];
 #endif
 };
 __shared__ GrsCta grs;
@@ -120,6 +130,13 @@ struct GrsHooks {
     mki_grs_sched sched;
     mki_rt_dev rt;
 
+#ifdef MKI_GRS_TRACE
+    /* lab builds: the engine's MKI_LAB_TS points (gemm_rs.cu) */
+    __device__ __forceinline__ void lab_ts(int it, int w) const
+    {
+        if (it < GRS_TL) grs.tl_x[w][it] = (uint32_t)((globaltimer() - grs.ts[0]) >> 10);
+    }
+#endif
     __device__ __forceinline__ bool wait(const uint64_t *addr, uint64_t target, int d, int chunk,
                                          int phase) const
     {
@@ -352,6 +369,10 @@ struct GrsHooks {
                 GRS_ADD(d != me ? GRS_S_PEER_PERIOD : GRS_S_OWN_PERIOD, t_in - grs.sum[GRS_S_LAST]);
             grs.sum[GRS_S_LAST] = t_in;
             GRS_ADD(d != me ? GRS_S_NPEER : GRS_S_NOWN, 1);
+            if (t.it < GRS_TL) {
+                grs.tl_in[t.it] = (uint32_t)((t_in - grs.ts[0]) >> 10);
+                grs.tl_k[t.it] = d != me ? 2 : 1;
+            }
         }
 #endif
         if (d != me) {
@@ -361,6 +382,10 @@ struct GrsHooks {
                 while (*(volatile int *)&grs.moved < t.it - MKI_GRS_RING + 1) {
                 }
             if (wg == 0 && th == 0) GRS_ADD(GRS_S_OUTBOX, GRS_NOW() - t_in);
+#ifdef MKI_GRS_TRACE
+            if (wg == 0 && th == 0 && t.it < GRS_TL)
+                grs.tl_out[t.it] = (uint32_t)((GRS_NOW() - grs.ts[0]) >> 10);
+#endif
             return;
         }
         if (wg == 0 && th == 0) {
@@ -377,6 +402,9 @@ struct GrsHooks {
         if (wg == 0 && th == 0) {
             GRS_STAMP(9);
             GRS_ADD(GRS_S_COMBINE, grs.ts[9] - grs.ts[2]);
+#ifdef MKI_GRS_TRACE
+            if (t.it < GRS_TL) grs.tl_out[t.it] = (uint32_t)((grs.ts[9] - grs.ts[0]) >> 10);
+#endif
         }
     }
 

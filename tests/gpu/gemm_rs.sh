@@ -22,8 +22,8 @@
 #                                       build-gpu/grs-trace
 #   bash tests/gpu/gemm_rs.sh trace [--ar] MxNxK   there: one shape on 2
 #                                       GPUs; call 40's per-CTA stamps
-#                                       and sums, summarized by
-#                                       tools/grs_trace.py
+#                                       and sums and per-tile timeline,
+#                                       summarized by tools/grs_trace.py
 #
 # Logs and JSON go to $OUT when set (else build-gpu/grs/out); each step
 # runs under its own timeout; a summary table ends the output.

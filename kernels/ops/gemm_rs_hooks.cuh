@@ -73,11 +73,18 @@ __shared__ GrsCta grs;
 #define GRS_KIND(k) (grs.kind = (k))
 #define GRS_NOW() globaltimer()
 #define GRS_ADD(i, v) (grs.sum[i] += (v))
+/* the timeline's unit: ns >> 10 from the CTA's start */
+#define GRS_TL_AT(t) ((uint32_t)(((t) - grs.ts[0]) >> 10))
+#define GRS_TL_IN(it, t, k) \
+    ((it) < GRS_TL ? (void)(grs.tl_in[it] = GRS_TL_AT(t), grs.tl_k[it] = (k)) : (void)0)
+#define GRS_TL_OUT(it, t) ((it) < GRS_TL ? (void)(grs.tl_out[it] = GRS_TL_AT(t)) : (void)0)
 #else
 #define GRS_STAMP(i) ((void)0)
 #define GRS_KIND(k) ((void)0)
 #define GRS_NOW() 0ull
 #define GRS_ADD(i, v) ((void)0)
+#define GRS_TL_IN(it, t, k) ((void)0)
+#define GRS_TL_OUT(it, t) ((void)0)
 #endif
 
 constexpr int kMovers = 96;  /* threads 32..127 of the producer warpgroup */
@@ -134,7 +141,7 @@ struct GrsHooks {
     /* lab builds: the engine's MKI_LAB_TS points (gemm_rs.cu) */
     __device__ __forceinline__ void lab_ts(int it, int w) const
     {
-        if (it < GRS_TL) grs.tl_x[w][it] = (uint32_t)((globaltimer() - grs.ts[0]) >> 10);
+        if (it < GRS_TL) grs.tl_x[w][it] = GRS_TL_AT(globaltimer());
     }
 #endif
     __device__ __forceinline__ bool wait(const uint64_t *addr, uint64_t target, int d, int chunk,
@@ -369,10 +376,7 @@ struct GrsHooks {
                 GRS_ADD(d != me ? GRS_S_PEER_PERIOD : GRS_S_OWN_PERIOD, t_in - grs.sum[GRS_S_LAST]);
             grs.sum[GRS_S_LAST] = t_in;
             GRS_ADD(d != me ? GRS_S_NPEER : GRS_S_NOWN, 1);
-            if (t.it < GRS_TL) {
-                grs.tl_in[t.it] = (uint32_t)((t_in - grs.ts[0]) >> 10);
-                grs.tl_k[t.it] = d != me ? 2 : 1;
-            }
+            GRS_TL_IN(t.it, t_in, d != me ? 2 : 1);
         }
 #endif
         if (d != me) {
@@ -381,11 +385,10 @@ struct GrsHooks {
             if (th == 0)
                 while (*(volatile int *)&grs.moved < t.it - MKI_GRS_RING + 1) {
                 }
-            if (wg == 0 && th == 0) GRS_ADD(GRS_S_OUTBOX, GRS_NOW() - t_in);
-#ifdef MKI_GRS_TRACE
-            if (wg == 0 && th == 0 && t.it < GRS_TL)
-                grs.tl_out[t.it] = (uint32_t)((GRS_NOW() - grs.ts[0]) >> 10);
-#endif
+            if (wg == 0 && th == 0) {
+                GRS_ADD(GRS_S_OUTBOX, GRS_NOW() - t_in);
+                GRS_TL_OUT(t.it, GRS_NOW());
+            }
             return;
         }
         if (wg == 0 && th == 0) {
@@ -402,9 +405,7 @@ struct GrsHooks {
         if (wg == 0 && th == 0) {
             GRS_STAMP(9);
             GRS_ADD(GRS_S_COMBINE, grs.ts[9] - grs.ts[2]);
-#ifdef MKI_GRS_TRACE
-            if (t.it < GRS_TL) grs.tl_out[t.it] = (uint32_t)((grs.ts[9] - grs.ts[0]) >> 10);
-#endif
+            GRS_TL_OUT(t.it, grs.ts[9]);
         }
     }
 

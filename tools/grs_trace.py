@@ -10,6 +10,11 @@ time (first full stage to its end) of the CTAs' last tiles against all
 others, and the slowest last tiles.
 
     python3 tools/grs_trace.py LOG [LOG ...]   (mkbench or test output)
+
+The trace build's kernels spill (112-160 byte stack frames): they run
+~15% long, and their last tiles crawl (mainloops of 150-600 us) where
+the normal build's do not.  For times, use the -DMKI_GRS_TE build and
+tools/grs_te.py (bench/NOTES.md, thirty-seventh session).
 """
 import sys
 

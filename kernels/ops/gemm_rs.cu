@@ -43,6 +43,13 @@
 #ifdef MKI_GRS_TRACE /* lab builds: the engine's timeline points (gemm_engine.cuh) */
 #define MKI_LAB_TS(h, it, w) h.lab_ts(it, w)
 #endif
+#ifdef MKI_GRS_TE /* lab builds: the timeline in global memory (gemm_rs_te.cuh) */
+#ifdef MKI_GRS_TRACE
+#error "-DMKI_GRS_TE and -DMKI_GRS_TRACE are two lab builds: define one"
+#endif
+#include "ops/gemm_rs_te.cuh"
+#define MKI_LAB_TS(h, it, w) grs_te_ts(it, w)
+#endif
 #include <cuda_runtime.h>
 #include <stdio.h>
 
@@ -72,6 +79,9 @@ __device__ __forceinline__ void begin(const GrsHooks &h)
     for (int i = 0; i < GRS_TL; ++i) grs.tl_k[i] = 0;
     GRS_STAMP(0);
 #endif
+#ifdef MKI_GRS_TE
+    grs_te_cta_at(false);
+#endif
     grs.e = *reinterpret_cast<volatile const uint64_t *>(&h.ctl[h.me]->calls) + 1;
     if (blockIdx.x == 0) st_relaxed_sys(&h.ctl[h.me]->cur, grs.e);
 }
@@ -82,6 +92,9 @@ __device__ void finish(const GrsHooks &h)
 {
     mki_grs_ctl *ctl = h.ctl[h.me];
     note_report(h.rt, grs.note, grs.e);
+#ifdef MKI_GRS_TE
+    grs_te_cta_at(true);
+#endif
 #ifdef MKI_GRS_TRACE
     GRS_STAMP(8);
     if (grs.e == (uint64_t)(MKI_GRS_TRACE)) {
@@ -383,3 +396,31 @@ extern "C" int mki_grs_preload(char *msg, size_t len)
     int r = preload_engine(engine[0], others, 2, "gemm_rs", msg, len);
     return r ? r : preload_engine(engine[1], others, 0, "gemm_rs", msg, len);
 }
+
+#ifdef MKI_GRS_TE
+/* Lab builds: the last call's records (gemm_rs_te.cuh) as TE lines on
+ * stdout, once per process: rank, CTA, SM, start, end (ns), then each
+ * tile as kind:first_stage:mainloop_end. */
+extern "C" void mki_grs_te_dump(int rank)
+{
+    static int done;
+    if (done) return;
+    done = 1;
+    static unsigned long long tl[GRS_TE_CTAS][GRS_TE_IT][2], cta[GRS_TE_CTAS][3];
+    static unsigned char kind[GRS_TE_CTAS][GRS_TE_IT];
+    if (cudaMemcpyFromSymbol(tl, grs_te_tl, sizeof tl) != cudaSuccess ||
+        cudaMemcpyFromSymbol(cta, grs_te_cta, sizeof cta) != cudaSuccess ||
+        cudaMemcpyFromSymbol(kind, grs_te_kind_of, sizeof kind) != cudaSuccess) {
+        printf("TE %d: the records could not be read\n", rank);
+        return;
+    }
+    for (int c = 0; c < GRS_TE_CTAS; ++c) {
+        if (!cta[c][0]) continue;
+        printf("TE %d %d %llu %llu %llu", rank, c, cta[c][2], cta[c][0], cta[c][1]);
+        for (int i = 0; i < GRS_TE_IT && tl[c][i][1]; ++i)
+            printf(" %d:%llu:%llu", (int)kind[c][i], tl[c][i][0], tl[c][i][1]);
+        printf("\n");
+    }
+    fflush(stdout);
+}
+#endif

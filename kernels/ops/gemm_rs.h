@@ -380,6 +380,11 @@ int mki_grs_preload(char *msg, size_t len);
 int mki_gdec_describe(const struct mki_grs_launch *l, struct mki_launch_desc *d, char *msg,
                       size_t len);
 int mki_gdec_preload(char *msg, size_t len);
+#ifdef MKI_GRS_TE
+/* Lab builds (-DMKI_GRS_TE): print the last call's timeline (TE lines,
+ * kernels/ops/gemm_rs_te.cuh), once per process. */
+void mki_grs_te_dump(int rank);
+#endif
 #ifdef __cplusplus
 }
 #endif

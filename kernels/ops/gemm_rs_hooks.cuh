@@ -87,6 +87,15 @@ __shared__ GrsCta grs;
 #define GRS_TL_OUT(it, t) ((void)0)
 #endif
 
+/* Lab builds (-DMKI_GRS_TE, gemm_rs_te.cuh): each tile's kind, stored by
+ * the movers (no register of the consumers' epilogue spent on it; without
+ * movers, K-slices, kinds stay 0). */
+#ifdef MKI_GRS_TE
+#define GRS_TE_KIND(it, k) grs_te_kind(it, k)
+#else
+#define GRS_TE_KIND(it, k) ((void)0)
+#endif
+
 constexpr int kMovers = 96;  /* threads 32..127 of the producer warpgroup */
 constexpr int kMoverBar = 4; /* named barrier of the movers (the engine's: 0-3) */
 
@@ -494,6 +503,7 @@ struct GrsHooks {
             const int m_blk = u.m_blk + crank;
             int b = 0, d = me;
             if (m_blk < p.num_m_blk) d = owner(m_blk, &b);
+            if (mt == 0) GRS_TE_KIND(it, d == me ? 1 : 2);
             if (d == me && b < nb[me]) {
                 prefetch_own(b, u.n_blk, it, mt);
                 if (ar) bcast_tile<kTwo>(b, u.n_blk, it, mt);

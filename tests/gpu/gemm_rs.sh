@@ -24,6 +24,16 @@
 #                                       GPUs; call 40's per-CTA stamps
 #                                       and sums and per-tile timeline,
 #                                       summarized by tools/grs_trace.py
+#                                       (its kernels spill: their times
+#                                       are not the library's)
+#   bash tests/gpu/gemm_rs.sh te-build  here: mkbench_gemm_rs on a library
+#                                       built with -DMKI_GRS_TE (its own
+#                                       tree, build-gpu/te-build), in
+#                                       build-gpu/grs-te
+#   bash tests/gpu/gemm_rs.sh te MxNxK [mkbench args]   there: one shape on
+#                                       2 GPUs; the last call's per-tile
+#                                       timeline from kernels that are the
+#                                       normal build's, by tools/grs_te.py
 #
 # Logs and JSON go to $OUT when set (else build-gpu/grs/out); each step
 # runs under its own timeout; a summary table ends the output.
@@ -49,6 +59,33 @@ if [ "$what" = trace-build ]; then
         $BLD/mkb_common.o $LIBS -o $T/mkbench_gemm_rs
     ls -la $T
     exit 0
+fi
+if [ "$what" = te-build ]; then
+    set -e
+    . tests/gpu/build_lib.sh
+    T=build-gpu/grs-te
+    MK_BUILD_DEFS="-DMKI_GRS_TE" gpu_build_lib "$T" build-gpu/te-build
+    $NVCC $ARCH -O2 -std=c++17 $INC -DMKB_GEMM_RS_MAIN tools/mkbench/gemm_rs.cu \
+        $BLD/mkb_common.o $LIBS -o $T/mkbench_gemm_rs
+    ls -la $T
+    exit 0
+fi
+if [ "$what" = te ]; then
+    [ $# -ge 1 ] || { echo "usage: tests/gpu/gemm_rs.sh te MxNxK [mkbench args]" >&2; exit 2; }
+    O=${OUT:-build-gpu/grs-te/out}
+    mkdir -p "$O"
+    export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+    export NCCL_NVLS_ENABLE=0 CUDA_MODULE_LOADING=EAGER CUDA_VISIBLE_DEVICES=0,1
+    sh=$1; shift
+    log="$O/te-$sh.log"
+    # the timeline is the last call's, printed at mkCommDestroy
+    timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
+        -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x CUDA_MODULE_LOADING -x CUDA_VISIBLE_DEVICES \
+        build-gpu/grs-te/mkbench_gemm_rs --shapes "$sh" --rounds 2 --iters 20 "$@" > "$log" 2>&1
+    rc=$?
+    grep -E "^[0-9]+x[0-9]+x[0-9]+ " "$log"
+    python3 tools/grs_te.py "$log"
+    exit $rc
 fi
 if [ "$what" = trace ]; then
     ar=
@@ -76,7 +113,7 @@ case $what in
 test)  tests=1; bench=0 ;;
 bench) tests=0; bench=1 ;;
 all)   tests=1; bench=1 ;;
-*) echo "usage: tests/gpu/gemm_rs.sh [build|test|bench|all|trace-build|trace] ..." >&2; exit 2 ;;
+*) echo "usage: tests/gpu/gemm_rs.sh [build|test|bench|all|trace-build|trace|te-build|te] ..." >&2; exit 2 ;;
 esac
 O=${OUT:-$B/out}
 mkdir -p "$O"

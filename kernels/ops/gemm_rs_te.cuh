@@ -1,0 +1,62 @@
+/*
+ * gemm_rs_te.cuh - lab builds only (-DMKI_GRS_TE): mkGemmReduceScatter's
+ * timeline kept in global memory, one record per CTA, overwritten by
+ * every call: the CTA's SM, start and end, and for each of its first
+ * GRS_TE_IT tiles its kind (1 own, 2 a peer's, 3 an own K-slice) and the
+ * consumers' first full stage and mainloop end (the GEMM engine's
+ * MKI_LAB_TS points 0 and 1).  mkCommDestroy prints the last call's
+ * records (TE lines, mki_grs_te_dump; tools/grs_te.py summarizes them).
+ *
+ * Unlike -DMKI_GRS_TRACE (per-CTA records in shared memory, printed from
+ * the kernel), nothing here adds shared memory, printf or live state to
+ * the kernel: its ptxas summary is the normal build's, so its times are
+ * the library's.  The trace build spills and its end phase is distorted
+ * (bench/NOTES.md, thirty-seventh session).
+ */
+#ifndef MKI_OPS_GEMM_RS_TE_CUH
+#define MKI_OPS_GEMM_RS_TE_CUH
+
+#include <stdint.h>
+
+#define GRS_TE_CTAS 512 /* CTAs recorded */
+#define GRS_TE_IT 40    /* tiles per CTA recorded */
+
+/* [cta][tile]: first full stage, mainloop end (globaltimer, ns) */
+__device__ unsigned long long grs_te_tl[GRS_TE_CTAS][GRS_TE_IT][2];
+/* [cta]: start, end, SM */
+__device__ unsigned long long grs_te_cta[GRS_TE_CTAS][3];
+/* [cta][tile]: kind */
+__device__ unsigned char grs_te_kind_of[GRS_TE_CTAS][GRS_TE_IT];
+
+__device__ __forceinline__ unsigned long long grs_te_now()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* The engine's point w of the CTA's it-th tile (MKI_LAB_TS). */
+__device__ __forceinline__ void grs_te_ts(int it, int w)
+{
+    if (w < 2 && it < GRS_TE_IT && blockIdx.x < GRS_TE_CTAS)
+        grs_te_tl[blockIdx.x][it][w] = grs_te_now();
+}
+
+__device__ __forceinline__ void grs_te_kind(int it, int k)
+{
+    if (it < GRS_TE_IT && blockIdx.x < GRS_TE_CTAS) grs_te_kind_of[blockIdx.x][it] = (unsigned char)k;
+}
+
+/* The CTA's start (end = false) or end. */
+__device__ __forceinline__ void grs_te_cta_at(bool end)
+{
+    if (blockIdx.x >= GRS_TE_CTAS) return;
+    grs_te_cta[blockIdx.x][end ? 1 : 0] = grs_te_now();
+    if (!end) {
+        unsigned sm;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        grs_te_cta[blockIdx.x][2] = sm;
+    }
+}
+
+#endif /* MKI_OPS_GEMM_RS_TE_CUH */

@@ -4,7 +4,8 @@ in a lab build with -DMKI_GRS_TE (kernels/ops/gemm_rs_te.cuh; TE lines,
 printed at mkCommDestroy): per rank, each kind of tile's mainloop (the
 consumers' first full stage to its end) and the time from its end to the
 next tile's first full stage (or to the CTA's end): the epilogue and
-hand-over that the mainloop does not hide; the CTAs' first stage after
+hand-over that the mainloop does not hide, and where the producer issued
+the next tile's first load within it; the CTAs' first stage after
 their start, their ends (us from the rank's earliest CTA start), and
 their last tiles against the others.
 
@@ -36,8 +37,9 @@ def parse(path):
                 tiles = [tuple(int(y) for y in x.split(":")) for x in t[6:]]
             except ValueError:
                 continue  # interleaved output
-            if any(len(x) != 3 for x in tiles):
+            if any(len(x) not in (3, 4) for x in tiles):
                 continue
+            tiles = [x if len(x) == 4 else x + (0,) for x in tiles]
             ctas[(rank, cta)] = (sm, start, end, tiles)
     return ctas
 
@@ -50,16 +52,22 @@ def main(paths):
             ks = [k for k in ctas if k[0] == r]
             base = min(ctas[k][1] for k in ks)
             ml, gap, first, ends, last, mid = {}, {}, [], [], [], []
+            issue, wait = {}, {}
             for k in ks:
                 sm, start, end, tiles = ctas[k]
                 if not tiles:
                     continue
                 first.append((tiles[0][1] - start) / 1e3)
                 ends.append((end - base) / 1e3)
-                for i, (kind, a, b) in enumerate(tiles):
+                for i, (kind, a, b, _) in enumerate(tiles):
                     nxt = tiles[i + 1][1] if i + 1 < len(tiles) else end
                     ml.setdefault(kind, []).append((b - a) / 1e3)
                     gap.setdefault(kind, []).append((nxt - b) / 1e3)
+                    if i + 1 < len(tiles) and tiles[i + 1][3]:
+                        # the next tile's first load: issued how long after this mainloop's
+                        # end (negative: before), and from it to the next first full stage
+                        issue.setdefault(kind, []).append((tiles[i + 1][3] - b) / 1e3)
+                        wait.setdefault(kind, []).append((tiles[i + 1][1] - tiles[i + 1][3]) / 1e3)
                     (last if i + 1 == len(tiles) else mid).append((b - a) / 1e3)
             print(" rank %d: %d CTAs, %d tiles; first full stage %.1f us after the CTA's start "
                   "(median); CTA ends %.1f / %.1f / %.1f us (first / median / last)" % (
@@ -70,6 +78,10 @@ def main(paths):
                       "tile's first stage median %5.1f p90 %5.1f us" % (
                           KINDS.get(kind, str(kind)), len(ml[kind]), pct(ml[kind], 0.5),
                           pct(ml[kind], 0.9), pct(gap[kind], 0.5), pct(gap[kind], 0.9)))
+                if issue.get(kind):
+                    print("            the next tile's first load issued %+.1f us from the "
+                          "mainloop's end (median), %.1f us before its first full stage" % (
+                              pct(issue[kind], 0.5), pct(wait[kind], 0.5)))
             m = pct(mid, 0.5)
             print("  last tiles: mainloop median %.1f max %.1f us, %d over 1.5x the others' "
                   "median (%.1f)" % (pct(last, 0.5), max(last), sum(x > 1.5 * m for x in last), m))

@@ -400,13 +400,13 @@ extern "C" int mki_grs_preload(char *msg, size_t len)
 #ifdef MKI_GRS_TE
 /* Lab builds: the last call's records (gemm_rs_te.cuh) as TE lines on
  * stdout, once per process: rank, CTA, SM, start, end (ns), then each
- * tile as kind:first_stage:mainloop_end. */
+ * tile as kind:first_stage:mainloop_end:first_load. */
 extern "C" void mki_grs_te_dump(int rank)
 {
     static int done;
     if (done) return;
     done = 1;
-    static unsigned long long tl[GRS_TE_CTAS][GRS_TE_IT][2], cta[GRS_TE_CTAS][3];
+    static unsigned long long tl[GRS_TE_CTAS][GRS_TE_IT][3], cta[GRS_TE_CTAS][3];
     static unsigned char kind[GRS_TE_CTAS][GRS_TE_IT];
     if (cudaMemcpyFromSymbol(tl, grs_te_tl, sizeof tl) != cudaSuccess ||
         cudaMemcpyFromSymbol(cta, grs_te_cta, sizeof cta) != cudaSuccess ||
@@ -418,7 +418,7 @@ extern "C" void mki_grs_te_dump(int rank)
         if (!cta[c][0]) continue;
         printf("TE %d %d %llu %llu %llu", rank, c, cta[c][2], cta[c][0], cta[c][1]);
         for (int i = 0; i < GRS_TE_IT && tl[c][i][1]; ++i)
-            printf(" %d:%llu:%llu", (int)kind[c][i], tl[c][i][0], tl[c][i][1]);
+            printf(" %d:%llu:%llu:%llu", (int)kind[c][i], tl[c][i][0], tl[c][i][1], tl[c][i][2]);
         printf("\n");
     }
     fflush(stdout);

@@ -2,9 +2,9 @@
  * gemm_rs_te.cuh - lab builds only (-DMKI_GRS_TE): mkGemmReduceScatter's
  * timeline kept in global memory, one record per CTA, overwritten by
  * every call: the CTA's SM, start and end, and for each of its first
- * GRS_TE_IT tiles its kind (1 own, 2 a peer's, 3 an own K-slice) and the
- * consumers' first full stage and mainloop end (the GEMM engine's
- * MKI_LAB_TS points 0 and 1).  mkCommDestroy prints the last call's
+ * GRS_TE_IT tiles its kind (1 own, 2 a peer's, 3 an own K-slice), the
+ * consumers' first full stage and mainloop end and the producer's first
+ * load (the GEMM engine's MKI_LAB_TS points 0, 1 and 2).  mkCommDestroy prints the last call's
  * records (TE lines, mki_grs_te_dump; tools/grs_te.py summarizes them).
  *
  * Unlike -DMKI_GRS_TRACE (per-CTA records in shared memory, printed from
@@ -21,8 +21,9 @@
 #define GRS_TE_CTAS 512 /* CTAs recorded */
 #define GRS_TE_IT 40    /* tiles per CTA recorded */
 
-/* [cta][tile]: first full stage, mainloop end (globaltimer, ns) */
-__device__ unsigned long long grs_te_tl[GRS_TE_CTAS][GRS_TE_IT][2];
+/* [cta][tile]: first full stage, mainloop end, producer's first load
+ * (globaltimer, ns) */
+__device__ unsigned long long grs_te_tl[GRS_TE_CTAS][GRS_TE_IT][3];
 /* [cta]: start, end, SM */
 __device__ unsigned long long grs_te_cta[GRS_TE_CTAS][3];
 /* [cta][tile]: kind */
@@ -38,7 +39,7 @@ __device__ __forceinline__ unsigned long long grs_te_now()
 /* The engine's point w of the CTA's it-th tile (MKI_LAB_TS). */
 __device__ __forceinline__ void grs_te_ts(int it, int w)
 {
-    if (w < 2 && it < GRS_TE_IT && blockIdx.x < GRS_TE_CTAS)
+    if (w < 3 && it < GRS_TE_IT && blockIdx.x < GRS_TE_CTAS)
         grs_te_tl[blockIdx.x][it][w] = grs_te_now();
 }
 

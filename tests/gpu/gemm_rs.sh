@@ -50,26 +50,18 @@ if [ "$what" = build ]; then
     ls -la $B
     exit 0
 fi
-if [ "$what" = trace-build ]; then
+# lab_build DEFS OUTDIR TREE: a lab build (its own library tree TREE), mkbench_gemm_rs in OUTDIR.
+lab_build() {
     set -e
     . tests/gpu/build_lib.sh
-    T=build-gpu/grs-trace
-    MK_BUILD_DEFS="-DMKI_GRS_TRACE=40" gpu_build_lib "$T" build-gpu/trace-build
+    MK_BUILD_DEFS="$1" gpu_build_lib "$2" "$3"
     $NVCC $ARCH -O2 -std=c++17 $INC -DMKB_GEMM_RS_MAIN tools/mkbench/gemm_rs.cu \
-        $BLD/mkb_common.o $LIBS -o $T/mkbench_gemm_rs
-    ls -la $T
+        $BLD/mkb_common.o $LIBS -o "$2/mkbench_gemm_rs"
+    ls -la "$2"
     exit 0
-fi
-if [ "$what" = te-build ]; then
-    set -e
-    . tests/gpu/build_lib.sh
-    T=build-gpu/grs-te
-    MK_BUILD_DEFS="-DMKI_GRS_TE" gpu_build_lib "$T" build-gpu/te-build
-    $NVCC $ARCH -O2 -std=c++17 $INC -DMKB_GEMM_RS_MAIN tools/mkbench/gemm_rs.cu \
-        $BLD/mkb_common.o $LIBS -o $T/mkbench_gemm_rs
-    ls -la $T
-    exit 0
-fi
+}
+[ "$what" = trace-build ] && lab_build -DMKI_GRS_TRACE=40 build-gpu/grs-trace build-gpu/trace-build
+[ "$what" = te-build ] && lab_build -DMKI_GRS_TE build-gpu/grs-te build-gpu/te-build
 if [ "$what" = te ]; then
     [ $# -ge 1 ] || { echo "usage: tests/gpu/gemm_rs.sh te MxNxK [mkbench args]" >&2; exit 2; }
     O=${OUT:-build-gpu/grs-te/out}

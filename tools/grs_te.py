@@ -17,7 +17,7 @@ tools/grs_trace.py) are not (bench/NOTES.md, thirty-seventh session).
 """
 import sys
 
-KINDS = {1: "own", 2: "peer", 3: "own slice", 0: "unknown"}
+KINDS = {1: "own", 2: "peer", 0: "K-slice"}  # 0: no movers, no kind recorded
 
 
 def pct(v, q):

@@ -2,9 +2,10 @@
  * gemm_rs_te.cuh - lab builds only (-DMKI_GRS_TE): mkGemmReduceScatter's
  * timeline kept in global memory, one record per CTA, overwritten by
  * every call: the CTA's SM, start and end, and for each of its first
- * GRS_TE_IT tiles its kind (1 own, 2 a peer's, 3 an own K-slice), the
- * consumers' first full stage and mainloop end and the producer's first
- * load (the GEMM engine's MKI_LAB_TS points 0, 1 and 2).  mkCommDestroy prints the last call's
+ * GRS_TE_IT tiles its kind (1 own, 2 a peer's, set by the movers; 0
+ * with K-slices, which have none), the consumers' first full stage and
+ * mainloop end and the producer's first load (the GEMM engine's
+ * MKI_LAB_TS points 0, 1 and 2).  mkCommDestroy prints the last call's
  * records (TE lines, mki_grs_te_dump; tools/grs_te.py summarizes them).
  *
  * Unlike -DMKI_GRS_TRACE (per-CTA records in shared memory, printed from
@@ -18,6 +19,8 @@
 
 #include <stdint.h>
 
+#include "rt/ptx.cuh"
+
 #define GRS_TE_CTAS 512 /* CTAs recorded */
 #define GRS_TE_IT 40    /* tiles per CTA recorded */
 
@@ -29,18 +32,11 @@ __device__ unsigned long long grs_te_cta[GRS_TE_CTAS][3];
 /* [cta][tile]: kind */
 __device__ unsigned char grs_te_kind_of[GRS_TE_CTAS][GRS_TE_IT];
 
-__device__ __forceinline__ unsigned long long grs_te_now()
-{
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
 /* The engine's point w of the CTA's it-th tile (MKI_LAB_TS). */
 __device__ __forceinline__ void grs_te_ts(int it, int w)
 {
     if (w < 3 && it < GRS_TE_IT && blockIdx.x < GRS_TE_CTAS)
-        grs_te_tl[blockIdx.x][it][w] = grs_te_now();
+        grs_te_tl[blockIdx.x][it][w] = mki::globaltimer();
 }
 
 __device__ __forceinline__ void grs_te_kind(int it, int k)
@@ -52,7 +48,7 @@ __device__ __forceinline__ void grs_te_kind(int it, int k)
 __device__ __forceinline__ void grs_te_cta_at(bool end)
 {
     if (blockIdx.x >= GRS_TE_CTAS) return;
-    grs_te_cta[blockIdx.x][end ? 1 : 0] = grs_te_now();
+    grs_te_cta[blockIdx.x][end ? 1 : 0] = mki::globaltimer();
     if (!end) {
         unsigned sm;
         asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));

@@ -109,10 +109,10 @@ static void grs_destroy(struct mkComm *comm, void *state)
 {
     struct grs_state *g = state;
     if (!g) return;
-#ifdef MKI_GRS_TE /* lab builds: the last call's timeline */
-    if (comm->dev && !comm->dev->aborted) mki_grs_te_dump(comm->rank);
-#endif
     if (comm->dev && !comm->dev->aborted) {
+#ifdef MKI_GRS_TE /* lab builds: the last call's timeline */
+        mki_grs_te_dump(comm->rank);
+#endif
         if (g->part) (void)cudaFree(g->part);
         if (g->sum) (void)cudaFree(g->sum);
         if (g->mid) (void)cudaFree(g->mid);

@@ -62,40 +62,36 @@ lab_build() {
 }
 [ "$what" = trace-build ] && lab_build -DMKI_GRS_TRACE=40 build-gpu/grs-trace build-gpu/trace-build
 [ "$what" = te-build ] && lab_build -DMKI_GRS_TE build-gpu/grs-te build-gpu/te-build
-if [ "$what" = te ]; then
-    [ $# -ge 1 ] || { echo "usage: tests/gpu/gemm_rs.sh te MxNxK [mkbench args]" >&2; exit 2; }
-    O=${OUT:-build-gpu/grs-te/out}
-    mkdir -p "$O"
+# lab_run BINDIR LOG TOOL [mkbench args]: a lab build's mkbench_gemm_rs on 2
+# GPUs, its table and TOOL's summary of LOG.
+lab_run() {
+    local bin=$1 log=$2 tool=$3
+    shift 3
+    mkdir -p "$(dirname "$log")"
     export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
     export NCCL_NVLS_ENABLE=0 CUDA_MODULE_LOADING=EAGER CUDA_VISIBLE_DEVICES=0,1
-    sh=$1; shift
-    log="$O/te-$sh.log"
-    # the timeline is the last call's, printed at mkCommDestroy
     timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
         -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x CUDA_MODULE_LOADING -x CUDA_VISIBLE_DEVICES \
-        build-gpu/grs-te/mkbench_gemm_rs --shapes "$sh" --rounds 2 --iters 20 "$@" > "$log" 2>&1
-    rc=$?
+        "$bin/mkbench_gemm_rs" "$@" > "$log" 2>&1
+    local rc=$?
     grep -E "^[0-9]+x[0-9]+x[0-9]+ " "$log"
-    python3 tools/grs_te.py "$log"
+    python3 "$tool" "$log"
     exit $rc
+}
+if [ "$what" = te ]; then
+    [ $# -ge 1 ] || { echo "usage: tests/gpu/gemm_rs.sh te MxNxK [mkbench args]" >&2; exit 2; }
+    sh=$1; shift
+    # the timeline is the last call's, printed at mkCommDestroy
+    lab_run build-gpu/grs-te "${OUT:-build-gpu/grs-te/out}/te-$sh.log" tools/grs_te.py \
+        --shapes "$sh" --rounds 2 --iters 20 "$@"
 fi
 if [ "$what" = trace ]; then
     ar=
     [ "${1:-}" = --ar ] && { ar=--ar; shift; }
     [ $# -eq 1 ] || { echo "usage: tests/gpu/gemm_rs.sh trace [--ar] MxNxK" >&2; exit 2; }
-    O=${OUT:-build-gpu/grs-trace/out}
-    mkdir -p "$O"
-    export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-    export NCCL_NVLS_ENABLE=0 CUDA_MODULE_LOADING=EAGER CUDA_VISIBLE_DEVICES=0,1
-    log="$O/trace${ar}-$1.log"
     # call 40: within the first round's timed calls (30 warm-up calls)
-    timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
-        -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x CUDA_MODULE_LOADING -x CUDA_VISIBLE_DEVICES \
-        build-gpu/grs-trace/mkbench_gemm_rs $ar --shapes "$1" --rounds 1 --iters 20 > "$log" 2>&1
-    rc=$?
-    grep -E "^[0-9]+x[0-9]+x[0-9]+ " "$log"
-    python3 tools/grs_trace.py "$log"
-    exit $rc
+    lab_run build-gpu/grs-trace "${OUT:-build-gpu/grs-trace/out}/trace${ar}-$1.log" \
+        tools/grs_trace.py $ar --shapes "$1" --rounds 1 --iters 20
 fi
 AR= OPN=gemm_rs BARG=
 case $what in
